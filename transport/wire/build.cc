@@ -1,0 +1,167 @@
+#include "transport/wire/build.h"
+
+#include <rte_ether.h>
+
+#include <cstring>
+
+#include "transport/wire/bytes.h"
+#include "transport/wire/icrc.h"
+
+namespace isoroce::wire {
+namespace {
+
+constexpr size_t kEthBytes = 14, kVlanBytes = 4, kIpv4Bytes = 20, kIpv6Bytes = 40, kUdpBytes = 8;
+
+size_t l2_bytes(const FrameSpec& s) { return kEthBytes + (s.vlan_tci ? kVlanBytes : 0); }
+
+size_t l4_and_up(const FrameSpec& s, const OpcodeInfo& op) {
+  const size_t padded = s.payload.size() + (op.has_payload() ? pad_for(s.payload.size()) : 0);
+  return kUdpBytes + op.length + padded + kIcrcBytes;
+}
+
+uint16_t ipv4_checksum(const uint8_t* h) {
+  uint32_t sum = 0;
+  for (size_t i = 0; i < kIpv4Bytes; i += 2) sum += load_be16(h + i);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+BuildError check(const FrameSpec& s, const OpcodeInfo& op) {
+  if (!op.valid()) return BuildError::kUnknownOpcode;
+  if (is_ipv4_mapped(s.src_ip) != is_ipv4_mapped(s.dst_ip)) return BuildError::kMixedAddressFamilies;
+  if ((op.has(kHdrReth) && !s.reth) || (op.has(kHdrAeth) && !s.aeth) ||
+      (op.has(kHdrDeth) && !s.deth) || (op.has(kHdrImmDt) && !s.imm) ||
+      (op.has(kHdrIeth) && !s.ieth) || (op.has(kHdrAtomicEth) && !s.atomic) ||
+      (op.has(kHdrAtomicAckEth) && !s.atomic_ack)) {
+    return BuildError::kMissingHeader;
+  }
+  if (!op.has_payload() && !s.payload.empty()) return BuildError::kPayloadNotAllowed;
+  const size_t ip_header = is_ipv4_mapped(s.src_ip) ? kIpv4Bytes : 0;  // v6 length excludes header
+  if (ip_header + l4_and_up(s, op) > 0xffff) return BuildError::kTooLarge;
+  return BuildError::kOk;
+}
+
+uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, uint8_t* t) {
+  std::memset(t, 0, op.length);
+  Bth bth{};
+  bth.opcode = s.opcode;
+  bth.set_flags(s.solicited, s.mig_req, op.has_payload() ? pad_for(s.payload.size()) : 0, 0);
+  bth.set_pkey(s.pkey);
+  bth.set_ecn_bits(s.fecn, s.becn);
+  bth.set_dqpn(s.dest_qp);
+  bth.set_ack_req(s.ack_req);
+  bth.set_psn(s.psn);
+  std::memcpy(t, &bth, sizeof(bth));
+  if (op.has(kHdrDeth)) {
+    store_be32(t + op.deth, s.deth->qkey);
+    store_be24(t + op.deth + 5, s.deth->src_qp);
+  }
+  if (op.has(kHdrReth)) {
+    store_be64(t + op.reth, s.reth->va);
+    store_be32(t + op.reth + 8, s.reth->rkey);
+    store_be32(t + op.reth + 12, s.reth->dma_len);
+  }
+  if (op.has(kHdrAtomicEth)) {
+    uint8_t* h = t + op.atomic_eth;
+    store_be64(h, s.atomic->va);
+    store_be32(h + 8, s.atomic->rkey);
+    store_be64(h + 12, s.atomic->swap_add);
+    store_be64(h + 20, s.atomic->compare);
+  }
+  if (op.has(kHdrAeth)) {
+    t[op.aeth] = s.aeth->syndrome;
+    store_be24(t + op.aeth + 1, s.aeth->msn);
+  }
+  if (op.has(kHdrAtomicAckEth)) store_be64(t + op.atomic_ack_eth, *s.atomic_ack);
+  if (op.has(kHdrImmDt)) store_be32(t + op.immdt, *s.imm);
+  if (op.has(kHdrIeth)) store_be32(t + op.ieth, *s.ieth);
+  uint8_t* p = t + op.length;
+  if (!s.payload.empty()) std::memcpy(p, s.payload.data(), s.payload.size());
+  p += s.payload.size();
+  if (op.has_payload()) {
+    const uint8_t pad = pad_for(s.payload.size());
+    std::memset(p, 0, pad);
+    p += pad;
+  }
+  return p;
+}
+
+}  // namespace
+
+size_t frame_size(const FrameSpec& s) {
+  const OpcodeInfo& op = opcode_info(s.opcode);
+  if (!op.valid()) return 0;
+  const size_t ip = is_ipv4_mapped(s.src_ip) ? kIpv4Bytes : kIpv6Bytes;
+  return l2_bytes(s) + ip + l4_and_up(s, op);
+}
+
+BuildResult build_frame(const FrameSpec& s, std::span<uint8_t> out) {
+  const OpcodeInfo& op = opcode_info(s.opcode);
+  if (BuildError e = check(s, op); e != BuildError::kOk) return {e, 0};
+  const size_t len = frame_size(s);
+  if (out.size() < len) return {BuildError::kBufferTooSmall, len};
+
+  uint8_t* f = out.data();
+  std::memcpy(f, s.dst_mac.data(), 6);
+  std::memcpy(f + 6, s.src_mac.data(), 6);
+  size_t l3 = 12;
+  const bool v4 = is_ipv4_mapped(s.src_ip);
+  if (s.vlan_tci) {
+    store_be16(f + l3, RTE_ETHER_TYPE_VLAN);
+    store_be16(f + l3 + 2, *s.vlan_tci);
+    l3 += 4;
+  }
+  store_be16(f + l3, v4 ? RTE_ETHER_TYPE_IPV4 : RTE_ETHER_TYPE_IPV6);
+  l3 += 2;
+
+  uint8_t* ip = f + l3;
+  const size_t l4_len = l4_and_up(s, op);
+  size_t l4;
+  if (v4) {
+    ip[0] = 0x45;
+    ip[1] = s.traffic_class;
+    store_be16(ip + 2, static_cast<uint16_t>(kIpv4Bytes + l4_len));
+    store_be16(ip + 4, s.ip_id);
+    store_be16(ip + 6, s.dont_fragment ? 0x4000 : 0);
+    ip[8] = s.hop_limit;
+    ip[9] = 17;  // UDP
+    store_be16(ip + 10, 0);
+    std::memcpy(ip + 12, &s.src_ip[12], 4);
+    std::memcpy(ip + 16, &s.dst_ip[12], 4);
+    store_be16(ip + 10, ipv4_checksum(ip));
+    l4 = l3 + kIpv4Bytes;
+  } else {
+    store_be32(ip, 6u << 28 | static_cast<uint32_t>(s.traffic_class) << 20 | (s.flow_label & 0xfffff));
+    store_be16(ip + 4, static_cast<uint16_t>(l4_len));
+    ip[6] = 17;  // UDP
+    ip[7] = s.hop_limit;
+    std::memcpy(ip + 8, s.src_ip.data(), 16);
+    std::memcpy(ip + 24, s.dst_ip.data(), 16);
+    l4 = l3 + kIpv6Bytes;
+  }
+  uint8_t* udp = f + l4;
+  store_be16(udp, s.udp_sport);
+  store_be16(udp + 2, kRoceV2Port);
+  store_be16(udp + 4, static_cast<uint16_t>(l4_len));
+  store_be16(udp + 6, 0);
+
+  uint8_t* end = write_transport(s, op, udp + kUdpBytes);
+  const size_t icrc_off = static_cast<size_t>(end - f);
+  icrc_seal(out, l3, icrc_off);
+  return {BuildError::kOk, len};
+}
+
+std::string_view build_error_message(BuildError e) {
+  switch (e) {
+    case BuildError::kOk: return "ok";
+    case BuildError::kUnknownOpcode: return "opcode is not in the opcode table";
+    case BuildError::kMixedAddressFamilies: return "source and destination are not both IPv4 or both IPv6";
+    case BuildError::kMissingHeader: return "an extension header required by the opcode is not set";
+    case BuildError::kPayloadNotAllowed: return "the opcode carries no payload";
+    case BuildError::kTooLarge: return "the IP datagram would exceed 65535 bytes";
+    case BuildError::kBufferTooSmall: return "output buffer is smaller than the frame";
+  }
+  return "unknown error";
+}
+
+}  // namespace isoroce::wire

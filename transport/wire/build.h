@@ -1,0 +1,87 @@
+// Building RoCEv2 frames: Ethernet (optional 802.1Q), IPv4 or IPv6, UDP to
+// port 4791, BTH, the extension headers the opcode requires, payload, pad to
+// a 4-byte boundary, ICRC. The IPv4 header checksum is filled in; the UDP
+// checksum is left 0 as RoCEv2 senders do (A17.3.2).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "transport/wire/packet.h"
+
+namespace isoroce::wire {
+
+struct FrameSpec {
+  // Ethernet.
+  MacAddr dst_mac{};
+  MacAddr src_mac{};
+  std::optional<uint16_t> vlan_tci;
+
+  // IP. An IPv4-mapped source and destination make an IPv4 frame; any other
+  // pair makes an IPv6 frame. Both must be of one family.
+  IpAddr src_ip{};
+  IpAddr dst_ip{};
+  uint8_t traffic_class = 0;  // DSCP << 2 | ECN
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;  // IPv6 only
+  uint16_t ip_id = 0;       // IPv4 only
+  bool dont_fragment = true;
+
+  uint16_t udp_sport = 0xc000;
+
+  // BTH. pad is derived from the payload length.
+  uint8_t opcode = 0;
+  bool solicited = false;
+  bool mig_req = false;
+  uint16_t pkey = 0xffff;
+  bool fecn = false;
+  bool becn = false;
+  Qpn dest_qp;
+  bool ack_req = false;
+  Psn psn;
+
+  // Extension headers: each one the opcode carries must be set.
+  std::optional<RethFields> reth;
+  std::optional<AethFields> aeth;
+  std::optional<DethFields> deth;
+  std::optional<uint32_t> imm;
+  std::optional<uint32_t> ieth;
+  std::optional<AtomicFields> atomic;
+  std::optional<uint64_t> atomic_ack;
+
+  std::span<const uint8_t> payload;
+};
+
+enum class BuildError : uint8_t {
+  kOk = 0,
+  kUnknownOpcode,
+  kMixedAddressFamilies,
+  kMissingHeader,       // an extension header the opcode carries is not set
+  kPayloadNotAllowed,   // payload on a header-only opcode
+  kTooLarge,            // the IP datagram would exceed 65535 bytes
+  kBufferTooSmall,
+};
+
+std::string_view build_error_message(BuildError e);
+
+struct BuildResult {
+  BuildError error = BuildError::kOk;
+  size_t len = 0;
+  bool ok() const { return error == BuildError::kOk; }
+};
+
+// Bytes build_frame() writes for this spec (0 if the opcode is unknown).
+size_t frame_size(const FrameSpec& spec);
+
+// Writes the whole frame into out, ICRC included.
+BuildResult build_frame(const FrameSpec& spec, std::span<uint8_t> out);
+
+// Pad bytes that round a payload up to 4 bytes (9.2.3).
+inline constexpr uint8_t pad_for(size_t payload_len) {
+  return static_cast<uint8_t>((4 - (payload_len & 3)) & 3);
+}
+
+}  // namespace isoroce::wire
