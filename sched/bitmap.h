@@ -1,0 +1,55 @@
+// 4096 bits with a one-word summary: set, clear and find-next-set in O(1).
+// Bit i of summary_ is set iff words_[i] is not zero.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace isoroce::sched {
+
+class Bitmap4096 {
+ public:
+  static constexpr std::uint32_t kLog2Bits = 12;
+  static constexpr std::uint32_t kBits = 1u << kLog2Bits;
+  static constexpr std::uint32_t kNone = 0xffff'ffff;
+
+  bool empty() const { return summary_ == 0; }
+  bool test(std::uint32_t i) const { return (words_[i >> 6] >> (i & 63)) & 1; }
+
+  void set(std::uint32_t i) {
+    words_[i >> 6] |= std::uint64_t{1} << (i & 63);
+    summary_ |= std::uint64_t{1} << (i >> 6);
+  }
+
+  void clear(std::uint32_t i) {
+    std::uint64_t& w = words_[i >> 6];
+    w &= ~(std::uint64_t{1} << (i & 63));
+    if (w == 0) summary_ &= ~(std::uint64_t{1} << (i >> 6));
+  }
+
+  // The smallest set bit >= from (from < kBits), or kNone.
+  std::uint32_t find_next(std::uint32_t from) const {
+    const std::uint32_t w = from >> 6;
+    const std::uint64_t here = words_[w] & (~std::uint64_t{0} << (from & 63));
+    if (here != 0) return (w << 6) | static_cast<std::uint32_t>(std::countr_zero(here));
+    if (w == 63) return kNone;
+    const std::uint64_t later = summary_ & (~std::uint64_t{0} << (w + 1));
+    if (later == 0) return kNone;
+    const std::uint32_t w2 = static_cast<std::uint32_t>(std::countr_zero(later));
+    return (w2 << 6) | static_cast<std::uint32_t>(std::countr_zero(words_[w2]));
+  }
+
+  // The first set bit going from `from` up to kBits - 1 then from 0, or kNone.
+  std::uint32_t find_circular(std::uint32_t from) const {
+    const std::uint32_t i = find_next(from);
+    if (i != kNone || summary_ == 0) return i;
+    const std::uint32_t w2 = static_cast<std::uint32_t>(std::countr_zero(summary_));
+    return (w2 << 6) | static_cast<std::uint32_t>(std::countr_zero(words_[w2]));
+  }
+
+ private:
+  std::uint64_t summary_ = 0;
+  std::uint64_t words_[kBits / 64] = {};
+};
+
+}  // namespace isoroce::sched

@@ -1,0 +1,79 @@
+#include "sched/fifo.h"
+
+namespace isoroce::sched {
+
+FifoScheduler::FifoScheduler(const Config& config)
+    : config_(config), qps_(config.max_qps), link_(config.link_bps), control_(config.control_capacity) {}
+
+std::size_t FifoScheduler::fixed_bytes() const {
+  return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry);
+}
+
+void FifoScheduler::activate(Picos, QpId qp, Packet pkt) {
+  if (qp >= qps_.size() || pkt.bytes == 0 || qps_[qp].bytes_ != 0) return;
+  qps_[qp].bytes_ = pkt.bytes;
+  qps_[qp].ends_message_ = pkt.ends_message;
+  ring_.push_back(qps_.data(), qp);
+  ++active_;
+}
+
+bool FifoScheduler::enqueue_control(Picos, QpId qp, std::uint32_t bytes) {
+  if (qp >= qps_.size() || bytes == 0) return false;
+  return control_.push(qp, bytes);
+}
+
+void FifoScheduler::set_rate(Picos, QpId qp, std::uint64_t bps) {
+  if (qp < qps_.size()) qps_[qp].rate_bps_ = bps;
+}
+
+std::uint64_t FifoScheduler::rate(QpId qp) const {
+  return qp < qps_.size() ? qps_[qp].rate_bps_ : kUnlimited;
+}
+
+void FifoScheduler::deactivate(Picos, QpId qp) {
+  if (qp >= qps_.size() || qps_[qp].bytes_ == 0) return;
+  ring_.remove(qps_.data(), qp);
+  qps_[qp].bytes_ = 0;
+  --active_;
+}
+
+bool FifoScheduler::active(QpId qp) const { return qp < qps_.size() && qps_[qp].bytes_ != 0; }
+
+std::size_t FifoScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource& src) {
+  const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
+  std::size_t n = 0;
+  while (n < out.size()) {
+    const Picos at = link_.start(now);
+    if (at > limit) break;  // the link is busy
+    if (!control_.empty()) {
+      const ControlQueue::Entry c = control_.pop();
+      out[n++] = {c.qp, c.bytes, at, GrantKind::kControl};
+      link_.occupy(at, c.bytes);
+      continue;
+    }
+    const QpId qp = ring_.head;
+    if (qp == kNil) break;
+    Slot& s = qps_[qp];
+    out[n++] = {qp, s.bytes_, at, GrantKind::kData};
+    link_.occupy(at, s.bytes_);
+    const bool message_done = s.ends_message_;
+    const Packet next = src.on_grant(qp, s.bytes_);
+    s.bytes_ = next.bytes;
+    s.ends_message_ = next.ends_message;
+    if (next.bytes == 0) {
+      ring_.pop_front(qps_.data());
+      --active_;
+    } else if (message_done) {
+      ring_.pop_front(qps_.data());
+      ring_.push_back(qps_.data(), qp);  // next message waits for the other QPs' turn
+    }
+  }
+  return n;
+}
+
+Picos FifoScheduler::next_deadline() const {
+  if (control_.empty() && ring_.empty()) return kNever;
+  return link_.free_at();
+}
+
+}  // namespace isoroce::sched

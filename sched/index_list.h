@@ -1,0 +1,84 @@
+// Intrusive doubly-linked FIFO of QP indices. The links live in the QP's own state
+// (members next_ and prev_), so a list head is 8 bytes and no node is ever allocated.
+#pragma once
+
+#include <cstdint>
+
+namespace isoroce::sched {
+
+inline constexpr std::uint32_t kNil = 0xffff'ffff;
+
+struct IndexList {
+  std::uint32_t head = kNil;
+  std::uint32_t tail = kNil;
+
+  bool empty() const { return head == kNil; }
+
+  template <class Node>
+  void push_back(Node* nodes, std::uint32_t i) {
+    nodes[i].next_ = kNil;
+    nodes[i].prev_ = tail;
+    if (tail == kNil) {
+      head = i;
+    } else {
+      nodes[tail].next_ = i;
+    }
+    tail = i;
+  }
+
+  // Removes and returns the first index; kNil if empty.
+  template <class Node>
+  std::uint32_t pop_front(Node* nodes) {
+    const std::uint32_t i = head;
+    if (i == kNil) return kNil;
+    head = nodes[i].next_;
+    if (head == kNil) {
+      tail = kNil;
+    } else {
+      nodes[head].prev_ = kNil;
+    }
+    return i;
+  }
+
+  // Unlinks `i`, which must be on this list.
+  template <class Node>
+  void remove(Node* nodes, std::uint32_t i) {
+    const std::uint32_t next = nodes[i].next_;
+    const std::uint32_t prev = nodes[i].prev_;
+    if (prev == kNil) {
+      head = next;
+    } else {
+      nodes[prev].next_ = next;
+    }
+    if (next == kNil) {
+      tail = prev;
+    } else {
+      nodes[next].prev_ = prev;
+    }
+  }
+
+  // Moves all of `other` to the end of this list, leaving `other` empty.
+  template <class Node>
+  void append(Node* nodes, IndexList& other) {
+    if (other.head == kNil) return;
+    if (tail == kNil) {
+      head = other.head;
+    } else {
+      nodes[tail].next_ = other.head;
+      nodes[other.head].prev_ = tail;
+    }
+    tail = other.tail;
+    other.head = other.tail = kNil;
+  }
+
+  // Moves the whole list out, leaving this one empty.
+  IndexList take() {
+    IndexList out = *this;
+    head = tail = kNil;
+    return out;
+  }
+};
+
+static_assert(sizeof(IndexList) == 8);
+
+}  // namespace isoroce::sched

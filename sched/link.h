@@ -1,0 +1,62 @@
+// What every policy shares: the link model (busy until the last granted packet has
+// left) and the queue of control packets that bypass rate limits.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "sched/time.h"
+
+namespace isoroce::sched {
+
+class LinkModel {
+ public:
+  explicit LinkModel(std::uint64_t bps) : cost_(byte_cost(bps)) {}
+
+  // When the last granted packet has left.
+  Picos free_at() const { return free_; }
+  // When a packet granted at `now` can start.
+  Picos start(Picos now) const { return std::max(free_, now); }
+  // A packet of `bytes` starts at `at`.
+  void occupy(Picos at, std::uint32_t bytes) { free_ = at + duration(bytes, cost_); }
+  // Nothing can start before `t`.
+  void idle_until(Picos t) { free_ = std::max(free_, t); }
+  Picos duration_of(std::uint32_t bytes) const { return duration(bytes, cost_); }
+
+ private:
+  Picos free_ = 0;
+  ByteCost cost_;
+};
+
+class ControlQueue {
+ public:
+  struct Entry {
+    std::uint32_t qp;
+    std::uint32_t bytes;
+  };
+
+  // Capacity rounded up to a power of two.
+  explicit ControlQueue(std::uint32_t capacity) : ring_(std::bit_ceil(std::max(capacity, 1u))) {}
+
+  bool empty() const { return head_ == tail_; }
+  std::size_t size() const { return tail_ - head_; }
+  std::size_t capacity() const { return ring_.size(); }
+
+  bool push(std::uint32_t qp, std::uint32_t bytes) {
+    if (size() == ring_.size()) return false;
+    ring_[tail_++ & (ring_.size() - 1)] = {qp, bytes};
+    return true;
+  }
+
+  Entry pop() { return ring_[head_++ & (ring_.size() - 1)]; }
+
+ private:
+  std::vector<Entry> ring_;
+  std::uint64_t head_ = 0;
+  std::uint64_t tail_ = 0;
+};
+
+}  // namespace isoroce::sched

@@ -1,0 +1,120 @@
+// The per-port transmit scheduler: which QP sends next, and when.
+//
+// The scheduler holds QP ids, never packets. A QP that has a packet ready is
+// activated with that packet's size; when the scheduler grants it, it asks the QP's
+// owner (a PacketSource) for the size of the QP's following packet, so one dequeue
+// can grant a QP several packets as its rate allows. The owner builds each packet
+// after the grant. Control packets (ACK, NAK, CNP) are queued apart, bypass rate
+// limits and go first, but occupy the link like any packet.
+//
+// The scheduler models the link: a packet's departure is max(link free, now), and it
+// never grants a packet that would depart after now + Config::lookahead. With
+// lookahead 0 a caller that steps its clock to next_deadline() gets exactly the
+// departures of a link of Config::link_bps; a poll loop sets lookahead to its polling
+// period and gets the next period's packets as one batch.
+//
+// sched/ never reads a clock: every call takes "now" (picoseconds, non-decreasing).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "sched/time.h"
+
+namespace isoroce::sched {
+
+using QpId = std::uint32_t;  // dense index, 0 .. Config::max_qps - 1
+
+enum class Policy : std::uint8_t {
+  kFifo,    // hardware RNIC baseline: round robin over QPs, one whole message each
+  kTassel,  // per-QP rate limits (WF2Q+ on a timing wheel), work-conserving otherwise
+};
+
+std::string_view to_string(Policy policy);
+// Parses "fifo" or "tassel"; false if neither.
+bool parse_policy(std::string_view text, Policy* policy);
+
+// A QP's next packet: its size on the link, and whether it ends a message (WQE).
+struct Packet {
+  std::uint32_t bytes = 0;  // 0: the QP has nothing more to send
+  bool ends_message = true;
+};
+
+enum class GrantKind : std::uint8_t { kData, kControl };
+
+// One packet the caller may now build and send.
+struct Grant {
+  QpId qp = 0;
+  std::uint32_t bytes = 0;
+  Picos departure = 0;  // when it starts on the link model
+  GrantKind kind = GrantKind::kData;
+};
+
+// The owner of the QPs. on_grant is told that `qp`'s packet of `bytes` was granted
+// and returns the QP's following packet, or bytes 0 if it has none ready (the QP is
+// then idle until activated again).
+class PacketSource {
+ public:
+  virtual Packet on_grant(QpId qp, std::uint32_t bytes) = 0;
+
+ protected:
+  ~PacketSource() = default;
+};
+
+struct Config {
+  std::uint64_t link_bps = 100'000'000'000;
+  std::uint32_t max_qps = 1024;
+  Picos lookahead = 0;                   // grant packets departing up to now + lookahead
+  std::uint32_t control_capacity = 4096;  // control packets queued at once
+};
+
+// Empty if `config` is usable, else what is wrong with it.
+std::string_view validate(const Config& config);
+
+inline constexpr std::uint64_t kUnlimited = 0;  // a rate of 0 means no limit
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+
+  virtual Policy policy() const = 0;
+
+  // `qp`, idle in the scheduler, has `pkt` ready. Ignored if qp is out of range,
+  // already active or pkt.bytes is 0.
+  virtual void activate(Picos now, QpId qp, Packet pkt) = 0;
+
+  // Queues a control packet for `qp`; false if the control queue is full.
+  virtual bool enqueue_control(Picos now, QpId qp, std::uint32_t bytes) = 0;
+
+  // Sets `qp`'s rate limit in bits per second (kUnlimited: none). Takes effect from
+  // the QP's next packet to be released. fifo records it and ignores it.
+  virtual void set_rate(Picos now, QpId qp, std::uint64_t bps) = 0;
+  virtual std::uint64_t rate(QpId qp) const = 0;
+
+  // Forgets `qp`'s ready packet (the QP is being reset or destroyed). Its control
+  // packets already queued still leave.
+  virtual void deactivate(Picos now, QpId qp) = 0;
+
+  // Grants up to out.size() packets that depart by now + lookahead, in departure
+  // order; returns how many. Calls src.on_grant for each data grant.
+  virtual std::size_t dequeue(Picos now, std::span<Grant> out, PacketSource& src) = 0;
+
+  // The earliest time at which dequeue could grant something (may be in the past:
+  // "now"); kNever if nothing is queued.
+  virtual Picos next_deadline() const = 0;
+
+  virtual bool active(QpId qp) const = 0;
+  virtual std::size_t active_qps() const = 0;
+
+  // Scheduler memory: bytes of state per QP, and bytes independent of the QP count.
+  virtual std::size_t bytes_per_qp() const = 0;
+  virtual std::size_t fixed_bytes() const = 0;
+};
+
+// nullptr if validate(config) is not empty.
+std::unique_ptr<Scheduler> make_scheduler(Policy policy, const Config& config);
+
+}  // namespace isoroce::sched

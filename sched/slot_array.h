@@ -1,0 +1,64 @@
+// 4096 FIFO lists of QP indices (the slots of a timing wheel, or the buckets of a
+// calendar), grouped eight to a cache line, with a bitmap of the non-empty ones.
+#pragma once
+
+#include <cstdint>
+
+#include "sched/bitmap.h"
+#include "sched/index_list.h"
+
+namespace isoroce::sched {
+
+class SlotArray {
+ public:
+  static constexpr std::uint32_t kLog2Slots = Bitmap4096::kLog2Bits;
+  static constexpr std::uint32_t kSlots = Bitmap4096::kBits;
+  static constexpr std::uint32_t kMask = kSlots - 1;
+  static constexpr std::uint32_t kNone = Bitmap4096::kNone;
+
+  bool empty() const { return bits_.empty(); }
+  bool occupied(std::uint32_t slot) const { return bits_.test(slot); }
+  std::uint32_t find_next(std::uint32_t from) const { return bits_.find_next(from); }
+  std::uint32_t find_circular(std::uint32_t from) const { return bits_.find_circular(from); }
+
+  template <class Node>
+  void push_back(Node* nodes, std::uint32_t slot, std::uint32_t i) {
+    IndexList& l = list(slot);
+    if (l.empty()) bits_.set(slot);
+    l.push_back(nodes, i);
+  }
+
+  template <class Node>
+  std::uint32_t pop_front(Node* nodes, std::uint32_t slot) {
+    IndexList& l = list(slot);
+    const std::uint32_t i = l.pop_front(nodes);
+    if (l.empty()) bits_.clear(slot);
+    return i;
+  }
+
+  template <class Node>
+  void remove(Node* nodes, std::uint32_t slot, std::uint32_t i) {
+    IndexList& l = list(slot);
+    l.remove(nodes, i);
+    if (l.empty()) bits_.clear(slot);
+  }
+
+  // Empties `slot` and returns its list.
+  IndexList take(std::uint32_t slot) {
+    bits_.clear(slot);
+    return list(slot).take();
+  }
+
+ private:
+  struct alignas(64) Line {
+    IndexList lists[8];
+  };
+  static_assert(sizeof(Line) == 64, "eight slot heads per cache line");
+
+  IndexList& list(std::uint32_t slot) { return lines_[slot >> 3].lists[slot & 7]; }
+
+  Line lines_[kSlots / 8];
+  Bitmap4096 bits_;
+};
+
+}  // namespace isoroce::sched

@@ -1,0 +1,81 @@
+// The tassel policy: per-QP rate limits enforced as Tassel does (Wang et al., "Fast,
+// Scalable, and Accurate Rate Limiter for RDMA NICs", SIGCOMM 2024), with WF2Q+ start
+// and finish times (Bennett and Zhang, "WF2Q+: Hierarchical Packet Fair Queueing
+// Algorithms", SIGCOMM 1996) on a timing wheel.
+//
+// Per QP i with rate r_i and ready packet of L bytes:
+//   S = max(F_prev, V) when the QP becomes active, S = F_prev while it stays backlogged;
+//   F = S + L / r_i, with r_i read when the packet becomes eligible.
+// A packet is eligible when S <= V; of the eligible packets the smallest F goes next.
+// V, system time, advances with real time scaled by 1 / max(1, Phi), Phi being the sum
+// of the active QPs' rates over the link rate: with Phi <= 1 every QP gets exactly its
+// rate; with Phi > 1 each QP's packets are stretched by Phi (Tassel's advance of
+// delta * max(1, Phi) per packet), so QPs share the link in proportion to their rates
+// and the link stays full instead of building a queue.
+// QPs without a limit are served round robin when no limited QP is eligible; control
+// packets go first.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sched/eligible_pool.h"
+#include "sched/index_list.h"
+#include "sched/link.h"
+#include "sched/qp_slot.h"
+#include "sched/scheduler.h"
+#include "sched/timeline.h"
+
+namespace isoroce::sched {
+
+class TasselScheduler final : public Scheduler {
+ public:
+  explicit TasselScheduler(const Config& config);
+
+  Policy policy() const override { return Policy::kTassel; }
+  void activate(Picos now, QpId qp, Packet pkt) override;
+  bool enqueue_control(Picos now, QpId qp, std::uint32_t bytes) override;
+  void set_rate(Picos now, QpId qp, std::uint64_t bps) override;
+  std::uint64_t rate(QpId qp) const override;
+  void deactivate(Picos now, QpId qp) override;
+  std::size_t dequeue(Picos now, std::span<Grant> out, PacketSource& src) override;
+  Picos next_deadline() const override;
+  bool active(QpId qp) const override;
+  std::size_t active_qps() const override { return active_; }
+  std::size_t bytes_per_qp() const override { return sizeof(QpSlot); }
+  std::size_t fixed_bytes() const override;
+
+  // System time now, and Phi in 1/2^32 (exposed for tests and telemetry).
+  Picos system_time() const { return v_; }
+  std::uint64_t active_limited_bps() const { return active_bps_; }
+
+ private:
+  static constexpr unsigned kSigmaFracBits = 32;
+  static constexpr std::uint64_t kSigmaOne = std::uint64_t{1} << kSigmaFracBits;
+
+  void sync(Picos t);
+  void update_sigma();
+  Picos when_system_time_reaches(Picos v) const;
+  void place_limited(QpId qp, Picos start);
+  void release_due();
+  void remove_from_queue(QpId qp);
+  void grant(QpId qp, Picos at, Grant& out, PacketSource& src);
+
+  Config config_;
+  std::vector<QpSlot> qps_;
+  Timeline timeline_;
+  EligiblePool pool_;
+  IndexList unlimited_;  // round robin over active QPs without a limit
+  IndexList due_;        // released by the timeline, on their way to the pool
+  LinkModel link_;
+  ControlQueue control_;
+
+  Picos t_v_ = 0;                 // real time at which system time was last computed
+  Picos v_ = 0;                   // system time at t_v_
+  std::uint64_t v_frac_ = 0;      // fraction of a picosecond of system time
+  std::uint64_t sigma_ = kSigmaOne;  // dV/dt = min(1, 1/Phi), 32 fractional bits
+  std::uint64_t active_bps_ = 0;  // sum of the rates of active limited QPs
+  std::size_t active_ = 0;
+};
+
+}  // namespace isoroce::sched

@@ -1,0 +1,54 @@
+#include "sched/bitmap.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+namespace isoroce::sched {
+namespace {
+
+// Expect: find_next and find_circular agree with a std::set under random set/clear.
+TEST(Bitmap4096, AgreesWithSetUnderRandomOps) {
+  std::mt19937_64 rng(7);
+  Bitmap4096 bits;
+  std::set<std::uint32_t> ref;
+  for (int step = 0; step < 200'000; ++step) {
+    const std::uint32_t i = rng() % Bitmap4096::kBits;
+    if (rng() % 3 == 0) {
+      bits.clear(i);
+      ref.erase(i);
+    } else if (rng() % 8 == 0) {
+      bits.set(i);
+      ref.insert(i);
+    }
+    const std::uint32_t from = rng() % Bitmap4096::kBits;
+    auto it = ref.lower_bound(from);
+    const std::uint32_t want_next = it == ref.end() ? Bitmap4096::kNone : *it;
+    ASSERT_EQ(bits.find_next(from), want_next) << "step " << step;
+    const std::uint32_t want_circ =
+        it != ref.end() ? *it : (ref.empty() ? Bitmap4096::kNone : *ref.begin());
+    ASSERT_EQ(bits.find_circular(from), want_circ) << "step " << step;
+    ASSERT_EQ(bits.empty(), ref.empty());
+  }
+}
+
+TEST(Bitmap4096, EdgesOfWords) {
+  Bitmap4096 bits;
+  EXPECT_EQ(bits.find_next(0), Bitmap4096::kNone);
+  EXPECT_EQ(bits.find_circular(4095), Bitmap4096::kNone);
+  bits.set(4095);
+  EXPECT_EQ(bits.find_next(0), 4095u);
+  EXPECT_EQ(bits.find_next(4095), 4095u);
+  bits.set(0);
+  EXPECT_EQ(bits.find_circular(4095), 4095u);
+  bits.clear(4095);
+  EXPECT_EQ(bits.find_next(1), Bitmap4096::kNone);
+  EXPECT_EQ(bits.find_circular(1), 0u);
+  bits.set(64);
+  EXPECT_EQ(bits.find_next(1), 64u);
+  EXPECT_EQ(bits.find_next(63), 64u);
+}
+
+}  // namespace
+}  // namespace isoroce::sched
