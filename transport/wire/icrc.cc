@@ -41,15 +41,20 @@ constexpr size_t kIpv6HeaderBytes = 40;
 // saved values. Offsets are relative to the start of the masked LRH.
 class MaskedBytes {
  public:
+  explicit MaskedBytes(size_t limit) : limit_(limit) {}
+
+  // Offsets at or past the covered length are left alone, so a header with a
+  // nonsense length can never make this write outside the frame.
   void mask(uint8_t* base, size_t off, size_t len) {
-    for (size_t i = 0; i < len; ++i) {
+    for (size_t i = 0; i < len && off + i < limit_; ++i) {
       saved_[n_] = {static_cast<uint16_t>(off + i), base[off + i]};
       base[off + i] = 0xff;
       ++n_;
     }
   }
+  // Newest first, so a byte masked twice gets its original value back.
   void restore(uint8_t* base) const {
-    for (size_t i = 0; i < n_; ++i) base[saved_[i].off] = saved_[i].value;
+    for (size_t i = n_; i-- > 0;) base[saved_[i].off] = saved_[i].value;
   }
 
  private:
@@ -60,6 +65,7 @@ class MaskedBytes {
   // LRH 8 + IPv6 first 4 + hop limit 1 + UDP checksum 2 + BTH resv8a 1.
   std::array<Saved, 16> saved_{};
   size_t n_ = 0;
+  size_t limit_;
 };
 
 // base points at the 8 bytes in front of the IP header; len covers them too.
@@ -70,7 +76,7 @@ uint32_t crc_with_masks(uint8_t* base, size_t len) {
   const size_t udp = kLrhMaskBytes + ip_len;
   const size_t bth = udp + 8;
 
-  MaskedBytes m;
+  MaskedBytes m(len);
   m.mask(base, 0, kLrhMaskBytes);
   if (v4) {
     m.mask(base, kLrhMaskBytes + 1, 1);   // TOS
@@ -80,7 +86,7 @@ uint32_t crc_with_masks(uint8_t* base, size_t len) {
     // Traffic class and flow label share bytes 0..3 with the version nibble.
     const uint8_t version = ip[0] & 0xf0;
     m.mask(base, kLrhMaskBytes, 4);
-    ip[0] = version | 0x0f;
+    if (len > kLrhMaskBytes) ip[0] = version | 0x0f;
     m.mask(base, kLrhMaskBytes + 7, 1);  // hop limit
   }
   m.mask(base, udp + 6, 2);  // UDP checksum
@@ -93,6 +99,7 @@ uint32_t crc_with_masks(uint8_t* base, size_t len) {
 }  // namespace
 
 uint32_t icrc_compute(std::span<uint8_t> frame, size_t l3_offset, size_t icrc_offset) {
+  if (icrc_offset < l3_offset || icrc_offset > frame.size()) return 0;  // caller bug; never touch memory
   const size_t covered = icrc_offset - l3_offset;
   if (l3_offset >= kLrhMaskBytes) {
     return crc_with_masks(frame.data() + l3_offset - kLrhMaskBytes, covered + kLrhMaskBytes);
