@@ -142,6 +142,7 @@ void TasselScheduler::deactivate(Picos now, QpId qp) {
     update_sigma();
   }
   remove_from_queue(qp);
+  s.finish_ = s.start_;  // the dropped packet is not charged
   --active_;
 }
 

@@ -45,9 +45,10 @@ class TasselScheduler final : public Scheduler {
   std::size_t bytes_per_qp() const override { return sizeof(QpSlot); }
   std::size_t fixed_bytes() const override;
 
-  // System time now, and Phi in 1/2^32 (exposed for tests and telemetry).
+  // For tests and telemetry: system time, the sum of the active limits, where a QP waits.
   Picos system_time() const { return v_; }
   std::uint64_t active_limited_bps() const { return active_bps_; }
+  Where where(QpId qp) const { return qp < qps_.size() ? qps_[qp].where_ : Where::kIdle; }
 
  private:
   static constexpr unsigned kSigmaFracBits = 32;

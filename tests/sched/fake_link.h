@@ -67,8 +67,22 @@ class FakeLink : public PacketSource {
     now_ = std::max(now_, end);
   }
 
-  // Only packets departing at or after `t` count in the window.
-  void open_window(Picos t) { window_start_ = t; }
+  // Forgets what was recorded (not the QPs' packet counters).
+  void reset_records() {
+    for (QpRecord& r : records_) r = QpRecord{};
+    window_total_bytes_ = 0;
+  }
+
+  // Starts the window afresh: only packets departing at or after `t` count in it.
+  void open_window(Picos t) {
+    for (QpRecord& r : records_) {
+      r.first = kNever;
+      r.last = 0;
+      r.last_bytes = r.window_bytes = r.window_packets = 0;
+    }
+    window_total_bytes_ = 0;
+    window_start_ = t;
+  }
   void close_window(Picos t) { window_end_ = t; }
 
   Packet on_grant(QpId qp, std::uint32_t) override {
