@@ -1,0 +1,106 @@
+#include "transport/verbs/mr_table.h"
+
+#include <cerrno>
+
+#include "transport/verbs/access.h"
+
+namespace isoroce::verbs {
+
+const char* mr_check_name(MrCheck c) {
+  switch (c) {
+    case MrCheck::kOk: return "ok";
+    case MrCheck::kInvalidKey: return "invalid key";
+    case MrCheck::kAccessViolation: return "access violation";
+    case MrCheck::kOutOfBounds: return "out of bounds";
+    case MrCheck::kMisaligned: return "misaligned";
+  }
+  return "?";
+}
+
+uint32_t MrTable::fresh_key() {
+  // The permutation cannot repeat before 2^32 keys, but a key of a region
+  // registered 2^32 keys ago may still be live: skip it.
+  uint32_t k;
+  do k = keys_.next();
+  while (by_lkey_.count(k) || lkey_by_rkey_.count(k));
+  return k;
+}
+
+Result<MrKeys> MrTable::reg(const Device& dev, PdTable& pds, PdHandle pd, uint64_t addr,
+                            uint64_t length, uint64_t iova, uint32_t access) {
+  using R = Result<MrKeys>;
+  if (int err = check_mr_access(access)) return R::error(err);
+  if (!pds.exists(pd)) return R::error(EINVAL);
+  if (length == 0 || length > dev.max_mr_size) return R::error(EINVAL);
+  if (access & IBV_ACCESS_ZERO_BASED) {
+    iova = 0;
+  } else if ((addr ^ iova) & (kPageSize - 1)) {
+    return R::error(EINVAL);
+  }
+  // Neither range may wrap past 2^64 (the last byte is start + length - 1).
+  if (addr + (length - 1) < addr || iova + (length - 1) < iova) return R::error(EINVAL);
+  if (by_lkey_.size() >= dev.max_mr) return R::error(ENOMEM);
+
+  uint32_t lkey = fresh_key();
+  uint32_t rkey;
+  do rkey = fresh_key();
+  while (rkey == lkey);
+  by_lkey_.emplace(lkey, Mr{pd, addr, iova, length, access, lkey, rkey});
+  lkey_by_rkey_.emplace(rkey, lkey);
+  pds.get(pd);
+  return MrKeys{lkey, rkey};
+}
+
+int MrTable::dereg(PdTable& pds, uint32_t lkey) {
+  auto it = by_lkey_.find(lkey);
+  if (it == by_lkey_.end()) return EINVAL;
+  pds.put(it->second.pd);
+  lkey_by_rkey_.erase(it->second.rkey);
+  by_lkey_.erase(it);
+  return 0;
+}
+
+const Mr* MrTable::find_lkey(uint32_t lkey) const {
+  auto it = by_lkey_.find(lkey);
+  return it == by_lkey_.end() ? nullptr : &it->second;
+}
+
+const Mr* MrTable::find_rkey(uint32_t rkey) const {
+  auto it = lkey_by_rkey_.find(rkey);
+  return it == lkey_by_rkey_.end() ? nullptr : find_lkey(it->second);
+}
+
+// [va, va+len) within [iova, iova+length), written so nothing can overflow:
+// va - iova and length - len are computed only once each is known >= 0.
+MrCheck MrTable::check_range(const Mr& mr, uint64_t va, uint64_t len) {
+  if (va < mr.iova) return MrCheck::kOutOfBounds;
+  if (len > mr.length) return MrCheck::kOutOfBounds;
+  if (va - mr.iova > mr.length - len) return MrCheck::kOutOfBounds;
+  return MrCheck::kOk;
+}
+
+MrCheck MrTable::check_local(PdHandle pd, uint32_t lkey, uint64_t addr, uint64_t len,
+                             uint32_t needed) const {
+  const Mr* mr = find_lkey(lkey);
+  // A key from another PD is no key at all here (rxe lookup_mr()).
+  if (!mr || mr->pd != pd) return MrCheck::kInvalidKey;
+  if (needed & ~(mr->access & IBV_ACCESS_LOCAL_WRITE)) return MrCheck::kAccessViolation;
+  return check_range(*mr, addr, len);
+}
+
+MrCheck MrTable::check_remote(PdHandle pd, uint32_t rkey, uint64_t va, uint64_t len,
+                              uint32_t needed) const {
+  const Mr* mr = find_rkey(rkey);
+  if (!mr || mr->pd != pd) return MrCheck::kInvalidKey;
+  if (needed == 0 || (needed & ~(mr->access & kAccessRemote))) return MrCheck::kAccessViolation;
+  return check_range(*mr, va, len);
+}
+
+MrCheck MrTable::check_atomic(PdHandle pd, uint32_t rkey, uint64_t va) const {
+  MrCheck c = check_remote(pd, rkey, va, kAtomicSize, IBV_ACCESS_REMOTE_ATOMIC);
+  if (c != MrCheck::kOk) return c;
+  if (va & (kAtomicSize - 1)) return MrCheck::kMisaligned;
+  return MrCheck::kOk;
+}
+
+}  // namespace isoroce::verbs

@@ -1,0 +1,82 @@
+// Memory regions: registration with the checks of ibv_reg_mr(), L_Key and
+// R_Key lookup, and the access/bounds checks the requester (local SGEs) and
+// the responder (RETH / AtomicETH) make before touching memory.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include "transport/verbs/device.h"
+#include "transport/verbs/mr_key.h"
+#include "transport/verbs/pd_table.h"
+#include "transport/verbs/result.h"
+
+namespace isoroce::verbs {
+
+inline constexpr uint64_t kPageSize = 4096;
+inline constexpr uint64_t kAtomicSize = 8;  // IBTA 9.4.5: atomics act on 8 aligned bytes
+
+// What a check found; the engine maps it to a completion status or a NAK
+// (kInvalidKey/kAccessViolation/kOutOfBounds -> IBV_WC_LOC_PROT_ERR locally,
+// Remote Access Error NAK remotely; kMisaligned -> Invalid Request NAK, as
+// rxe_resp.c does for a misaligned atomic).
+enum class MrCheck : uint8_t { kOk, kInvalidKey, kAccessViolation, kOutOfBounds, kMisaligned };
+
+const char* mr_check_name(MrCheck c);
+
+struct Mr {
+  PdHandle pd;
+  uint64_t addr;    // where the buffer is in the application
+  uint64_t iova;    // the address SGEs and RETHs name (addr unless reg'd with an iova)
+  uint64_t length;
+  uint32_t access;  // ibv_access_flags
+  uint32_t lkey;
+  uint32_t rkey;
+};
+
+struct MrKeys {
+  uint32_t lkey;
+  uint32_t rkey;
+};
+
+class MrTable {
+ public:
+  explicit MrTable(uint64_t key_seed) : keys_(key_seed) {}
+
+  // ibv_reg_mr_iova2(). access is checked by check_mr_access(); the PD must
+  // exist; length must be 1..max_mr_size with neither addr+length nor
+  // iova+length wrapping; addr and iova must share their offset in the page
+  // (ib_uverbs_reg_mr()). IBV_ACCESS_ZERO_BASED makes the iova 0. ENOMEM
+  // beyond Device::max_mr. The lkey and rkey differ, so an lkey a peer
+  // learns is useless to it.
+  Result<MrKeys> reg(const Device& dev, PdTable& pds, PdHandle pd, uint64_t addr,
+                     uint64_t length, uint64_t iova, uint32_t access);
+  // ibv_dereg_mr(): 0 or EINVAL for an unknown lkey.
+  int dereg(PdTable& pds, uint32_t lkey);
+
+  // An SGE: [addr, addr+len) inside the MR named by lkey in the QP's PD;
+  // needed is IBV_ACCESS_LOCAL_WRITE to write there, 0 to read (local read
+  // is always allowed, IBTA 10.6.3).
+  MrCheck check_local(PdHandle pd, uint32_t lkey, uint64_t addr, uint64_t len,
+                      uint32_t needed) const;
+  // A RETH: [va, va+len) inside the MR named by rkey in the QP's PD, which
+  // grants every bit of needed (REMOTE_READ/REMOTE_WRITE/REMOTE_ATOMIC).
+  MrCheck check_remote(PdHandle pd, uint32_t rkey, uint64_t va, uint64_t len,
+                       uint32_t needed) const;
+  // An AtomicETH: 8 bytes, 8-byte aligned, REMOTE_ATOMIC.
+  MrCheck check_atomic(PdHandle pd, uint32_t rkey, uint64_t va) const;
+
+  const Mr* find_lkey(uint32_t lkey) const;
+  const Mr* find_rkey(uint32_t rkey) const;
+  size_t size() const { return by_lkey_.size(); }
+
+ private:
+  uint32_t fresh_key();
+  static MrCheck check_range(const Mr& mr, uint64_t va, uint64_t len);
+
+  MrKeyGen keys_;
+  std::unordered_map<uint32_t, Mr> by_lkey_;
+  std::unordered_map<uint32_t, uint32_t> lkey_by_rkey_;
+};
+
+}  // namespace isoroce::verbs
