@@ -120,6 +120,12 @@ TEST_F(MrTest, BoundsNeverOverflowNearUint64Max) {
             MrCheck::kOutOfBounds);
   EXPECT_EQ(mrs_.check_remote(pd_, low.rkey, 0x1800, UINT64_MAX - 0x100, kRr),
             MrCheck::kOutOfBounds);
+  // va far above the region with va + len wrapping to just past 0: a naive
+  // "va + len <= iova + length" sees 7 <= 0x2000 and lets it through.
+  EXPECT_EQ(mrs_.check_remote(pd_, low.rkey, UINT64_MAX - 8, 16, kRr), MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs_.check_local(pd_, low.lkey, UINT64_MAX - 8, 16, 0), MrCheck::kOutOfBounds);
+  // Inside the top page, not touching its end: iova + length itself wraps to 0.
+  EXPECT_EQ(mrs_.check_remote(pd_, k.rkey, base + 8, 16, kRr), MrCheck::kOk);
 }
 
 TEST_F(MrTest, AtomicsAreEightAlignedBytes) {
