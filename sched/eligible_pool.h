@@ -18,43 +18,45 @@
 namespace isoroce::sched {
 
 class EligiblePool {
+  using Buckets = SlotArray<IndexQueue>;
+
  public:
   static constexpr unsigned kBucketLog2 = 13;  // 8.192 ns
-  static constexpr Picos kSpan = Picos{SlotArray::kSlots} << kBucketLog2;
+  static constexpr Picos kSpan = Picos{Buckets::kSlots} << kBucketLog2;
 
   bool empty() const { return count_ == 0; }
   std::size_t size() const { return count_; }
 
-  // Adds qps[qp], keyed by qps[qp].finish_.
+  // Adds qps[qp], keyed by its finish time qps[qp].time_.
   void push(QpSlot* qps, std::uint32_t qp) {
-    std::uint64_t key = qps[qp].finish_ >> kBucketLog2;
+    std::uint64_t key = qps[qp].time_ >> kBucketLog2;
     if (count_ == 0) {
       first_ = key;
     } else if (key < first_) {
       key = first_;
-    } else if (key - first_ > SlotArray::kMask) {
-      key = first_ + SlotArray::kMask;
+    } else if (key - first_ > Buckets::kMask) {
+      key = first_ + Buckets::kMask;
     }
-    const std::uint32_t slot = static_cast<std::uint32_t>(key & SlotArray::kMask);
+    const std::uint32_t slot = static_cast<std::uint32_t>(key & Buckets::kMask);
     qps[qp].slot_ = static_cast<std::uint16_t>(slot);
     qps[qp].where_ = Where::kPool;
-    buckets_.push_back(qps, slot, qp);
+    buckets_.push(qps, slot, qp);
     ++count_;
   }
 
   // Removes and returns a QP of the smallest finish time; kNil if empty.
   std::uint32_t pop(QpSlot* qps) {
     if (count_ == 0) return kNil;
-    const std::uint32_t here = static_cast<std::uint32_t>(first_ & SlotArray::kMask);
+    const std::uint32_t here = static_cast<std::uint32_t>(first_ & Buckets::kMask);
     const std::uint32_t slot = buckets_.find_circular(here);
-    first_ += (slot - here) & SlotArray::kMask;
+    first_ += (slot - here) & Buckets::kMask;
     --count_;
-    const std::uint32_t qp = buckets_.pop_front(qps, slot);
+    const std::uint32_t qp = buckets_.pop(qps, slot);
     qps[qp].where_ = Where::kIdle;
     return qp;
   }
 
-  // Removes qps[qp], which must be in the pool.
+  // Removes qps[qp], which must be in the pool. Walks its bucket.
   void remove(QpSlot* qps, std::uint32_t qp) {
     buckets_.remove(qps, qps[qp].slot_, qp);
     qps[qp].where_ = Where::kIdle;
@@ -62,7 +64,7 @@ class EligiblePool {
   }
 
  private:
-  SlotArray buckets_;
+  Buckets buckets_;
   std::uint64_t first_ = 0;  // bucket of the smallest key; all keys in [first_, first_ + 4095]
   std::size_t count_ = 0;
 };

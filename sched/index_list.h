@@ -1,5 +1,10 @@
-// Intrusive doubly-linked FIFO of QP indices. The links live in the QP's own state
-// (members next_ and prev_), so a list head is 8 bytes and no node is ever allocated.
+// Intrusive lists of QP indices. The links live in the QP's own state (members next_
+// and prev_), so a list head is 4 or 8 bytes and no node is ever allocated.
+//   IndexList   doubly linked FIFO: O(1) removal (round-robin rings)
+//   IndexStack  singly linked LIFO: push and pop touch only the QP itself (wheel slots)
+//   IndexQueue  singly linked FIFO (calendar buckets)
+// Removal from the singly linked ones walks the list: only control operations
+// (deactivate, a QP switching between limited and unlimited) do it.
 #pragma once
 
 #include <cstdint>
@@ -80,5 +85,91 @@ struct IndexList {
 };
 
 static_assert(sizeof(IndexList) == 8);
+
+// Unlinks `i` from the singly linked list starting at `head`; returns the node before
+// it (kNil if it was first).
+template <class Node>
+std::uint32_t unlink_single(Node* nodes, std::uint32_t& head, std::uint32_t i) {
+  if (head == i) {
+    head = nodes[i].next_;
+    return kNil;
+  }
+  std::uint32_t p = head;
+  while (nodes[p].next_ != i) p = nodes[p].next_;
+  nodes[p].next_ = nodes[i].next_;
+  return p;
+}
+
+struct IndexStack {
+  std::uint32_t head = kNil;
+
+  bool empty() const { return head == kNil; }
+
+  template <class Node>
+  void push(Node* nodes, std::uint32_t i) {
+    nodes[i].next_ = head;
+    head = i;
+  }
+
+  template <class Node>
+  std::uint32_t pop(Node* nodes) {
+    const std::uint32_t i = head;
+    if (i != kNil) head = nodes[i].next_;
+    return i;
+  }
+
+  template <class Node>
+  void remove(Node* nodes, std::uint32_t i) {
+    unlink_single(nodes, head, i);
+  }
+
+  IndexStack take() {
+    IndexStack out = *this;
+    head = kNil;
+    return out;
+  }
+};
+
+struct IndexQueue {
+  std::uint32_t head = kNil;
+  std::uint32_t tail = kNil;
+
+  bool empty() const { return head == kNil; }
+
+  template <class Node>
+  void push(Node* nodes, std::uint32_t i) {
+    nodes[i].next_ = kNil;
+    if (tail == kNil) {
+      head = i;
+    } else {
+      nodes[tail].next_ = i;
+    }
+    tail = i;
+  }
+
+  template <class Node>
+  std::uint32_t pop(Node* nodes) {
+    const std::uint32_t i = head;
+    if (i == kNil) return kNil;
+    head = nodes[i].next_;
+    if (head == kNil) tail = kNil;
+    return i;
+  }
+
+  template <class Node>
+  void remove(Node* nodes, std::uint32_t i) {
+    const std::uint32_t before = unlink_single(nodes, head, i);
+    if (tail == i) tail = before;
+  }
+
+  IndexQueue take() {
+    IndexQueue out = *this;
+    head = tail = kNil;
+    return out;
+  }
+};
+
+static_assert(sizeof(IndexStack) == 4);
+static_assert(sizeof(IndexQueue) == 8);
 
 }  // namespace isoroce::sched

@@ -1,5 +1,5 @@
-// 4096 FIFO lists of QP indices (the slots of a timing wheel, or the buckets of a
-// calendar), grouped eight to a cache line, with a bitmap of the non-empty ones.
+// 4096 intrusive lists of QP indices (the slots of a timing wheel, or the buckets of
+// a calendar), packed into cache lines, with a bitmap of the non-empty ones.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 namespace isoroce::sched {
 
+template <class List>
 class SlotArray {
  public:
   static constexpr std::uint32_t kLog2Slots = Bitmap4096::kLog2Bits;
@@ -22,42 +23,43 @@ class SlotArray {
   std::uint32_t find_circular(std::uint32_t from) const { return bits_.find_circular(from); }
 
   template <class Node>
-  void push_back(Node* nodes, std::uint32_t slot, std::uint32_t i) {
-    IndexList& l = list(slot);
+  void push(Node* nodes, std::uint32_t slot, std::uint32_t i) {
+    List& l = list(slot);
     if (l.empty()) bits_.set(slot);
-    l.push_back(nodes, i);
+    l.push(nodes, i);
   }
 
   template <class Node>
-  std::uint32_t pop_front(Node* nodes, std::uint32_t slot) {
-    IndexList& l = list(slot);
-    const std::uint32_t i = l.pop_front(nodes);
+  std::uint32_t pop(Node* nodes, std::uint32_t slot) {
+    List& l = list(slot);
+    const std::uint32_t i = l.pop(nodes);
     if (l.empty()) bits_.clear(slot);
     return i;
   }
 
   template <class Node>
   void remove(Node* nodes, std::uint32_t slot, std::uint32_t i) {
-    IndexList& l = list(slot);
+    List& l = list(slot);
     l.remove(nodes, i);
     if (l.empty()) bits_.clear(slot);
   }
 
   // Empties `slot` and returns its list.
-  IndexList take(std::uint32_t slot) {
+  List take(std::uint32_t slot) {
     bits_.clear(slot);
     return list(slot).take();
   }
 
  private:
+  static constexpr std::uint32_t kPerLine = 64 / sizeof(List);
   struct alignas(64) Line {
-    IndexList lists[8];
+    List lists[kPerLine];
   };
-  static_assert(sizeof(Line) == 64, "eight slot heads per cache line");
+  static_assert(sizeof(Line) == 64, "one cache line of slot heads");
 
-  IndexList& list(std::uint32_t slot) { return lines_[slot >> 3].lists[slot & 7]; }
+  List& list(std::uint32_t slot) { return lines_[slot / kPerLine].lists[slot % kPerLine]; }
 
-  Line lines_[kSlots / 8];
+  Line lines_[kSlots / kPerLine];
   Bitmap4096 bits_;
 };
 

@@ -9,12 +9,12 @@ using u128 = unsigned __int128;
 TasselScheduler::TasselScheduler(const Config& config)
     : config_(config),
       qps_(config.max_qps),
+      rates_(config.max_qps, kUnlimited),
       link_(config.link_bps),
       control_(config.control_capacity) {}
 
 std::size_t TasselScheduler::fixed_bytes() const {
-  return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry) +
-         timeline_.heap_size() * 16;
+  return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry) + timeline_.heap_size() * 16;
 }
 
 void TasselScheduler::sync(Picos t) {
@@ -49,22 +49,20 @@ Picos TasselScheduler::when_system_time_reaches(Picos v) const {
   return t >= kNever ? kNever : static_cast<Picos>(t);
 }
 
-void TasselScheduler::place_limited(QpId qp, Picos start) {
+// S -> F: the packet is eligible; its finish time uses the rate in force now.
+void TasselScheduler::make_eligible(QpId qp) {
   QpSlot& s = qps_[qp];
-  s.start_ = start;
-  if (!timeline_.insert(qps_.data(), qp)) {
-    s.finish_ = start + duration(s.bytes_, s.cost_);
-    pool_.push(qps_.data(), qp);
-  }
+  s.time_ += duration(s.bytes_, s.cost_);
+  pool_.push(qps_.data(), qp);
+}
+
+void TasselScheduler::place_limited(QpId qp, Picos start) {
+  qps_[qp].time_ = start;
+  if (!timeline_.insert(qps_.data(), qp)) make_eligible(qp);
 }
 
 void TasselScheduler::release_due() {
-  timeline_.advance(qps_.data(), v_, due_);
-  QpSlot* qps = qps_.data();
-  for (std::uint32_t qp = due_.pop_front(qps); qp != kNil; qp = due_.pop_front(qps)) {
-    qps[qp].finish_ = qps[qp].start_ + duration(qps[qp].bytes_, qps[qp].cost_);
-    pool_.push(qps, qp);
-  }
+  timeline_.advance(qps_.data(), v_, [this](std::uint32_t qp) { make_eligible(qp); });
 }
 
 void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
@@ -78,9 +76,9 @@ void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
     unlimited_.push_back(qps_.data(), qp);
     return;
   }
-  active_bps_ += s.rate_bps_;
+  active_bps_ += rates_[qp];
   update_sigma();
-  place_limited(qp, std::max(s.finish_, v_));
+  place_limited(qp, std::max(s.time_, v_));  // S = max(F of the last packet, V)
 }
 
 bool TasselScheduler::enqueue_control(Picos now, QpId qp, std::uint32_t bytes) {
@@ -113,8 +111,8 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   QpSlot& s = qps_[qp];
   const bool was_limited = s.cost_ != 0;
   const bool is_active = s.where_ != Where::kIdle;
-  if (is_active && was_limited) active_bps_ -= s.rate_bps_;
-  s.rate_bps_ = bps;
+  if (is_active && was_limited) active_bps_ -= rates_[qp];
+  rates_[qp] = bps;
   s.cost_ = bps == kUnlimited ? 0 : byte_cost(bps);
   if (!is_active) return;
   if (bps != kUnlimited) active_bps_ += bps;
@@ -125,12 +123,12 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
     unlimited_.push_back(qps_.data(), qp);
   } else if (!was_limited && bps != kUnlimited) {
     remove_from_queue(qp);
-    place_limited(qp, std::max(s.finish_, v_));
+    place_limited(qp, std::max(s.time_, v_));
   }
 }
 
 std::uint64_t TasselScheduler::rate(QpId qp) const {
-  return qp < qps_.size() ? qps_[qp].rate_bps_ : kUnlimited;
+  return qp < qps_.size() ? rates_[qp] : kUnlimited;
 }
 
 void TasselScheduler::deactivate(Picos now, QpId qp) {
@@ -138,11 +136,12 @@ void TasselScheduler::deactivate(Picos now, QpId qp) {
   sync(now);
   QpSlot& s = qps_[qp];
   if (s.cost_ != 0) {
-    active_bps_ -= s.rate_bps_;
+    active_bps_ -= rates_[qp];
     update_sigma();
   }
+  // The dropped packet is not charged: back from its F to its S.
+  if (s.where_ == Where::kPool) s.time_ -= std::min(s.time_, duration(s.bytes_, s.cost_));
   remove_from_queue(qp);
-  s.finish_ = s.start_;  // the dropped packet is not charged
   --active_;
 }
 
@@ -159,7 +158,7 @@ void TasselScheduler::grant(QpId qp, Picos at, Grant& out, PacketSource& src) {
   if (next.bytes == 0) {
     --active_;
     if (s.cost_ != 0) {
-      active_bps_ -= s.rate_bps_;
+      active_bps_ -= rates_[qp];
       update_sigma();
     }
     return;
@@ -169,7 +168,7 @@ void TasselScheduler::grant(QpId qp, Picos at, Grant& out, PacketSource& src) {
     s.where_ = Where::kUnlimited;
     unlimited_.push_back(qps_.data(), qp);
   } else {
-    place_limited(qp, s.finish_);  // still backlogged: S = F of the packet just granted
+    place_limited(qp, s.time_);  // still backlogged: S = F of the packet just granted
   }
 }
 

@@ -42,7 +42,7 @@ class TasselScheduler final : public Scheduler {
   Picos next_deadline() const override;
   bool active(QpId qp) const override;
   std::size_t active_qps() const override { return active_; }
-  std::size_t bytes_per_qp() const override { return sizeof(QpSlot); }
+  std::size_t bytes_per_qp() const override { return sizeof(QpSlot) + sizeof(std::uint64_t); }
   std::size_t fixed_bytes() const override;
 
   // For tests and telemetry: system time, the sum of the active limits, where a QP waits.
@@ -59,15 +59,16 @@ class TasselScheduler final : public Scheduler {
   Picos when_system_time_reaches(Picos v) const;
   void place_limited(QpId qp, Picos start);
   void release_due();
+  void make_eligible(QpId qp);
   void remove_from_queue(QpId qp);
   void grant(QpId qp, Picos at, Grant& out, PacketSource& src);
 
   Config config_;
   std::vector<QpSlot> qps_;
+  std::vector<std::uint64_t> rates_;  // bits/s of each QP's limit (kUnlimited: 0)
   Timeline timeline_;
   EligiblePool pool_;
   IndexList unlimited_;  // round robin over active QPs without a limit
-  IndexList due_;        // released by the timeline, on their way to the pool
   LinkModel link_;
   ControlQueue control_;
 

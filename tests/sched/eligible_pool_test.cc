@@ -19,17 +19,17 @@ TEST(EligiblePool, PopsSmallestFinishFirst) {
   std::vector<QpSlot> qps(kQps);
   EligiblePool pool;
   const Picos base = 123'456'789;
-  for (std::uint32_t i = 0; i < kQps; ++i) qps[i].finish_ = base + rng() % (EligiblePool::kSpan / 2);
+  for (std::uint32_t i = 0; i < kQps; ++i) qps[i].time_ = base + rng() % (EligiblePool::kSpan / 2);
   for (std::uint32_t i = 0; i < kQps; ++i) pool.push(qps.data(), i);
   // The first push fixed the calendar's origin; nothing earlier than it was pushed
   // after, except what lands in the first bucket.
   std::vector<std::uint32_t> order;
   for (std::uint32_t qp = pool.pop(qps.data()); qp != kNil; qp = pool.pop(qps.data())) order.push_back(qp);
   ASSERT_EQ(order.size(), kQps);
-  const Picos first_bucket = bucket(qps[0].finish_);
+  const Picos first_bucket = bucket(qps[0].time_);
   for (std::size_t k = 1; k < order.size(); ++k) {
-    const Picos a = std::max(bucket(qps[order[k - 1]].finish_), first_bucket);
-    const Picos b = std::max(bucket(qps[order[k]].finish_), first_bucket);
+    const Picos a = std::max(bucket(qps[order[k - 1]].time_), first_bucket);
+    const Picos b = std::max(bucket(qps[order[k]].time_), first_bucket);
     ASSERT_LE(a, b) << "at " << k;
     if (a == b) {
       ASSERT_LT(order[k - 1], order[k]) << "FIFO within a bucket";
@@ -43,10 +43,10 @@ TEST(EligiblePool, PopsSmallestFinishFirst) {
 TEST(EligiblePool, ClampsAndRemoves) {
   std::vector<QpSlot> qps(4);
   EligiblePool pool;
-  qps[0].finish_ = 1'000'000;
-  qps[1].finish_ = 1'000'000 + 10 * EligiblePool::kSpan;  // slow QP
-  qps[2].finish_ = 1'000'000 + 50'000;
-  qps[3].finish_ = 10;  // overdue
+  qps[0].time_ = 1'000'000;
+  qps[1].time_ = 1'000'000 + 10 * EligiblePool::kSpan;  // slow QP
+  qps[2].time_ = 1'000'000 + 50'000;
+  qps[3].time_ = 10;  // overdue
   for (std::uint32_t i = 0; i < 4; ++i) pool.push(qps.data(), i);
   EXPECT_EQ(pool.size(), 4u);
   EXPECT_EQ(pool.pop(qps.data()), 0u);
