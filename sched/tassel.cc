@@ -50,13 +50,13 @@ Picos TasselScheduler::when_system_time_reaches(Picos v) const {
 }
 
 // S -> F: the packet is eligible; its finish time uses the rate in force now.
-void TasselScheduler::make_eligible(QpId qp) {
+inline void TasselScheduler::make_eligible(QpId qp) {
   QpSlot& s = qps_[qp];
   s.time_ += duration(s.bytes_, s.cost_);
   pool_.push(qps_.data(), qp);
 }
 
-void TasselScheduler::place_limited(QpId qp, Picos start) {
+inline void TasselScheduler::place_limited(QpId qp, Picos start) {
   qps_[qp].time_ = start;
   if (!timeline_.insert(qps_.data(), qp)) make_eligible(qp);
 }
@@ -149,7 +149,7 @@ bool TasselScheduler::active(QpId qp) const {
   return qp < qps_.size() && qps_[qp].where_ != Where::kIdle;
 }
 
-void TasselScheduler::grant(QpId qp, Picos at, Grant& out, PacketSource& src) {
+inline void TasselScheduler::grant(QpId qp, Picos at, Grant& out, PacketSource& src) {
   QpSlot& s = qps_[qp];
   out = {qp, s.bytes_, at, GrantKind::kData};
   link_.occupy(at, s.bytes_);

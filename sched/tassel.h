@@ -57,11 +57,11 @@ class TasselScheduler final : public Scheduler {
   void sync(Picos t);
   void update_sigma();
   Picos when_system_time_reaches(Picos v) const;
-  void place_limited(QpId qp, Picos start);
+  [[gnu::always_inline]] void place_limited(QpId qp, Picos start);
   void release_due();
-  void make_eligible(QpId qp);
+  [[gnu::always_inline]] void make_eligible(QpId qp);
   void remove_from_queue(QpId qp);
-  void grant(QpId qp, Picos at, Grant& out, PacketSource& src);
+  [[gnu::always_inline]] void grant(QpId qp, Picos at, Grant& out, PacketSource& src);
 
   Config config_;
   std::vector<QpSlot> qps_;
