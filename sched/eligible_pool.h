@@ -2,11 +2,13 @@
 // 4096 buckets of 8.192 ns over F, FIFO inside a bucket, with a bitmap to find the
 // first occupied bucket in O(1). The calendar spans 33.5 us from its smallest F: a
 // later F goes to the last bucket (slow QPs, whose packets last longer than that,
-// are served after every faster one, in arrival order among themselves); an F
-// already behind the smallest goes to the first bucket. So "smallest F first" holds
+// are served after every faster one, in arrival order among themselves); an F below
+// the smallest moves the calendar back if everything held still fits, else goes to
+// the first bucket. So "smallest F first" holds
 // to 8 ns, which orders 100 Gb/s packets of 100 bytes and up.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -31,12 +33,17 @@ class EligiblePool {
   void push(QpSlot* qps, std::uint32_t qp) {
     std::uint64_t key = qps[qp].time_ >> kBucketLog2;
     if (count_ == 0) {
-      first_ = key;
+      first_ = last_ = key;
     } else if (key < first_) {
-      key = first_;
+      if (last_ - key <= Buckets::kMask) {
+        first_ = key;  // every key held still fits the window from here
+      } else {
+        key = first_;
+      }
     } else if (key - first_ > Buckets::kMask) {
       key = first_ + Buckets::kMask;
     }
+    last_ = std::max(last_, key);
     const std::uint32_t slot = static_cast<std::uint32_t>(key & Buckets::kMask);
     qps[qp].slot_ = static_cast<std::uint16_t>(slot);
     qps[qp].where_ = Where::kPool;
@@ -66,6 +73,7 @@ class EligiblePool {
  private:
   Buckets buckets_;
   std::uint64_t first_ = 0;  // bucket of the smallest key; all keys in [first_, first_ + 4095]
+  std::uint64_t last_ = 0;   // at least the largest key held
   std::size_t count_ = 0;
 };
 

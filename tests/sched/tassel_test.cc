@@ -127,6 +127,33 @@ TEST(Tassel, NeverDequeuesWhileLinkBusy) {
   EXPECT_EQ(out[0].departure, 327'680u);
 }
 
+// Receive: at 0, QP 0 (1 Gb/s, 1000 B: F = 8 us) and QP 1 (50 Gb/s, 1000 B:
+// F = 160 ns) become active, in either order; both are eligible. Expect: QP 1, the
+// smaller finish time, goes first; then QP 0. QP 1's second packet (S =
+// 160 ns) is not eligible before 160 ns even though its F (320 ns) is smaller than
+// anything else: at 80 ns QP 0 goes, and QP 1 goes again at 160 ns.
+TEST(Tassel, SmallestFinishAmongEligibleGoesFirst) {
+  for (bool slow_first : {true, false}) {
+    Config config{.link_bps = kLink, .max_qps = 2};
+    auto sched = make_scheduler(Policy::kTassel, config);
+    sched->set_rate(0, 0, 1'000'000'000);
+    sched->set_rate(0, 1, 50'000'000'000);
+    FakeLink link(*sched, config, fixed(1'000));
+    link.keep_log(true);
+    link.start(slow_first ? 0 : 1);
+    link.start(slow_first ? 1 : 0);
+    link.run_until(200'000);
+    const auto& log = link.log();
+    ASSERT_GE(log.size(), 3u);
+    EXPECT_EQ(log[0].qp, 1u) << "slow first: " << slow_first;
+    EXPECT_EQ(log[0].departure, 0u);
+    EXPECT_EQ(log[1].qp, 0u) << "slow first: " << slow_first;
+    EXPECT_EQ(log[1].departure, 80'000u);
+    EXPECT_EQ(log[2].qp, 1u) << "slow first: " << slow_first;
+    EXPECT_EQ(log[2].departure, 160'000u);
+  }
+}
+
 // Receive: lookahead 1 us; eight unlimited QPs with 1000 B packets. Expect: one
 // dequeue grants the 13 packets departing in [0, 1 us], round robin over the QPs,
 // 80 ns apart; the next one grants nothing until the link frees.
