@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "transport/wire/build.h"
+#include "transport/wire/bytes.h"
 #include "transport/wire/parse.h"
 
 namespace isoroce::wire {
@@ -34,14 +35,7 @@ std::vector<uint8_t> good_frame(bool v6 = false, uint8_t opcode = op::kRcSendOnl
 }
 
 // Rewrites the IPv4 header checksum after a deliberate header change.
-void fix_ipv4_checksum(std::vector<uint8_t>& f) {
-  f[24] = f[25] = 0;
-  uint32_t sum = 0;
-  for (size_t i = 14; i < 34; i += 2) sum += static_cast<uint32_t>(f[i] << 8 | f[i + 1]);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  f[24] = static_cast<uint8_t>(~sum >> 8);
-  f[25] = static_cast<uint8_t>(~sum);
-}
+void fix_ipv4_checksum(std::vector<uint8_t>& f) { ipv4_set_checksum(f.data() + 14); }
 
 ParseError parse(std::vector<uint8_t>& f) { return parse_frame(f).error; }
 

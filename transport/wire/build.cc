@@ -19,13 +19,6 @@ size_t l4_and_up(const FrameSpec& s, const OpcodeInfo& op) {
   return kUdpBytes + op.length + padded + kIcrcBytes;
 }
 
-uint16_t ipv4_checksum(const uint8_t* h) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i < kIpv4Bytes; i += 2) sum += load_be16(h + i);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return static_cast<uint16_t>(~sum);
-}
-
 BuildError check(const FrameSpec& s, const OpcodeInfo& op) {
   if (!op.valid()) return BuildError::kUnknownOpcode;
   if (is_ipv4_mapped(s.src_ip) != is_ipv4_mapped(s.dst_ip)) return BuildError::kMixedAddressFamilies;
@@ -125,10 +118,9 @@ BuildResult build_frame(const FrameSpec& s, std::span<uint8_t> out) {
     store_be16(ip + 6, s.dont_fragment ? 0x4000 : 0);
     ip[8] = s.hop_limit;
     ip[9] = 17;  // UDP
-    store_be16(ip + 10, 0);
     std::memcpy(ip + 12, &s.src_ip[12], 4);
     std::memcpy(ip + 16, &s.dst_ip[12], 4);
-    store_be16(ip + 10, ipv4_checksum(ip));
+    ipv4_set_checksum(ip);
     l4 = l3 + kIpv4Bytes;
   } else {
     store_be32(ip, 6u << 28 | static_cast<uint32_t>(s.traffic_class) << 20 | (s.flow_label & 0xfffff));

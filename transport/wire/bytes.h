@@ -36,4 +36,20 @@ inline constexpr void store_be64(uint8_t* p, uint64_t v) {
   store_be32(p + 4, static_cast<uint32_t>(v));
 }
 
+// One's-complement sum of the 20-byte IPv4 header (RFC 791, RFC 1071): a
+// header verifies when the sum is 0xffff; a sender zeroes the checksum field
+// and stores the complement of the sum.
+inline constexpr uint16_t ipv4_header_sum(const uint8_t* h) {
+  uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += load_be16(h + i);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(sum);
+}
+
+// Recomputes and stores the checksum of the IPv4 header at h.
+inline constexpr void ipv4_set_checksum(uint8_t* h) {
+  store_be16(h + 10, 0);
+  store_be16(h + 10, static_cast<uint16_t>(~ipv4_header_sum(h)));
+}
+
 }  // namespace isoroce::wire

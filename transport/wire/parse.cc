@@ -19,14 +19,6 @@ constexpr size_t kIpv6Bytes = sizeof(rte_ipv6_hdr);
 constexpr size_t kUdpBytes = sizeof(rte_udp_hdr);
 static_assert(kEthBytes == 14 && kVlanBytes == 4 && kIpv4Bytes == 20 && kIpv6Bytes == 40);
 
-// IPv4 header checksum over the 20 bytes (RFC 791), independent of alignment.
-bool ipv4_checksum_ok(const uint8_t* h) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i < kIpv4Bytes; i += 2) sum += load_be16(h + i);
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return sum == 0xffff;
-}
-
 ParseError parse_l3(std::span<uint8_t> f, size_t l3, const ParseOptions& opts, RocePacket& p);
 ParseError parse_transport(std::span<uint8_t> f, size_t bth, size_t end, const ParseOptions& opts,
                            RocePacket& p);
@@ -49,7 +41,7 @@ ParseError parse_ipv4(std::span<uint8_t> f, size_t l3, const ParseOptions& opts,
   const size_t total = load_be16(h + 2);
   if (total < kIpv4Bytes + kUdpBytes) return ParseError::kLengthMismatch;
   if (f.size() < l3 + total) return ParseError::kTruncated;
-  if (opts.verify_ip_checksum && !ipv4_checksum_ok(h)) return ParseError::kBadIpChecksum;
+  if (opts.verify_ip_checksum && ipv4_header_sum(h) != 0xffff) return ParseError::kBadIpChecksum;
   p.l4_offset = l3 + kIpv4Bytes;
   p.frame_end = l3 + total;
   return ParseError::kOk;
