@@ -14,12 +14,20 @@ constexpr size_t kEthBytes = 14, kVlanBytes = 4, kIpv4Bytes = 20, kIpv6Bytes = 4
 
 size_t l2_bytes(const FrameSpec& s) { return kEthBytes + (s.vlan_tci ? kVlanBytes : 0); }
 
-size_t l4_and_up(const FrameSpec& s, const OpcodeInfo& op) {
-  const size_t padded = s.payload.size() + (op.has_payload() ? pad_for(s.payload.size()) : 0);
+using Pieces = std::span<const std::span<const uint8_t>>;
+
+size_t total(Pieces pieces) {
+  size_t n = 0;
+  for (auto p : pieces) n += p.size();
+  return n;
+}
+
+size_t l4_and_up(size_t payload, const OpcodeInfo& op) {
+  const size_t padded = payload + (op.has_payload() ? pad_for(payload) : 0);
   return kUdpBytes + op.length + padded + kIcrcBytes;
 }
 
-BuildError check(const FrameSpec& s, const OpcodeInfo& op) {
+BuildError check(const FrameSpec& s, const OpcodeInfo& op, size_t payload) {
   if (!op.valid()) return BuildError::kUnknownOpcode;
   if (is_ipv4_mapped(s.src_ip) != is_ipv4_mapped(s.dst_ip)) return BuildError::kMixedAddressFamilies;
   if ((op.has(kHdrReth) && !s.reth) || (op.has(kHdrAeth) && !s.aeth) ||
@@ -28,17 +36,18 @@ BuildError check(const FrameSpec& s, const OpcodeInfo& op) {
       (op.has(kHdrAtomicAckEth) && !s.atomic_ack)) {
     return BuildError::kMissingHeader;
   }
-  if (!op.has_payload() && !s.payload.empty()) return BuildError::kPayloadNotAllowed;
+  if (!op.has_payload() && payload != 0) return BuildError::kPayloadNotAllowed;
   const size_t ip_header = is_ipv4_mapped(s.src_ip) ? kIpv4Bytes : 0;  // v6 length excludes header
-  if (ip_header + l4_and_up(s, op) > 0xffff) return BuildError::kTooLarge;
+  if (ip_header + l4_and_up(payload, op) > 0xffff) return BuildError::kTooLarge;
   return BuildError::kOk;
 }
 
-uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, uint8_t* t) {
+uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, Pieces payload,
+                         size_t payload_len, uint8_t* t) {
   std::memset(t, 0, op.length);
   Bth bth{};
   bth.opcode = s.opcode;
-  bth.set_flags(s.solicited, s.mig_req, op.has_payload() ? pad_for(s.payload.size()) : 0, 0);
+  bth.set_flags(s.solicited, s.mig_req, op.has_payload() ? pad_for(payload_len) : 0, 0);
   bth.set_pkey(s.pkey);
   bth.set_ecn_bits(s.fecn, s.becn);
   bth.set_dqpn(s.dest_qp);
@@ -69,29 +78,30 @@ uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, uint8_t* t) {
   if (op.has(kHdrImmDt)) store_be32(t + op.immdt, *s.imm);
   if (op.has(kHdrIeth)) store_be32(t + op.ieth, *s.ieth);
   uint8_t* p = t + op.length;
-  if (!s.payload.empty()) std::memcpy(p, s.payload.data(), s.payload.size());
-  p += s.payload.size();
+  for (auto piece : payload) {
+    if (!piece.empty()) std::memcpy(p, piece.data(), piece.size());
+    p += piece.size();
+  }
   if (op.has_payload()) {
-    const uint8_t pad = pad_for(s.payload.size());
+    const uint8_t pad = pad_for(payload_len);
     std::memset(p, 0, pad);
     p += pad;
   }
   return p;
 }
 
-}  // namespace
-
-size_t frame_size(const FrameSpec& s) {
+size_t size_with(const FrameSpec& s, size_t payload) {
   const OpcodeInfo& op = opcode_info(s.opcode);
   if (!op.valid()) return 0;
   const size_t ip = is_ipv4_mapped(s.src_ip) ? kIpv4Bytes : kIpv6Bytes;
-  return l2_bytes(s) + ip + l4_and_up(s, op);
+  return l2_bytes(s) + ip + l4_and_up(payload, op);
 }
 
-BuildResult build_frame(const FrameSpec& s, std::span<uint8_t> out) {
+BuildResult build(const FrameSpec& s, Pieces payload, std::span<uint8_t> out) {
   const OpcodeInfo& op = opcode_info(s.opcode);
-  if (BuildError e = check(s, op); e != BuildError::kOk) return {e, 0};
-  const size_t len = frame_size(s);
+  const size_t payload_len = total(payload);
+  if (BuildError e = check(s, op, payload_len); e != BuildError::kOk) return {e, 0};
+  const size_t len = size_with(s, payload_len);
   if (out.size() < len) return {BuildError::kBufferTooSmall, len};
 
   uint8_t* f = out.data();
@@ -108,7 +118,7 @@ BuildResult build_frame(const FrameSpec& s, std::span<uint8_t> out) {
   l3 += 2;
 
   uint8_t* ip = f + l3;
-  const size_t l4_len = l4_and_up(s, op);
+  const size_t l4_len = l4_and_up(payload_len, op);
   size_t l4;
   if (v4) {
     ip[0] = 0x45;
@@ -137,10 +147,26 @@ BuildResult build_frame(const FrameSpec& s, std::span<uint8_t> out) {
   store_be16(udp + 4, static_cast<uint16_t>(l4_len));
   store_be16(udp + 6, 0);
 
-  uint8_t* end = write_transport(s, op, udp + kUdpBytes);
+  uint8_t* end = write_transport(s, op, payload, payload_len, udp + kUdpBytes);
   const size_t icrc_off = static_cast<size_t>(end - f);
   icrc_seal(out, l3, icrc_off);
   return {BuildError::kOk, len};
+}
+
+}  // namespace
+
+size_t frame_size(const FrameSpec& s) { return size_with(s, s.payload.size()); }
+
+size_t frame_size(const FrameSpec& s, size_t payload_len) { return size_with(s, payload_len); }
+
+BuildResult build_frame(const FrameSpec& s, std::span<uint8_t> out) {
+  const std::span<const uint8_t> one[1] = {s.payload};
+  return build(s, one, out);
+}
+
+BuildResult build_frame_gather(const FrameSpec& s, std::span<const std::span<const uint8_t>> payload,
+                               std::span<uint8_t> out) {
+  return build(s, payload, out);
 }
 
 std::string_view build_error_message(BuildError e) {

@@ -76,8 +76,17 @@ struct BuildResult {
 // Bytes build_frame() writes for this spec (0 if the opcode is unknown).
 size_t frame_size(const FrameSpec& spec);
 
+// The same with a payload of payload_len bytes in place of spec.payload.
+size_t frame_size(const FrameSpec& spec, size_t payload_len);
+
 // Writes the whole frame into out, ICRC included.
 BuildResult build_frame(const FrameSpec& spec, std::span<uint8_t> out);
+
+// The same with the payload gathered from pieces in order (spec.payload is
+// ignored): the engine builds straight from the SGEs of a work request.
+BuildResult build_frame_gather(const FrameSpec& spec,
+                               std::span<const std::span<const uint8_t>> payload,
+                               std::span<uint8_t> out);
 
 // Pad bytes that round a payload up to 4 bytes (9.2.3).
 inline constexpr uint8_t pad_for(size_t payload_len) {

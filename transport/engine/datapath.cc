@@ -1,0 +1,226 @@
+// The engine's data path: received frames to the QP that owns them, timers,
+// and transmission through the port scheduler. A QP is active in the
+// scheduler while it has a packet ready; each grant takes that packet's
+// descriptor (on_grant, during the scheduler's dequeue) and the frame is built
+// right after the dequeue, straight into the driver's buffer.
+#include <algorithm>
+#include <array>
+
+#include "transport/engine/engine_impl.h"
+#include "transport/wire/parse.h"
+
+namespace isoroce::transport::detail {
+
+wire::FrameSpec EngineImpl::frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode,
+                                       wire::Psn psn, uint32_t dest_qpn, bool data) const {
+  wire::FrameSpec s;
+  s.dst_mac = peer.mac;
+  s.src_mac = config_.mac;
+  s.src_ip = config_.ip;
+  s.dst_ip = peer.ip;
+  const uint8_t tc = peer.traffic_class ? peer.traffic_class & 0xfc
+                                        : static_cast<uint8_t>(config_.dscp << 2);
+  // Data is ECN-capable (ECT(0)) so the fabric can mark it; ACKs/NAKs are not.
+  s.traffic_class = static_cast<uint8_t>(tc | (data && config_.ecn_capable ? 0x2 : 0));
+  s.hop_limit = peer.hop_limit;
+  s.flow_label = peer.flow_label;
+  s.udp_sport = q.udp_sport;
+  s.opcode = opcode;
+  s.dest_qp = wire::Qpn(dest_qpn);
+  s.psn = psn;
+  return s;
+}
+
+void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
+  if (now > tx_now_) tx_now_ = now;
+  ++counters_.rx_frames;
+  const wire::ParseResult r = wire::parse_frame(frame);
+  if (!r.ok()) {
+    ++counters_.rx_parse_errors;
+    ++counters_.rx_dropped;
+    return;
+  }
+  const wire::RocePacket& pkt = r.pkt;
+  if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff) {
+    ++counters_.rx_dropped;
+    return;
+  }
+  QpCtx* q = find_qp(pkt.dest_qp);
+  if (q == nullptr) {
+    ++counters_.rx_unknown_qp;
+    ++counters_.rx_dropped;
+    return;
+  }
+  const wire::OpcodeInfo& op = *pkt.op;
+  switch (op.transport) {
+    case wire::Transport::kUd:
+      if (q->qp.type() != IBV_QPT_UD) break;
+      on_ud(now, *q, pkt, frame);
+      return;
+    case wire::Transport::kRc:
+      if (q->qp.type() != IBV_QPT_RC) break;
+      // An RC QP talks to one peer (9.6.1.5.1: the source must match the path).
+      if (pkt.src_ip != q->peer.ip) break;
+      if (op.kind == wire::OpKind::kAck || op.kind == wire::OpKind::kAtomicAck ||
+          op.kind == wire::OpKind::kReadResponse) {
+        on_response(now, *q, pkt, frame);
+      } else {
+        on_request(now, *q, pkt, frame);
+      }
+      return;
+    default:
+      break;  // UC and CNPs are not handled by this engine
+  }
+  ++counters_.rx_dropped;
+}
+
+void EngineImpl::schedule_timer(QpCtx& q, Picos when) {
+  if (when >= q.timer_at) return;  // an earlier wake-up is queued; it re-queues this one
+  q.timer_at = when;
+  timers_.push({when, q.slot, gen_[q.slot]});
+}
+
+void EngineImpl::advance(Picos now) {
+  if (now > tx_now_) tx_now_ = now;
+  while (!timers_.empty() && timers_.top().when <= now) {
+    const Timer t = timers_.top();
+    timers_.pop();
+    QpCtx* q = slots_[t.slot].get();
+    if (q == nullptr || gen_[t.slot] != t.generation) continue;
+    if (q->timer_at == t.when) q->timer_at = sched::kNever;
+    on_timer(now, *q);
+  }
+}
+
+Picos EngineImpl::next_deadline() const {
+  Picos t = sched_->next_deadline();
+  if (!timers_.empty()) t = std::min(t, timers_.top().when);
+  return t;
+}
+
+TxDesc EngineImpl::peek(Picos now, QpCtx& q) {
+  TxDesc d = peek_response(q);
+  if (d.kind != TxKind::kNone) return d;
+  return q.qp.type() == IBV_QPT_UD ? peek_ud(q) : peek_request(now, q);
+}
+
+void EngineImpl::kick(Picos now, QpCtx& q) {
+  // A WR whose SGEs failed their check completes in error when it is next.
+  if (q.req_wqe < q.sq.tail() && q.req_pkt == 0 && q.sq[q.req_wqe].local_error &&
+      q.sq[q.req_wqe].state == WqeState::kQueued &&
+      (q.qp.state() == IBV_QPS_RTS || q.qp.state() == IBV_QPS_SQD) && q.req_wqe == q.sq.head()) {
+    SendWqe& w = q.sq.front();
+    complete_send(q, w, IBV_WC_LOC_PROT_ERR);
+    q.sq.pop();
+    q.req_wqe = q.sq.head();
+    if (q.qp.type() == IBV_QPT_RC) {
+      q.qp.set_error();
+      enter_error(now, q);
+    } else {
+      q.qp.set_send_queue_error();  // UD: SQE, receives keep working (10.3.1)
+      sched_->deactivate(now, q.slot);
+      while (!q.sq.empty()) {
+        complete_send(q, q.sq.front(), IBV_WC_WR_FLUSH_ERR);
+        q.sq.pop();
+      }
+      q.req_wqe = q.sq.head();
+    }
+    events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
+    return;
+  }
+  if (sched_->active(q.slot)) return;
+  const TxDesc d = peek(now, q);
+  if (d.kind == TxKind::kNone) return;
+  const bool ends = wire::opcode_info(d.opcode).is_last() || d.kind == TxKind::kUdSend;
+  sched_->activate(now, q.slot, {d.frame_len + kEthWireOverhead, ends});
+}
+
+sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
+  (void)bytes;
+  QpCtx* q = slots_[slot].get();
+  TxDesc d;
+  if (q != nullptr) d = peek(tx_now_, *q);
+  granted_.push_back(d);
+  if (d.kind == TxKind::kNone) {
+    if (q != nullptr) after_grant_.push_back(slot);
+    return {};
+  }
+  switch (d.kind) {
+    case TxKind::kRequest: take_request(*q, d); break;
+    case TxKind::kResponse: take_response(*q, d); break;
+    case TxKind::kUdSend:
+      ++q->req_psn;
+      ++q->req_wqe;
+      break;
+    case TxKind::kNone: break;
+  }
+  const TxDesc next = peek(tx_now_, *q);
+  if (next.kind == TxKind::kNone) {
+    after_grant_.push_back(slot);  // e.g. a local error to complete, or an ACK to queue
+    return {};
+  }
+  const bool ends = wire::opcode_info(next.opcode).is_last() || next.kind == TxKind::kUdSend;
+  return {next.frame_len + kEthWireOverhead, ends};
+}
+
+size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
+  if (now > tx_now_) tx_now_ = now;
+  size_t sent = 0;
+  std::array<sched::Grant, 32> grants;
+  while (sent < max_frames) {
+    const size_t want = std::min(grants.size(), max_frames - sent);
+    granted_.clear();
+    after_grant_.clear();
+    const size_t n = sched_->dequeue(now, std::span(grants.data(), want), *this);
+    size_t next_desc = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const sched::Grant& g = grants[i];
+      QpCtx* q = slots_[g.qp].get();
+      TxDesc d;
+      if (g.kind == sched::GrantKind::kData) d = granted_[next_desc++];
+      if (q == nullptr) continue;
+      const size_t len_hint =
+          g.kind == sched::GrantKind::kControl ? ack_frame_bytes(*q) - kEthWireOverhead : d.frame_len;
+      if (g.kind == sched::GrantKind::kData && d.kind == TxKind::kNone) continue;
+      std::span<uint8_t> buf = sink.tx_buffer(len_hint);
+      if (buf.size() < len_hint) {
+        ++counters_.tx_no_buffer;
+        if (g.kind == sched::GrantKind::kControl) q->ctrl_queued = false;
+        if (d.kind == TxKind::kUdSend) {  // the datagram is lost, the send still completes
+          complete_send(*q, q->sq[d.wqe], IBV_WC_SUCCESS);
+          q->sq.pop();
+        }
+        continue;
+      }
+      size_t len = 0;
+      switch (d.kind) {
+        case TxKind::kNone: len = build_control(now, *q, buf); break;
+        case TxKind::kRequest: len = build_request(*q, d, buf); break;
+        case TxKind::kResponse: len = build_response(*q, d, buf); break;
+        case TxKind::kUdSend:
+          len = build_ud(*q, d, buf);
+          complete_send(*q, q->sq[d.wqe], IBV_WC_SUCCESS);
+          q->sq.pop();
+          break;
+      }
+      if (len == 0) continue;
+      sink.tx_commit(g.departure, len);
+      ++counters_.tx_frames;
+      counters_.tx_bytes += len;
+      ++sent;
+    }
+    for (uint32_t slot : after_grant_) {
+      QpCtx* q = slots_[slot].get();
+      if (q == nullptr) continue;
+      if (q->ack_pending && !q->ctrl_queued && q->resp_queue.empty() &&
+          sched_->enqueue_control(now, slot, ack_frame_bytes(*q))) {
+        q->ctrl_queued = true;
+      }
+      kick(now, *q);
+    }
+    if (n < want) break;
+  }
+  return sent;
+}
+
+}  // namespace isoroce::transport::detail

@@ -1,0 +1,545 @@
+// Objects and verbs: what the application calls. Errnos follow libibverbs and
+// rxe (rxe_verbs.c) unless transport/verbs/README.md says otherwise.
+#include <cerrno>
+#include <cstring>
+
+#include "transport/engine/engine_impl.h"
+#include "transport/engine/memory.h"
+#include "transport/verbs/ah.h"
+
+namespace isoroce::transport {
+
+using detail::EngineImpl;
+
+namespace {
+uint32_t mtu_bytes_valid(ibv_mtu mtu) {
+  return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
+}
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+  sched::Config sc;
+  sc.link_bps = config.link_bps;
+  sc.max_qps = config.max_qps;
+  sc.lookahead = config.sched_lookahead;
+  if (!sched::validate(sc).empty() || config.max_qps == 0 ||
+      config.max_qps > config.device.max_qp || mtu_bytes_valid(config.active_mtu) == 0) {
+    return Result<std::unique_ptr<Engine>>::error(EINVAL);
+  }
+  auto sched = sched::make_scheduler(config.policy, sc);
+  if (!sched) return Result<std::unique_ptr<Engine>>::error(EINVAL);
+  return std::unique_ptr<Engine>(new EngineImpl(config, std::move(sched)));
+}
+
+namespace detail {
+
+uint32_t mtu_bytes(ibv_mtu mtu) { return mtu_bytes_valid(mtu); }
+
+Picos ack_timeout_picos(uint8_t exp) {
+  if (exp == 0) return sched::kNever;
+  return 4'096'000ull << std::min<uint8_t>(exp, 31);  // 4.096 us * 2^exp
+}
+
+Picos rnr_timer_picos(uint8_t code) {
+  // IBTA table 45, in microseconds * 100 (code 0 is 655.36 ms).
+  static constexpr uint32_t k10us[32] = {
+      65536, 1,   2,   3,   4,   6,   8,   12,  16,  24,   32,   48,   64,   96,   128,  192,
+      256,   384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  return static_cast<Picos>(k10us[code & 31]) * 10'000'000ull;  // 10 us units
+}
+
+EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Scheduler> sched)
+    : config_(config),
+      sched_(std::move(sched)),
+      mrs_(config.key_seed),
+      slots_(config.max_qps),
+      gen_(config.max_qps, 0),
+      next_qpn_(16 + (config.qpn_seed * 2654435761u) % 0x100) {
+  free_slots_.reserve(config.max_qps);
+  for (uint32_t i = config.max_qps; i-- > 0;) free_slots_.push_back(i);
+  granted_.reserve(256);
+}
+
+void EngineImpl::set_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) {
+  neighbors_[ip] = mac;
+}
+
+bool EngineImpl::resolve_peer(const AhAttr& ah, Peer* peer) const {
+  auto it = neighbors_.find(ah.dgid);
+  if (it == neighbors_.end()) return false;
+  if (wire::is_ipv4_mapped(ah.dgid) != wire::is_ipv4_mapped(config_.ip)) return false;
+  peer->ip = ah.dgid;
+  peer->mac = it->second;
+  peer->traffic_class = ah.traffic_class;
+  peer->hop_limit = ah.hop_limit == 0 ? 64 : ah.hop_limit;
+  peer->flow_label = ah.flow_label;
+  return true;
+}
+
+// ---- PD, MR --------------------------------------------------------------
+
+Result<PdHandle> EngineImpl::alloc_pd() { return pds_.alloc(config_.device); }
+
+int EngineImpl::dealloc_pd(PdHandle pd) { return pds_.dealloc(pd); }
+
+Result<verbs::MrKeys> EngineImpl::reg_mr(PdHandle pd, void* addr, uint64_t length, uint64_t iova,
+                                         uint32_t access) {
+  if (addr == nullptr) return Result<verbs::MrKeys>::error(EINVAL);
+  return mrs_.reg(config_.device, pds_, pd, reinterpret_cast<uint64_t>(addr), length, iova,
+                  access);
+}
+
+int EngineImpl::dereg_mr(uint32_t lkey) { return mrs_.dereg(pds_, lkey); }
+
+// ---- CQ ------------------------------------------------------------------
+
+Result<CqHandle> EngineImpl::create_cq(int cqe) {
+  auto cq = verbs::Cq::create(config_.device, cqe);
+  if (!cq.ok()) return Result<CqHandle>::error(cq.err());
+  const CqHandle h = next_handle_++;
+  cqs_.emplace(h, std::make_unique<CqCtx>(CqCtx{cq.value(), Ring<ibv_wc>(cq.value().capacity())}));
+  return h;
+}
+
+int EngineImpl::destroy_cq(CqHandle cq) {
+  auto it = cqs_.find(cq);
+  if (it == cqs_.end()) return EINVAL;
+  if (cq_users_[cq] != 0) return EBUSY;
+  cqs_.erase(it);
+  cq_users_.erase(cq);
+  return 0;
+}
+
+int EngineImpl::poll_cq(CqHandle cq, std::span<ibv_wc> out) {
+  auto it = cqs_.find(cq);
+  if (it == cqs_.end()) return -EINVAL;
+  CqCtx& c = *it->second;
+  size_t n = 0;
+  while (n < out.size() && !c.entries.empty()) {
+    out[n++] = c.entries.front();
+    c.entries.pop();
+  }
+  c.cq.pop(static_cast<uint32_t>(n));
+  return static_cast<int>(n);
+}
+
+void EngineImpl::complete(CqHandle cq, const ibv_wc& wc) {
+  auto it = cqs_.find(cq);
+  if (it == cqs_.end()) return;
+  CqCtx& c = *it->second;
+  if (!c.cq.push()) {
+    // CQ overrun (IBTA 11.4.2.1): the completion is lost, the consumer is told.
+    ++counters_.cq_overruns;
+    if (c.cq.count() == c.cq.capacity()) events_.push_back({AsyncEventType::kCqError, cq});
+    return;
+  }
+  c.entries.push() = wc;
+}
+
+namespace {
+
+ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+  }
+}
+
+}  // namespace
+
+void EngineImpl::complete_send(QpCtx& q, const SendWqe& w, ibv_wc_status status) {
+  if (status == IBV_WC_SUCCESS && !w.signaled) return;  // errors always complete (IBTA 10.7.2.2)
+  ibv_wc wc{};
+  wc.wr_id = w.wr_id;
+  wc.status = status;
+  wc.opcode = wc_opcode(w.opcode);
+  wc.qp_num = q.qp.qpn().value();
+  if (status == IBV_WC_SUCCESS) {
+    switch (w.opcode) {
+      case IBV_WR_RDMA_READ: wc.byte_len = static_cast<uint32_t>(w.length); break;
+      case IBV_WR_ATOMIC_CMP_AND_SWP:
+      case IBV_WR_ATOMIC_FETCH_AND_ADD: wc.byte_len = 8; break;
+      default: wc.byte_len = static_cast<uint32_t>(w.length); break;
+    }
+  }
+  complete(q.send_cq, wc);
+}
+
+// ---- SRQ -----------------------------------------------------------------
+
+Result<SrqHandle> EngineImpl::create_srq(PdHandle pd, const ibv_srq_attr& attr) {
+  if (!pds_.exists(pd)) return Result<SrqHandle>::error(EINVAL);
+  auto srq = verbs::Srq::create(config_.device, attr);
+  if (!srq.ok()) return Result<SrqHandle>::error(srq.err());
+  const SrqHandle h = next_handle_++;
+  srqs_.emplace(h, std::make_unique<SrqCtx>(SrqCtx{srq.value(), pd, Ring<RecvWqe>(attr.max_wr)}));
+  pds_.get(pd);
+  return h;
+}
+
+int EngineImpl::modify_srq(SrqHandle srq, const ibv_srq_attr& attr, uint32_t mask) {
+  auto it = srqs_.find(srq);
+  if (it == srqs_.end()) return EINVAL;
+  SrqCtx& s = *it->second;
+  if (int err = s.srq.modify(config_.device, attr, mask); err != 0) return err;
+  s.queue.set_capacity(s.srq.attr().max_wr);
+  return 0;
+}
+
+int EngineImpl::destroy_srq(SrqHandle srq) {
+  auto it = srqs_.find(srq);
+  if (it == srqs_.end()) return EINVAL;
+  if (srq_users_[srq] != 0) return EBUSY;
+  pds_.put(it->second->pd);
+  srqs_.erase(it);
+  srq_users_.erase(srq);
+  return 0;
+}
+
+namespace {
+
+// Fills r from wr; EINVAL for too many SGEs.
+int fill_recv(const RecvWr& wr, uint32_t max_sge, RecvWqe& r) {
+  if (wr.sg_list.size() > max_sge) return EINVAL;
+  r.wr_id = wr.wr_id;
+  r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
+  r.length = 0;
+  for (const Sge& s : wr.sg_list) r.length += s.length;
+  return 0;
+}
+
+}  // namespace
+
+int EngineImpl::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
+  auto it = srqs_.find(srq);
+  if (it == srqs_.end()) return EINVAL;
+  SrqCtx& s = *it->second;
+  if (int err = s.srq.post(static_cast<uint32_t>(wr.sg_list.size())); err != 0) return err;
+  RecvWqe r;
+  if (int err = fill_recv(wr, s.srq.attr().max_sge, r); err != 0) return err;
+  s.queue.push() = std::move(r);
+  return 0;
+}
+
+// ---- AH ------------------------------------------------------------------
+
+Result<AhHandle> EngineImpl::create_ah(PdHandle pd, const AhAttr& attr) {
+  if (!pds_.exists(pd)) return Result<AhHandle>::error(EINVAL);
+  if (ahs_.size() >= config_.device.max_ah) return Result<AhHandle>::error(ENOMEM);
+  Peer peer;
+  if (!resolve_peer(attr, &peer)) return Result<AhHandle>::error(EHOSTUNREACH);
+  const AhHandle h = next_handle_++;
+  ahs_.emplace(h, AhCtx{pd, peer});
+  pds_.get(pd);
+  return h;
+}
+
+int EngineImpl::destroy_ah(AhHandle ah) {
+  auto it = ahs_.find(ah);
+  if (it == ahs_.end()) return EINVAL;
+  pds_.put(it->second.pd);
+  ahs_.erase(it);
+  return 0;
+}
+
+// ---- QP ------------------------------------------------------------------
+
+QpCtx* EngineImpl::find_qp(wire::Qpn qpn) {
+  auto it = slot_by_qpn_.find(qpn.value());
+  return it == slot_by_qpn_.end() ? nullptr : slots_[it->second].get();
+}
+
+const QpCtx* EngineImpl::find_qp(wire::Qpn qpn) const {
+  auto it = slot_by_qpn_.find(qpn.value());
+  return it == slot_by_qpn_.end() ? nullptr : slots_[it->second].get();
+}
+
+const verbs::Qp* EngineImpl::query_qp(wire::Qpn qpn) const {
+  const QpCtx* q = find_qp(qpn);
+  return q ? &q->qp : nullptr;
+}
+
+Result<wire::Qpn> EngineImpl::create_qp(const QpCreate& c) {
+  using R = Result<wire::Qpn>;
+  if (!pds_.exists(c.pd) || !cqs_.count(c.send_cq) || !cqs_.count(c.recv_cq)) return R::error(EINVAL);
+  if (c.use_srq && !srqs_.count(c.srq)) return R::error(EINVAL);
+  if (free_slots_.empty()) return R::error(ENOMEM);
+  verbs::QpInitAttr init = c.init;
+  init.has_srq = c.use_srq;
+  // Find a free QPN (24 bits, never 0 or 1: QP0/QP1 are the special QPs).
+  uint32_t qpn = next_qpn_;
+  while (qpn < 2 || slot_by_qpn_.count(qpn)) qpn = (qpn + 1) & 0xffffff;
+  auto qp = verbs::Qp::create(config_.device, wire::Qpn(qpn), init);
+  if (!qp.ok()) return R::error(qp.err());
+  next_qpn_ = (qpn + 1) & 0xffffff;
+
+  const uint32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  auto ctx = std::make_unique<QpCtx>(std::move(qp.value()));
+  ctx->slot = slot;
+  ctx->pd = c.pd;
+  ctx->send_cq = c.send_cq;
+  ctx->recv_cq = c.recv_cq;
+  ctx->use_srq = c.use_srq;
+  ctx->srq = c.srq;
+  ctx->sq = Ring<SendWqe>(std::max(1u, ctx->qp.cap().max_send_wr));
+  ctx->rq = Ring<RecvWqe>(c.use_srq ? 1 : std::max(1u, ctx->qp.cap().max_recv_wr));
+  ++gen_[slot];
+  slots_[slot] = std::move(ctx);
+  slot_by_qpn_[qpn] = slot;
+  pds_.get(c.pd);
+  ++cq_users_[c.send_cq];
+  ++cq_users_[c.recv_cq];
+  if (c.use_srq) ++srq_users_[c.srq];
+  return wire::Qpn(qpn);
+}
+
+int EngineImpl::destroy_qp(wire::Qpn qpn) {
+  auto it = slot_by_qpn_.find(qpn.value());
+  if (it == slot_by_qpn_.end()) return EINVAL;
+  const uint32_t slot = it->second;
+  QpCtx& q = *slots_[slot];
+  sched_->deactivate(tx_now_, slot);
+  sched_->set_rate(tx_now_, slot, sched::kUnlimited);
+  pds_.put(q.pd);
+  --cq_users_[q.send_cq];
+  --cq_users_[q.recv_cq];
+  if (q.use_srq) --srq_users_[q.srq];
+  ++gen_[slot];  // stale timers of this slot are recognised and ignored
+  slots_[slot].reset();
+  slot_by_qpn_.erase(it);
+  free_slots_.push_back(slot);
+  return 0;
+}
+
+int EngineImpl::modify_qp(wire::Qpn qpn, const ibv_qp_attr& attr, uint32_t mask) {
+  QpCtx* q = find_qp(qpn);
+  if (q == nullptr) return EINVAL;
+  Peer peer = q->peer;
+  if ((mask & IBV_QP_AV) && q->qp.type() == IBV_QPT_RC) {
+    AhAttr ah;
+    std::memcpy(ah.dgid.data(), attr.ah_attr.grh.dgid.raw, 16);
+    ah.traffic_class = attr.ah_attr.grh.traffic_class;
+    ah.hop_limit = attr.ah_attr.grh.hop_limit;
+    ah.flow_label = attr.ah_attr.grh.flow_label;
+    ah.sl = attr.ah_attr.sl;
+    if (attr.ah_attr.is_global && !resolve_peer(ah, &peer)) return EHOSTUNREACH;
+  }
+  if ((mask & IBV_QP_PATH_MTU) && attr.path_mtu > config_.active_mtu) return EINVAL;
+  const ibv_qp_state from = q->qp.state();
+  if (int err = q->qp.modify(config_.device, attr, mask); err != 0) return err;
+  q->peer = peer;
+  on_state_change(tx_now_, *q, from);
+  return 0;
+}
+
+void EngineImpl::on_state_change(Picos now, QpCtx& q, ibv_qp_state from) {
+  const ibv_qp_state to = q.qp.state();
+  const ibv_qp_attr& a = q.qp.attr();
+  if (to == IBV_QPS_RESET) {
+    reset_qp(q);
+    return;
+  }
+  if (to == IBV_QPS_ERR) {
+    if (from != IBV_QPS_ERR) enter_error(now, q);
+    return;
+  }
+  if (q.qp.type() == IBV_QPT_UD) {
+    q.mtu = mtu_bytes(config_.active_mtu);
+  } else {
+    q.mtu = mtu_bytes(a.path_mtu);
+    q.udp_sport = q.peer.flow_label ? wire::udp_sport_from_flow_label(q.peer.flow_label)
+                                    : wire::udp_sport_for_qps(q.qp.qpn(), q.qp.dest_qpn());
+  }
+  if (to == IBV_QPS_RTR && from == IBV_QPS_INIT) {
+    q.resp_psn = q.qp.rq_psn();
+    q.acked_psn = q.resp_psn - 1;
+    q.resources.assign(std::max<uint32_t>(1, a.max_dest_rd_atomic), RespResource{});
+  }
+  if (to == IBV_QPS_RTS && from == IBV_QPS_RTR) {
+    q.req_psn = q.qp.sq_psn();
+    q.req_max_psn = q.req_psn;
+    q.comp_psn = q.req_psn;
+    q.req_wqe = q.sq.head();
+    q.req_pkt = 0;
+    q.retry_left = a.retry_cnt;
+    q.rnr_retry_left = a.rnr_retry;
+  }
+  if (to == IBV_QPS_RTS || to == IBV_QPS_SQD) kick(now, q);
+}
+
+void EngineImpl::reset_qp(QpCtx& q) {
+  sched_->deactivate(tx_now_, q.slot);
+  QpCtx fresh(std::move(q.qp));
+  fresh.slot = q.slot;
+  fresh.pd = q.pd;
+  fresh.send_cq = q.send_cq;
+  fresh.recv_cq = q.recv_cq;
+  fresh.use_srq = q.use_srq;
+  fresh.srq = q.srq;
+  fresh.sq = Ring<SendWqe>(q.sq.capacity());
+  fresh.rq = Ring<RecvWqe>(q.rq.capacity());
+  ++gen_[q.slot];
+  q = std::move(fresh);
+}
+
+void EngineImpl::enter_error(Picos now, QpCtx& q) {
+  (void)now;
+  sched_->deactivate(tx_now_, q.slot);
+  ++gen_[q.slot];  // cancels timers
+  q.ack_deadline = sched::kNever;
+  flush(q);
+}
+
+void EngineImpl::flush(QpCtx& q) {
+  // IBTA 10.3.1 / 11.4.2.1: every outstanding WR completes with a flush error.
+  while (!q.sq.empty()) {
+    SendWqe& w = q.sq.front();
+    complete_send(q, w, IBV_WC_WR_FLUSH_ERR);
+    q.sq.pop();
+  }
+  q.req_wqe = q.sq.head();
+  q.rd_atomic_inflight = 0;
+  auto flush_recv = [&](const RecvWqe& r) {
+    ibv_wc wc{};
+    wc.wr_id = r.wr_id;
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.opcode = IBV_WC_RECV;
+    wc.qp_num = q.qp.qpn().value();
+    complete(q.recv_cq, wc);
+  };
+  if (q.have_recv && !q.use_srq) flush_recv(q.cur_recv);
+  q.have_recv = false;
+  while (!q.rq.empty()) {
+    flush_recv(q.rq.front());
+    q.rq.pop();
+  }
+  q.in_msg = QpCtx::InMsg::kNone;
+  q.resp_queue = {};
+}
+
+// ---- posting ---------------------------------------------------------------
+
+int EngineImpl::check_send_wr(const QpCtx& q, const SendWr& wr) const {
+  const bool ud = q.qp.type() == IBV_QPT_UD;
+  switch (wr.opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM: break;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      if (ud) return EINVAL;
+      break;
+    default: return EINVAL;  // SEND_WITH_INV, LOCAL_INV, BIND_MW, TSO: no memory windows here
+  }
+  if (wr.sg_list.size() > q.qp.cap().max_send_sge) return EINVAL;
+  uint64_t len = 0;
+  for (const Sge& s : wr.sg_list) len += s.length;
+  if (len > (1ull << 31)) return EINVAL;  // max_msg_sz
+  const bool atomic = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  if (wr.send_flags & IBV_SEND_INLINE) {
+    if (atomic || wr.opcode == IBV_WR_RDMA_READ) return EINVAL;
+    if (len > q.qp.cap().max_inline_data) return EINVAL;
+  }
+  if (atomic && len != verbs::kAtomicSize) return EINVAL;
+  if (atomic && (wr.remote_addr & 7)) return EINVAL;
+  if (ud) {
+    if (len > q.mtu) return EINVAL;  // a datagram is one packet
+    if (!ahs_.count(wr.ah)) return EINVAL;
+  }
+  return 0;
+}
+
+int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
+  QpCtx* qp = find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  QpCtx& q = *qp;
+  const ibv_qp_state st = q.qp.state();
+  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
+  if (int err = check_send_wr(q, wr); err != 0) return err;
+  if (q.sq.full()) return ENOMEM;
+
+  SendWqe& w = q.sq.push();
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.send_flags = wr.send_flags;
+  w.imm_data = wr.imm_data;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
+  w.signaled = q.qp.sq_sig_all() || (wr.send_flags & IBV_SEND_SIGNALED);
+  w.is_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
+  w.length = 0;
+  for (const Sge& s : wr.sg_list) w.length += s.length;
+  w.sges.clear();
+  w.inline_data.clear();
+  if (w.is_inline) {
+    // Inline data is read now; the buffers need not be registered (ibv_post_send(3)).
+    w.inline_data.reserve(w.length);
+    for (const Sge& s : wr.sg_list) {
+      const auto* p = reinterpret_cast<const uint8_t*>(s.addr);
+      w.inline_data.insert(w.inline_data.end(), p, p + s.length);
+    }
+  } else {
+    w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
+  }
+  if (q.qp.type() == IBV_QPT_UD) {
+    w.ud_peer = ahs_.at(wr.ah).peer;
+    w.ud_qpn = wr.remote_qpn & 0xffffff;
+    // A Q_Key with the high bit set means "use the QP's own" (IBTA 10.2.5).
+    w.ud_qkey = (wr.remote_qkey & 0x80000000u) ? q.qp.attr().qkey : wr.remote_qkey;
+  }
+  // L_Key checks happen now; a failure completes the WR with
+  // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
+  const uint32_t needed = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
+  w.local_error = !w.is_inline && check_sges(mrs_, q.pd, w.sges, needed) != verbs::MrCheck::kOk;
+  w.state = WqeState::kQueued;
+  w.npkts = 0;
+  w.read_done = 0;
+  w.atomic_orig = 0;
+  w.completed_ok = false;
+
+  if (st == IBV_QPS_ERR) {
+    flush(q);
+    return 0;
+  }
+  kick(now, q);
+  return 0;
+}
+
+int EngineImpl::post_recv(wire::Qpn qpn, const RecvWr& wr) {
+  QpCtx* qp = find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  QpCtx& q = *qp;
+  if (q.use_srq) return EINVAL;  // receives go to the SRQ
+  if (q.qp.state() == IBV_QPS_RESET) return EINVAL;
+  if (q.rq.full()) return ENOMEM;
+  RecvWqe r;
+  if (int err = fill_recv(wr, q.qp.cap().max_recv_sge, r); err != 0) return err;
+  q.rq.push() = std::move(r);
+  if (q.qp.state() == IBV_QPS_ERR) flush(q);
+  return 0;
+}
+
+int EngineImpl::set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) {
+  QpCtx* q = find_qp(qpn);
+  if (q == nullptr) return EINVAL;
+  sched_->set_rate(now, q->slot, bps);
+  return 0;
+}
+
+std::vector<AsyncEvent> EngineImpl::take_async_events() {
+  std::vector<AsyncEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+}  // namespace detail
+}  // namespace isoroce::transport

@@ -1,0 +1,209 @@
+// The RoCEv2 transport engine of one port: PD, MR, CQ, SRQ, AH and QP objects,
+// the RC requester, responder and completer, and UD, sans-I/O (DESIGN.md).
+//
+// The engine never reads a clock, sleeps or does I/O. Its driver (the DPDK poll
+// loop in the daemon, or the simulator) hands it:
+//   - received frames:           receive(now, frame)
+//   - the time:                  advance(now) runs retransmission and RNR timers
+//   - transmit opportunities:    transmit(now, sink) builds the frames the port's
+//                                scheduler (sched/) grants, into the sink's buffers
+// and asks next_deadline() when to call again. Applications post work requests
+// and poll completions with the verbs below; their semantics and errnos are those
+// of the libibverbs call of the same name.
+//
+// Memory: an MR's `addr` is where the registered bytes are in this process (the
+// daemon maps the application's pages; the simulator allocates them); its iova is
+// the address SGEs and RETHs name. The engine reads and writes registered memory
+// in place.
+//
+// Time is picoseconds (sched::Picos), non-decreasing across calls.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "sched/scheduler.h"
+#include "transport/verbs/device.h"
+#include "transport/verbs/mr_table.h"
+#include "transport/verbs/pd_table.h"
+#include "transport/verbs/qp.h"
+#include "transport/verbs/result.h"
+#include "transport/wire/packet.h"
+
+namespace isoroce::transport {
+
+using sched::Picos;
+using verbs::PdHandle;
+using verbs::Result;
+using CqHandle = uint32_t;
+using SrqHandle = uint32_t;
+using AhHandle = uint32_t;
+
+struct EngineConfig {
+  verbs::Device device;
+  wire::MacAddr mac{};
+  wire::IpAddr ip{};             // the port's address; GID 0 is ip (IPv4-mapped for IPv4)
+  uint64_t key_seed = 1;         // MR keys (verbs::MrKeyGen)
+  uint32_t qpn_seed = 1;         // first QPN is derived from it; QPNs are never 0 or 1
+  sched::Policy policy = sched::Policy::kFifo;
+  uint64_t link_bps = 100'000'000'000;
+  Picos sched_lookahead = 0;     // see sched::Config::lookahead
+  uint32_t max_qps = 4096;       // QPs alive at once (scheduler ids)
+  // The port's MTU (the largest path_mtu a QP may use and every UD QP's MTU).
+  // 1024 fits a 1500-byte Ethernet MTU, as rxe chooses; 4096 needs jumbo frames.
+  ibv_mtu active_mtu = IBV_MTU_1024;
+  uint8_t dscp = 26;             // RoCEv2 data DSCP (DCQCN deployments use 26 or 24)
+  bool ecn_capable = true;       // send data with ECT(0) so switches can mark CE
+  // Requester: ask for an ACK at least every this many packets of a message.
+  uint32_t ack_req_every = 16;
+};
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+// ibv_send_wr without the linked list. imm_data is in network byte order, as
+// in libibverbs. For UD, ah/remote_qpn/remote_qkey address the datagram.
+struct SendWr {
+  uint64_t wr_id = 0;
+  ibv_wr_opcode opcode = IBV_WR_SEND;
+  uint32_t send_flags = 0;  // ibv_send_flags
+  std::span<const Sge> sg_list;
+  uint32_t imm_data = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  AhHandle ah = 0;
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  std::span<const Sge> sg_list;
+};
+
+// Where an RC QP's peer or a UD datagram goes (the RoCEv2 part of ibv_ah_attr).
+struct AhAttr {
+  wire::IpAddr dgid{};  // IPv4-mapped for IPv4
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;
+  uint8_t sl = 0;
+};
+
+struct QpCreate {
+  PdHandle pd = 0;
+  CqHandle send_cq = 0;
+  CqHandle recv_cq = 0;
+  bool use_srq = false;
+  SrqHandle srq = 0;
+  verbs::QpInitAttr init;  // init.has_srq is set from use_srq
+};
+
+enum class AsyncEventType : uint8_t { kQpFatal, kCqError, kSrqLimitReached };
+struct AsyncEvent {
+  AsyncEventType type;
+  uint32_t id;  // QPN, CQ or SRQ handle
+};
+
+// The frames transmit() builds go straight into the driver's buffers.
+class TxSink {
+ public:
+  // A buffer of at least len bytes for the next frame, or an empty span when the
+  // driver has none (the grant is then lost like a frame dropped at the NIC and
+  // recovered by the transport).
+  virtual std::span<uint8_t> tx_buffer(size_t len) = 0;
+  // The frame in the last buffer is len bytes and starts on the link at departure.
+  virtual void tx_commit(Picos departure, size_t len) = 0;
+
+ protected:
+  ~TxSink() = default;
+};
+
+// What the engine did, for tools and tests.
+struct EngineCounters {
+  uint64_t rx_frames = 0;
+  uint64_t rx_dropped = 0;      // any reason below
+  uint64_t rx_parse_errors = 0; // malformed, bad ICRC
+  uint64_t rx_unknown_qp = 0;
+  uint64_t rx_bad_state = 0;    // QP not in a state that accepts the packet
+  uint64_t rx_duplicates = 0;
+  uint64_t rx_out_of_sequence = 0;
+  uint64_t rx_ud_qkey_mismatch = 0;
+  uint64_t rx_ud_no_receive = 0;
+  uint64_t tx_frames = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t tx_no_buffer = 0;
+  uint64_t retransmits = 0;     // requester packets sent again
+  uint64_t timeouts = 0;        // retransmission timer expiries
+  uint64_t naks_sent = 0;
+  uint64_t naks_received = 0;
+  uint64_t rnr_naks_sent = 0;
+  uint64_t rnr_naks_received = 0;
+  uint64_t acks_sent = 0;
+  uint64_t cq_overruns = 0;
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  virtual ~Engine() = default;
+
+  // Neighbour table: the MAC address frames to an IP go to (ARP/ND is the
+  // driver's job). ibv_modify_qp(RTR) and ibv_create_ah() need the entry.
+  virtual void set_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) = 0;
+
+  // ---- verbs -----------------------------------------------------------
+  virtual Result<PdHandle> alloc_pd() = 0;
+  virtual int dealloc_pd(PdHandle pd) = 0;
+  virtual Result<verbs::MrKeys> reg_mr(PdHandle pd, void* addr, uint64_t length, uint64_t iova,
+                                       uint32_t access) = 0;
+  virtual int dereg_mr(uint32_t lkey) = 0;
+  virtual Result<CqHandle> create_cq(int cqe) = 0;
+  virtual int destroy_cq(CqHandle cq) = 0;
+  // Returns the number of completions written to out (ibv_poll_cq), or -EINVAL.
+  virtual int poll_cq(CqHandle cq, std::span<ibv_wc> out) = 0;
+  virtual Result<SrqHandle> create_srq(PdHandle pd, const ibv_srq_attr& attr) = 0;
+  virtual int modify_srq(SrqHandle srq, const ibv_srq_attr& attr, uint32_t mask) = 0;
+  virtual int destroy_srq(SrqHandle srq) = 0;
+  virtual int post_srq_recv(SrqHandle srq, const RecvWr& wr) = 0;
+  virtual Result<AhHandle> create_ah(PdHandle pd, const AhAttr& attr) = 0;
+  virtual int destroy_ah(AhHandle ah) = 0;
+  virtual Result<wire::Qpn> create_qp(const QpCreate& create) = 0;
+  // attr.ah_attr.grh.dgid names the peer of an RC QP (IBV_QP_AV).
+  virtual int modify_qp(wire::Qpn qpn, const ibv_qp_attr& attr, uint32_t mask) = 0;
+  virtual const verbs::Qp* query_qp(wire::Qpn qpn) const = 0;
+  virtual int destroy_qp(wire::Qpn qpn) = 0;
+  // 0 or EINVAL/ENOMEM (queue full)/EOPNOTSUPP, as ibv_post_send.
+  virtual int post_send(Picos now, wire::Qpn qpn, const SendWr& wr) = 0;
+  virtual int post_recv(wire::Qpn qpn, const RecvWr& wr) = 0;
+  // Transmit rate limit of one QP in bits per second (0: none), sched::Scheduler.
+  virtual int set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) = 0;
+  // Asynchronous events since the last call (ibv_get_async_event).
+  virtual std::vector<AsyncEvent> take_async_events() = 0;
+
+  // ---- data path ---------------------------------------------------------
+  // One received Ethernet frame (mutable: the ICRC check masks fields in place;
+  // unchanged on return). Anything malformed or unexpected is counted and dropped.
+  virtual void receive(Picos now, std::span<uint8_t> frame) = 0;
+  // Runs the timers due by now.
+  virtual void advance(Picos now) = 0;
+  // Builds up to max_frames frames the scheduler grants by now; returns how many.
+  virtual size_t transmit(Picos now, TxSink& sink, size_t max_frames) = 0;
+  // When transmit() or advance() has something to do next (kNever: nothing).
+  virtual Picos next_deadline() const = 0;
+
+  virtual const EngineCounters& counters() const = 0;
+  virtual const EngineConfig& config() const = 0;
+};
+
+}  // namespace isoroce::transport

@@ -1,0 +1,157 @@
+// EngineImpl: the one implementation of Engine. Its member functions are
+// defined by topic:
+//   engine.cc     objects and verbs (create/modify/destroy, post, poll, flush)
+//   requester.cc  which request packet a QP sends next, and building it
+//   responder.cc  incoming requests, ACK/NAK and READ/atomic responses
+//   completer.cc  incoming ACK/NAK/responses, retransmission and RNR timers
+//   ud.cc         UD send and receive
+//   datapath.cc   receive dispatch, transmit (scheduler grants), timers
+#pragma once
+
+#include <map>
+#include <memory>
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/engine/internal.h"
+
+namespace isoroce::transport::detail {
+
+class EngineImpl final : public Engine, private sched::PacketSource {
+ public:
+  explicit EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Scheduler> sched);
+
+  void set_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) override;
+  Result<PdHandle> alloc_pd() override;
+  int dealloc_pd(PdHandle pd) override;
+  Result<verbs::MrKeys> reg_mr(PdHandle pd, void* addr, uint64_t length, uint64_t iova,
+                               uint32_t access) override;
+  int dereg_mr(uint32_t lkey) override;
+  Result<CqHandle> create_cq(int cqe) override;
+  int destroy_cq(CqHandle cq) override;
+  int poll_cq(CqHandle cq, std::span<ibv_wc> out) override;
+  Result<SrqHandle> create_srq(PdHandle pd, const ibv_srq_attr& attr) override;
+  int modify_srq(SrqHandle srq, const ibv_srq_attr& attr, uint32_t mask) override;
+  int destroy_srq(SrqHandle srq) override;
+  int post_srq_recv(SrqHandle srq, const RecvWr& wr) override;
+  Result<AhHandle> create_ah(PdHandle pd, const AhAttr& attr) override;
+  int destroy_ah(AhHandle ah) override;
+  Result<wire::Qpn> create_qp(const QpCreate& create) override;
+  int modify_qp(wire::Qpn qpn, const ibv_qp_attr& attr, uint32_t mask) override;
+  const verbs::Qp* query_qp(wire::Qpn qpn) const override;
+  int destroy_qp(wire::Qpn qpn) override;
+  int post_send(Picos now, wire::Qpn qpn, const SendWr& wr) override;
+  int post_recv(wire::Qpn qpn, const RecvWr& wr) override;
+  int set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) override;
+  std::vector<AsyncEvent> take_async_events() override;
+
+  void receive(Picos now, std::span<uint8_t> frame) override;
+  void advance(Picos now) override;
+  size_t transmit(Picos now, TxSink& sink, size_t max_frames) override;
+  Picos next_deadline() const override;
+
+  const EngineCounters& counters() const override { return counters_; }
+  const EngineConfig& config() const override { return config_; }
+
+ private:
+  // ---- engine.cc
+  QpCtx* find_qp(wire::Qpn qpn);
+  const QpCtx* find_qp(wire::Qpn qpn) const;
+  void complete(CqHandle cq, const ibv_wc& wc);
+  void complete_send(QpCtx& q, const SendWqe& w, ibv_wc_status status);
+  // The QP entered ERR: flush every outstanding WQE (IBTA 10.3.1, 11.4.2.1).
+  void enter_error(Picos now, QpCtx& q);
+  void flush(QpCtx& q);
+  void reset_qp(QpCtx& q);
+  void on_state_change(Picos now, QpCtx& q, ibv_qp_state from);
+  int check_send_wr(const QpCtx& q, const SendWr& wr) const;
+  bool resolve_peer(const AhAttr& ah, Peer* peer) const;
+
+  // ---- requester.cc
+  // The next request packet of q, without consuming it (kind kNone: none now).
+  TxDesc peek_request(Picos now, QpCtx& q);
+  void take_request(QpCtx& q, const TxDesc& d);
+  // Starts WQE processing checks (local keys); false if it completed in error.
+  bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
+  size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  // Go back to PSN psn and send everything from there again (go-back-N).
+  void rewind_requester(QpCtx& q, wire::Psn psn);
+
+  // ---- responder.cc
+  void on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  void queue_ack(Picos now, QpCtx& q);
+  void queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn, bool then_error);
+  void on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt);
+  RespResource* alloc_resource(QpCtx& q);
+  void queue_resource(Picos now, QpCtx& q, uint32_t index);
+  void rnr_nak(Picos now, QpCtx& q, wire::Psn psn);
+  void fatal_nak(Picos now, QpCtx& q, wire::NakCode code, wire::Psn psn);
+  void fail_recv(Picos now, QpCtx& q, ibv_wc_status status, wire::NakCode code, wire::Psn psn);
+  uint32_t ack_frame_bytes(const QpCtx& q) const;
+  TxDesc peek_response(QpCtx& q);
+  void take_response(QpCtx& q, const TxDesc& d);
+  size_t build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  // ACK/NAK from the responder's state, or 0 if nothing is due.
+  size_t build_control(Picos now, QpCtx& q, std::span<uint8_t> out);
+  bool take_recv_wqe(QpCtx& q, RecvWqe* out);
+
+  // ---- completer.cc
+  void on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  void retire_acked(Picos now, QpCtx& q, wire::Psn through);
+  void retry(Picos now, QpCtx& q, wire::Psn from, bool timeout);
+  void fail_request(Picos now, QpCtx& q, ibv_wc_status status);
+  void arm_ack_timer(Picos now, QpCtx& q);
+  void on_timer(Picos now, QpCtx& q);
+  void complete_done_wqes(Picos now, QpCtx& q);
+
+  // ---- ud.cc
+  TxDesc peek_ud(QpCtx& q);
+  size_t build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  void on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+
+  // ---- datapath.cc
+  TxDesc peek(Picos now, QpCtx& q);
+  void kick(Picos now, QpCtx& q);
+  void schedule_timer(QpCtx& q, Picos when);
+  sched::Packet on_grant(sched::QpId qp, uint32_t bytes) override;
+  wire::FrameSpec frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode, wire::Psn psn,
+                             uint32_t dest_qpn, bool data) const;
+
+  EngineConfig config_;
+  std::unique_ptr<sched::Scheduler> sched_;
+  EngineCounters counters_;
+  verbs::PdTable pds_;
+  verbs::MrTable mrs_;
+  std::map<wire::IpAddr, wire::MacAddr> neighbors_;
+  std::unordered_map<CqHandle, std::unique_ptr<CqCtx>> cqs_;
+  std::unordered_map<SrqHandle, std::unique_ptr<SrqCtx>> srqs_;
+  std::unordered_map<AhHandle, AhCtx> ahs_;
+  std::unordered_map<uint32_t, uint32_t> slot_by_qpn_;
+  std::vector<std::unique_ptr<QpCtx>> slots_;  // index = scheduler QpId
+  std::vector<uint32_t> free_slots_;
+  std::vector<uint32_t> gen_;  // per slot; bumps at create/destroy/reset/error, invalidates timers
+  std::unordered_map<CqHandle, uint32_t> cq_users_;
+  std::unordered_map<SrqHandle, uint32_t> srq_users_;
+  std::vector<AsyncEvent> events_;
+  uint32_t next_qpn_;
+  uint32_t next_handle_ = 1;
+  uint16_t ip_id_ = 0;
+
+  // Timers: (deadline, slot, generation), lazily deleted.
+  struct Timer {
+    Picos when;
+    uint32_t slot;
+    uint32_t generation;
+    bool operator>(const Timer& o) const { return when > o.when; }
+  };
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
+
+  // transmit(): descriptors taken during the scheduler's dequeue, built after it.
+  Picos tx_now_ = 0;
+  std::vector<TxDesc> granted_;
+  std::vector<uint32_t> after_grant_;  // slots to kick once the dequeue returned
+  std::vector<std::span<const uint8_t>> payload_scratch_;
+};
+
+}  // namespace isoroce::transport::detail

@@ -1,0 +1,192 @@
+// The engine's private state: queues, per-QP requester/responder/completer
+// contexts and the transmit descriptors the scheduler's grants turn into
+// frames. Shared by engine.cc (objects, verbs), requester.cc, responder.cc,
+// completer.cc, ud.cc and datapath.cc; nothing outside transport/engine/
+// includes it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/engine/engine.h"
+#include "transport/engine/ring.h"
+#include "transport/verbs/cq.h"
+#include "transport/verbs/srq.h"
+#include "transport/wire/build.h"
+
+namespace isoroce::transport::detail {
+
+// Preamble, start delimiter, FCS and inter-frame gap: what a frame occupies on
+// the link beyond its bytes. Scheduler sizes include it.
+inline constexpr uint32_t kEthWireOverhead = 24;
+
+// 4.096 us * 2^exp (IBTA 9.7.6.1.3, the local ACK timeout); 0 means infinite.
+Picos ack_timeout_picos(uint8_t exp);
+// The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds.
+Picos rnr_timer_picos(uint8_t code);
+uint32_t mtu_bytes(ibv_mtu mtu);
+
+struct Peer {
+  wire::IpAddr ip{};
+  wire::MacAddr mac{};
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;
+};
+
+enum class WqeState : uint8_t { kQueued, kStarted, kDone };
+
+struct SendWqe {
+  uint64_t wr_id = 0;
+  ibv_wr_opcode opcode = IBV_WR_SEND;
+  uint32_t send_flags = 0;
+  uint32_t imm_data = 0;  // network order
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  std::vector<Sge> sges;
+  std::vector<uint8_t> inline_data;  // IBV_SEND_INLINE: copied at post time
+  uint64_t length = 0;
+  bool signaled = false;
+  bool is_inline = false;
+  // UD addressing.
+  Peer ud_peer;
+  uint32_t ud_qpn = 0;
+  uint32_t ud_qkey = 0;
+  // Requester progress (RC).
+  WqeState state = WqeState::kQueued;
+  wire::Psn first_psn;
+  uint32_t npkts = 0;         // PSNs the message uses (READ: response packets)
+  uint64_t read_done = 0;     // READ bytes received in order
+  uint64_t atomic_orig = 0;
+  bool completed_ok = false;  // READ/atomic data arrived; completes when at the head
+  bool local_error = false;   // an SGE failed its L_Key check at post time
+
+  bool is_read_or_atomic() const {
+    return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+           opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  }
+  wire::Psn last_psn() const { return first_psn + (npkts - 1); }
+};
+
+struct RecvWqe {
+  uint64_t wr_id = 0;
+  std::vector<Sge> sges;
+  uint64_t length = 0;
+};
+
+// A READ or atomic the responder executed, kept for replay of duplicates
+// (IBTA 9.7.5.1.5 "responder resources") and as the source of its response.
+struct RespResource {
+  enum class Kind : uint8_t { kFree, kRead, kAtomic } kind = Kind::kFree;
+  wire::Psn first_psn;  // the request's PSN
+  uint32_t npkts = 0;   // response PSNs
+  uint64_t va = 0;      // READ: where the (re-)executed read starts
+  uint32_t length = 0;
+  uint32_t rkey = 0;
+  uint64_t atomic_orig = 0;
+  // Transmission of the response: next packet index, or npkts when sent.
+  uint32_t sent = 0;
+  bool queued = false;
+};
+
+enum class TxKind : uint8_t { kNone, kRequest, kResponse, kUdSend };
+
+// One packet a grant turns into a frame (datapath.cc builds it).
+struct TxDesc {
+  TxKind kind = TxKind::kNone;
+  uint32_t qp_slot = 0;
+  uint8_t opcode = 0;
+  wire::Psn psn;
+  uint32_t wqe = 0;       // send queue index (request, UD)
+  uint64_t offset = 0;    // byte offset into the message
+  uint32_t length = 0;    // payload bytes
+  bool ack_req = false;
+  bool retransmit = false;
+  uint32_t resource = 0;  // responder resource (response)
+  uint32_t frame_len = 0;
+};
+
+struct CqCtx {
+  verbs::Cq cq;
+  Ring<ibv_wc> entries;
+};
+
+struct SrqCtx {
+  verbs::Srq srq;
+  PdHandle pd;
+  Ring<RecvWqe> queue;
+};
+
+struct QpCtx {
+  explicit QpCtx(verbs::Qp q) : qp(std::move(q)) {}
+
+  verbs::Qp qp;
+  uint32_t slot = 0;
+  PdHandle pd = 0;
+  CqHandle send_cq = 0;
+  CqHandle recv_cq = 0;
+  bool use_srq = false;
+  SrqHandle srq = 0;
+  Peer peer;           // RC: from the AV at RTR
+  uint16_t udp_sport = 0xc000;
+  uint32_t mtu = 1024;
+
+  Ring<SendWqe> sq;    // [head, tail): posted and not yet completed
+  Ring<RecvWqe> rq;
+
+  // Requester (requester.cc): the next packet to send.
+  uint64_t req_wqe = 0;       // absolute index of the WQE being sent (sq index space)
+  uint32_t req_pkt = 0;       // packet index within it
+  wire::Psn req_psn;          // PSN of the next packet
+  uint32_t rd_atomic_inflight = 0;
+  bool retransmitting = false;  // packets before req_max_psn are retransmissions
+  wire::Psn req_max_psn;        // highest PSN ever sent, plus one
+
+  // Completer (completer.cc).
+  wire::Psn comp_psn;         // oldest unacknowledged PSN
+  uint8_t retry_left = 7;
+  uint8_t rnr_retry_left = 7;
+  Picos ack_deadline = sched::kNever;  // retransmission timer
+  Picos rnr_until = 0;                 // requester paused by an RNR NAK until then
+  bool read_retry_pending = false;     // a go-back for a READ response gap is under way
+
+  // Responder (responder.cc).
+  wire::Psn resp_psn;          // expected PSN
+  uint32_t msn = 0;
+  bool nak_seq_sent = false;   // one sequence-error NAK per gap (IBTA 9.7.5.1.2)
+  enum class InMsg : uint8_t { kNone, kSend, kWrite } in_msg = InMsg::kNone;
+  bool have_recv = false;      // a receive WQE is being filled
+  RecvWqe cur_recv;
+  uint64_t recv_offset = 0;
+  uint8_t* write_ptr = nullptr;  // next byte of the RDMA WRITE in progress
+  uint64_t write_left = 0;
+  uint64_t write_total = 0;
+  // Pending control packet: the ACK (coalesced) or a NAK.
+  bool ctrl_queued = false;
+  bool ack_pending = false;
+  std::optional<uint8_t> nak_syndrome;  // NAK to send (AETH syndrome)
+  wire::Psn nak_psn;
+  bool resp_error_after_nak = false;    // go to ERR once the NAK left
+  std::vector<RespResource> resources;
+  uint32_t res_next = 0;        // next resource to allocate (round robin)
+  std::queue<uint32_t> resp_queue;  // resources with responses to send, in PSN order
+  // Everything before this PSN has been answered by a response already sent, so
+  // a plain ACK may cover it (an ACK must never overtake a READ/atomic response).
+  wire::Psn acked_psn;          // last PSN an ACK reported
+
+  Picos timer_at = sched::kNever;  // earliest timer queued for this QP
+  bool resp_failed = false;        // a fatal NAK is queued: drop further requests
+};
+
+struct AhCtx {
+  PdHandle pd;
+  Peer peer;
+};
+
+}  // namespace isoroce::transport::detail

@@ -1,0 +1,60 @@
+#include "transport/engine/memory.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace isoroce::transport::detail {
+
+verbs::MrCheck check_sges(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges,
+                          uint32_t needed) {
+  for (const Sge& s : sges) {
+    if (s.length == 0) continue;
+    const verbs::MrCheck c = mrs.check_local(pd, s.lkey, s.addr, s.length, needed);
+    if (c != verbs::MrCheck::kOk) return c;
+  }
+  return verbs::MrCheck::kOk;
+}
+
+namespace {
+
+// Calls f(pointer, bytes) for each piece of [offset, offset+len); false if an
+// SGE fails its check (the pieces before it were visited).
+template <typename F>
+bool walk(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
+          uint64_t len, uint32_t needed, F&& f) {
+  for (const Sge& s : sges) {
+    if (len == 0) return true;
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(s.length - offset, len);
+    if (mrs.check_local(pd, s.lkey, s.addr + offset, n, needed) != verbs::MrCheck::kOk) return false;
+    const verbs::Mr* mr = mrs.find_lkey(s.lkey);
+    f(mr_ptr(*mr, s.addr + offset), n);
+    len -= n;
+    offset = 0;
+  }
+  return len == 0;
+}
+
+}  // namespace
+
+bool gather(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
+            uint64_t len, std::vector<std::span<const uint8_t>>& out) {
+  return walk(mrs, pd, sges, offset, len, 0, [&](uint8_t* p, uint64_t n) {
+    out.emplace_back(p, static_cast<size_t>(n));
+  });
+}
+
+bool scatter(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
+             std::span<const uint8_t> data) {
+  const uint8_t* src = data.data();
+  return walk(mrs, pd, sges, offset, data.size(), IBV_ACCESS_LOCAL_WRITE,
+              [&](uint8_t* p, uint64_t n) {
+                std::memcpy(p, src, n);
+                src += n;
+              });
+}
+
+}  // namespace isoroce::transport::detail

@@ -1,0 +1,35 @@
+// Registered memory as the engine touches it: the SGEs of a work request
+// translated into pointers (gather for transmit, scatter for receive), and the
+// region a RETH or AtomicETH names on the responder. Every access is checked
+// against the MR table first (verbs::MrTable), so no peer or application can
+// make the engine touch memory outside a region it may use.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "transport/engine/engine.h"
+
+namespace isoroce::transport::detail {
+
+// Where an iova inside mr is in this process.
+inline uint8_t* mr_ptr(const verbs::Mr& mr, uint64_t iova) {
+  return reinterpret_cast<uint8_t*>(mr.addr + (iova - mr.iova));
+}
+
+// Checks every SGE (needed: 0 to read, IBV_ACCESS_LOCAL_WRITE to write).
+verbs::MrCheck check_sges(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges,
+                          uint32_t needed);
+
+// The pieces of [offset, offset + len) of the message the SGEs describe,
+// appended to out. False if an SGE no longer names a valid region.
+bool gather(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
+            uint64_t len, std::vector<std::span<const uint8_t>>& out);
+
+// Copies data to [offset, offset + data.size()) of the message the SGEs
+// describe. False if it does not fit or an SGE is not writable.
+bool scatter(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
+             std::span<const uint8_t> data);
+
+}  // namespace isoroce::transport::detail

@@ -1,0 +1,179 @@
+// RC requester (IBTA vol.1 9.7.1-9.7.4; rxe_req.c): walks the send queue and
+// turns each work request into request packets with consecutive PSNs. A
+// message of n bytes uses max(1, ceil(n / MTU)) PSNs; a READ request is one
+// packet that reserves one PSN per response packet (9.7.4.1.3). Go-back-N
+// (rewind_requester) restarts at any PSN, inside a message too.
+#include <algorithm>
+
+#include "transport/engine/engine_impl.h"
+#include "transport/engine/memory.h"
+
+namespace isoroce::transport::detail {
+namespace {
+
+// Unacknowledged PSNs at most in flight: far inside the 2^23 window of 9.7.2.
+constexpr int32_t kMaxOutstanding = 1 << 16;
+
+uint32_t packets_for(uint64_t len, uint32_t mtu) {
+  return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
+}
+
+uint8_t send_opcode(bool first, bool last, bool imm) {
+  if (first && last) return imm ? wire::op::kRcSendOnlyImm : wire::op::kRcSendOnly;
+  if (first) return wire::op::kRcSendFirst;
+  if (!last) return wire::op::kRcSendMiddle;
+  return imm ? wire::op::kRcSendLastImm : wire::op::kRcSendLast;
+}
+
+uint8_t write_opcode(bool first, bool last, bool imm) {
+  if (first && last) return imm ? wire::op::kRcWriteOnlyImm : wire::op::kRcWriteOnly;
+  if (first) return wire::op::kRcWriteFirst;
+  if (!last) return wire::op::kRcWriteMiddle;
+  return imm ? wire::op::kRcWriteLastImm : wire::op::kRcWriteLast;
+}
+
+}  // namespace
+
+TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
+  TxDesc d;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) return d;
+  if (now < q.rnr_until) return d;
+  if (q.req_wqe == q.sq.tail()) return d;
+  if (psn_diff(q.req_psn, q.comp_psn) >= kMaxOutstanding) return d;
+  SendWqe& w = q.sq[q.req_wqe];
+  if (w.local_error) return d;  // datapath completes it in error outside the scheduler
+  if (q.req_pkt == 0) {
+    // SQD: WRs not yet started wait (IBTA 10.3.1, send queue drain).
+    if (st == IBV_QPS_SQD && w.state == WqeState::kQueued) return d;
+    // IBV_SEND_FENCE: wait for every earlier READ and atomic (IBTA 10.8.3.3).
+    if ((w.send_flags & IBV_SEND_FENCE) && q.rd_atomic_inflight > 0) return d;
+    // The initiator depth: max_rd_atomic READ/atomic requests outstanding (11.2.5.2).
+    if (w.is_read_or_atomic() &&
+        q.rd_atomic_inflight >= std::max<uint32_t>(1, q.qp.attr().max_rd_atomic)) {
+      return d;
+    }
+  }
+  d.kind = TxKind::kRequest;
+  d.qp_slot = q.slot;
+  d.wqe = static_cast<uint32_t>(q.req_wqe);
+  d.psn = q.req_psn;
+  d.retransmit = q.req_psn.before(q.req_max_psn);
+  const uint32_t mtu = q.mtu;
+  switch (w.opcode) {
+    case IBV_WR_RDMA_READ: {
+      d.opcode = wire::op::kRcReadRequest;
+      d.offset = static_cast<uint64_t>(q.req_pkt) * mtu;  // > 0 when re-issued mid-read
+      d.length = 0;
+      d.ack_req = false;
+      break;
+    }
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      d.opcode = wire::op::kRcCompareSwap;
+      break;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      d.opcode = wire::op::kRcFetchAdd;
+      break;
+    default: {
+      const uint32_t n = packets_for(w.length, mtu);
+      const bool first = q.req_pkt == 0, last = q.req_pkt + 1 == n;
+      const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+      const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+      d.opcode = write ? write_opcode(first, last, imm) : send_opcode(first, last, imm);
+      d.offset = static_cast<uint64_t>(q.req_pkt) * mtu;
+      d.length = static_cast<uint32_t>(std::min<uint64_t>(mtu, w.length - std::min(w.length, d.offset)));
+      d.ack_req = last || (q.req_pkt + 1) % config_.ack_req_every == 0;
+      break;
+    }
+  }
+  if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    d.length = 0;
+    d.ack_req = false;
+  }
+  wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
+  d.frame_len = static_cast<uint32_t>(wire::frame_size(spec, d.length));
+  return d;
+}
+
+void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
+  SendWqe& w = q.sq[d.wqe];
+  const uint32_t mtu = q.mtu;
+  if (q.req_pkt == 0 && w.state == WqeState::kQueued) {
+    w.state = WqeState::kStarted;
+    w.first_psn = q.req_psn;
+    w.npkts = packets_for(w.length, mtu);
+    if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) w.npkts = 1;
+  }
+  // READ and atomic requests are one packet each, also when re-issued mid-read.
+  if (w.is_read_or_atomic()) ++q.rd_atomic_inflight;
+  if (d.retransmit) ++counters_.retransmits;
+  if (w.opcode == IBV_WR_RDMA_READ) {
+    // The request covers every response PSN from here to the end of the read.
+    q.req_psn += w.npkts - q.req_pkt;
+    q.req_pkt = 0;
+    ++q.req_wqe;
+  } else {
+    ++q.req_psn;
+    if (++q.req_pkt >= w.npkts) {
+      q.req_pkt = 0;
+      ++q.req_wqe;
+    }
+  }
+  if (q.req_psn.after(q.req_max_psn)) q.req_max_psn = q.req_psn;
+  if (q.ack_deadline == sched::kNever) arm_ack_timer(tx_now_, q);
+}
+
+size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+  const SendWqe& w = q.sq[d.wqe];
+  wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
+  spec.ack_req = d.ack_req;
+  spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) && wire::opcode_info(d.opcode).is_last();
+  const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
+  if (op.has(wire::kHdrReth)) {
+    spec.reth = wire::RethFields{w.remote_addr + d.offset, w.rkey,
+                                 static_cast<uint32_t>(w.length - d.offset)};
+  }
+  if (op.has(wire::kHdrImmDt)) spec.imm = wire::load_be32(reinterpret_cast<const uint8_t*>(&w.imm_data));
+  if (op.has(wire::kHdrAtomicEth)) {
+    const bool cas = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+    spec.atomic = wire::AtomicFields{w.remote_addr, w.rkey, cas ? w.swap : w.compare_add,
+                                     cas ? w.compare_add : 0};
+  }
+  payload_scratch_.clear();
+  if (d.length > 0) {
+    if (w.is_inline) {
+      payload_scratch_.emplace_back(w.inline_data.data() + d.offset, d.length);
+    } else if (!gather(mrs_, q.pd, w.sges, d.offset, d.length, payload_scratch_)) {
+      return 0;  // the MR went away after the post: caught by the caller
+    }
+  }
+  const wire::BuildResult r = wire::build_frame_gather(spec, payload_scratch_, out);
+  return r.ok() ? r.len : 0;
+}
+
+void EngineImpl::rewind_requester(QpCtx& q, wire::Psn psn) {
+  // Find the WQE that holds psn among the started ones, from the oldest.
+  uint64_t i = q.sq.head();
+  for (; i < q.req_wqe; ++i) {
+    SendWqe& w = q.sq[i];
+    if (w.state != WqeState::kStarted) break;
+    if (!psn.after(w.last_psn())) break;
+  }
+  q.req_wqe = i;
+  q.req_pkt = 0;
+  if (i < q.sq.tail() && q.sq[i].state == WqeState::kStarted) {
+    const SendWqe& w = q.sq[i];
+    const int32_t k = psn_diff(psn, w.first_psn);
+    if (k > 0) q.req_pkt = static_cast<uint32_t>(k);
+    q.req_psn = w.first_psn + q.req_pkt;
+  } else {
+    q.req_psn = psn;
+  }
+  // READ/atomic requests still outstanding before the restart point.
+  q.rd_atomic_inflight = 0;
+  for (uint64_t j = q.sq.head(); j < q.req_wqe; ++j) {
+    if (q.sq[j].is_read_or_atomic()) ++q.rd_atomic_inflight;
+  }
+}
+
+}  // namespace isoroce::transport::detail

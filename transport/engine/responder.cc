@@ -1,0 +1,444 @@
+// RC responder (IBTA vol.1 9.7.5; rxe_resp.c): PSN checks, duplicates,
+// opcode sequence, R_Key/access/bounds checks, receive WQEs (RQ or SRQ),
+// RDMA WRITE, READ and atomic execution from responder resources, and the
+// ACK/NAK it answers with. A request is checked completely before anything
+// is written, so a NAKed packet (RNR, error) leaves memory and state as they
+// were and its retransmission is processed from scratch.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/engine/engine_impl.h"
+#include "transport/engine/memory.h"
+
+namespace isoroce::transport::detail {
+namespace {
+
+using wire::AethKind;
+using wire::NakCode;
+using wire::OpKind;
+
+uint8_t nak(NakCode code) { return wire::make_syndrome(AethKind::kNak, static_cast<uint8_t>(code)); }
+// ACK syndrome with the credit field "invalid" (31): no end-to-end credits (9.7.7.2).
+constexpr uint8_t kAckSyndrome = 0x1f;
+
+uint32_t packets_for(uint64_t len, uint32_t mtu) {
+  return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
+}
+
+}  // namespace
+
+bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
+  if (q.use_srq) {
+    auto it = srqs_.find(q.srq);
+    if (it == srqs_.end() || it->second->queue.empty()) return false;
+    SrqCtx& s = *it->second;
+    *out = std::move(s.queue.front());
+    s.queue.pop();
+    if (s.srq.take()) events_.push_back({AsyncEventType::kSrqLimitReached, q.srq});
+    return true;
+  }
+  if (q.rq.empty()) return false;
+  *out = std::move(q.rq.front());
+  q.rq.pop();
+  return true;
+}
+
+void EngineImpl::queue_ack(Picos now, QpCtx& q) {
+  q.ack_pending = true;
+  if (q.ctrl_queued) return;
+  if (!q.resp_queue.empty()) return;  // sent after the responses (never overtake them)
+  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes(q))) q.ctrl_queued = true;
+}
+
+void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn, bool then_error) {
+  q.nak_syndrome = syndrome;
+  q.nak_psn = psn;
+  if (then_error) {
+    q.resp_error_after_nak = true;
+    q.resp_failed = true;
+  }
+  if (q.ctrl_queued) return;
+  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes(q))) q.ctrl_queued = true;
+}
+
+void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                            std::span<uint8_t> frame) {
+  const ibv_qp_state st = q.qp.state();
+  if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) || q.resp_failed) {
+    ++counters_.rx_bad_state;
+    return;
+  }
+  const wire::OpcodeInfo& op = *pkt.op;
+  const int32_t diff = psn_diff(pkt.psn, q.resp_psn);
+  if (diff > 0) {
+    // 9.7.5.1.2: a packet from the future means loss; NAK once per gap.
+    ++counters_.rx_out_of_sequence;
+    if (!q.nak_seq_sent) {
+      q.nak_seq_sent = true;
+      queue_nak(now, q, nak(NakCode::kPsnSequenceError), q.resp_psn, false);
+    }
+    return;
+  }
+  if (diff < 0) {
+    on_duplicate(now, q, pkt);
+    return;
+  }
+  q.nak_seq_sent = false;
+  const auto payload = frame.subspan(pkt.payload_offset, pkt.payload_len);
+  const uint32_t access = q.qp.attr().qp_access_flags;
+
+  // Opcode sequence (9.7.5.1.3): a message continues with its own kind.
+  const bool continuing = op.is_middle() || (op.is_last() && !op.is_first());
+  const QpCtx::InMsg want = op.kind == OpKind::kSend ? QpCtx::InMsg::kSend
+                            : op.kind == OpKind::kWrite ? QpCtx::InMsg::kWrite
+                                                        : QpCtx::InMsg::kNone;
+  if (continuing ? q.in_msg != want : q.in_msg != QpCtx::InMsg::kNone) {
+    fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+    return;
+  }
+  // Payload length (9.7.5.1.4): first and middle packets carry exactly one MTU.
+  if (op.has_payload()) {
+    const bool full = op.is_middle() || (op.is_first() && !op.is_last());
+    if (full ? pkt.payload_len != q.mtu : pkt.payload_len > q.mtu) {
+      fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+      return;
+    }
+  }
+
+  switch (op.kind) {
+    case OpKind::kSend: {
+      if (op.is_first()) {
+        RecvWqe r;
+        if (!take_recv_wqe(q, &r)) {
+          rnr_nak(now, q, pkt.psn);
+          return;
+        }
+        q.cur_recv = std::move(r);
+        q.have_recv = true;
+        q.recv_offset = 0;
+      }
+      if (q.recv_offset + payload.size() > q.cur_recv.length) {
+        fail_recv(now, q, IBV_WC_LOC_LEN_ERR, NakCode::kInvalidRequest, pkt.psn);
+        return;
+      }
+      if (!scatter(mrs_, q.pd, q.cur_recv.sges, q.recv_offset, payload)) {
+        fail_recv(now, q, IBV_WC_LOC_PROT_ERR, NakCode::kRemoteOperationalError, pkt.psn);
+        return;
+      }
+      q.recv_offset += payload.size();
+      if (op.is_last()) {
+        ibv_wc wc{};
+        wc.wr_id = q.cur_recv.wr_id;
+        wc.status = IBV_WC_SUCCESS;
+        wc.opcode = IBV_WC_RECV;
+        wc.byte_len = static_cast<uint32_t>(q.recv_offset);
+        wc.qp_num = q.qp.qpn().value();
+        wc.src_qp = q.qp.dest_qpn().value();
+        if (pkt.imm) {
+          wc.wc_flags |= IBV_WC_WITH_IMM;
+          wc.imm_data = *pkt.imm;
+        }
+        q.have_recv = false;
+        q.in_msg = QpCtx::InMsg::kNone;
+        ++q.msn;
+        complete(q.recv_cq, wc);
+      } else {
+        q.in_msg = QpCtx::InMsg::kSend;
+      }
+      break;
+    }
+    case OpKind::kWrite: {
+      if (op.is_first()) {
+        if (!(access & IBV_ACCESS_REMOTE_WRITE) ||
+            mrs_.check_remote(q.pd, pkt.reth->rkey, pkt.reth->va, pkt.reth->dma_len,
+                              IBV_ACCESS_REMOTE_WRITE) != verbs::MrCheck::kOk) {
+          fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
+          return;
+        }
+      }
+      const uint64_t left = op.is_first() ? pkt.reth->dma_len : q.write_left;
+      if (payload.size() > left || (op.is_last() && payload.size() != left)) {
+        fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+        return;
+      }
+      RecvWqe r;
+      if (pkt.imm && !take_recv_wqe(q, &r)) {  // WRITE with immediate consumes a receive
+        rnr_nak(now, q, pkt.psn);
+        return;
+      }
+      if (op.is_first()) {
+        const verbs::Mr* mr = mrs_.find_rkey(pkt.reth->rkey);
+        q.write_ptr = pkt.reth->dma_len ? mr_ptr(*mr, pkt.reth->va) : nullptr;
+        q.write_left = pkt.reth->dma_len;
+        q.write_total = pkt.reth->dma_len;
+      }
+      if (!payload.empty()) std::memcpy(q.write_ptr, payload.data(), payload.size());
+      q.write_ptr += payload.size();
+      q.write_left -= payload.size();
+      if (op.is_last()) {
+        q.in_msg = QpCtx::InMsg::kNone;
+        ++q.msn;
+        if (pkt.imm) {
+          ibv_wc wc{};
+          wc.wr_id = r.wr_id;
+          wc.status = IBV_WC_SUCCESS;
+          wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+          wc.byte_len = static_cast<uint32_t>(q.write_total);
+          wc.qp_num = q.qp.qpn().value();
+          wc.src_qp = q.qp.dest_qpn().value();
+          wc.wc_flags = IBV_WC_WITH_IMM;
+          wc.imm_data = *pkt.imm;
+          complete(q.recv_cq, wc);
+        }
+      } else {
+        q.in_msg = QpCtx::InMsg::kWrite;
+      }
+      break;
+    }
+    case OpKind::kReadRequest: {
+      const wire::RethFields& reth = *pkt.reth;
+      if (!(access & IBV_ACCESS_REMOTE_READ) ||
+          mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ) !=
+              verbs::MrCheck::kOk) {
+        fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
+        return;
+      }
+      RespResource* r = alloc_resource(q);
+      if (r == nullptr) {  // more outstanding than max_dest_rd_atomic (9.7.5.1.5)
+        fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+        return;
+      }
+      r->kind = RespResource::Kind::kRead;
+      r->first_psn = pkt.psn;
+      r->npkts = packets_for(reth.dma_len, q.mtu);
+      r->va = reth.va;
+      r->rkey = reth.rkey;
+      r->length = reth.dma_len;
+      q.resp_psn += r->npkts;
+      ++q.msn;
+      queue_resource(now, q, static_cast<uint32_t>(r - q.resources.data()));
+      return;  // the responses acknowledge the request
+    }
+    case OpKind::kCompareSwap:
+    case OpKind::kFetchAdd: {
+      const wire::AtomicFields& a = *pkt.atomic;
+      const verbs::MrCheck c = (access & IBV_ACCESS_REMOTE_ATOMIC)
+                                   ? mrs_.check_atomic(q.pd, a.rkey, a.va)
+                                   : verbs::MrCheck::kAccessViolation;
+      if (c != verbs::MrCheck::kOk) {
+        fatal_nak(now, q,
+                  c == verbs::MrCheck::kMisaligned ? NakCode::kInvalidRequest
+                                                   : NakCode::kRemoteAccessError,
+                  pkt.psn);
+        return;
+      }
+      RespResource* r = alloc_resource(q);
+      if (r == nullptr) {
+        fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+        return;
+      }
+      // 9.4.5: the 8 bytes are read, modified and written as one operation.
+      uint8_t* p = mr_ptr(*mrs_.find_rkey(a.rkey), a.va);
+      uint64_t orig;
+      std::memcpy(&orig, p, 8);
+      uint64_t next = orig;
+      if (op.kind == OpKind::kFetchAdd) next = orig + a.swap_add;
+      else if (orig == a.compare) next = a.swap_add;
+      std::memcpy(p, &next, 8);
+      r->kind = RespResource::Kind::kAtomic;
+      r->first_psn = pkt.psn;
+      r->npkts = 1;
+      r->atomic_orig = orig;
+      q.resp_psn += 1;
+      ++q.msn;
+      queue_resource(now, q, static_cast<uint32_t>(r - q.resources.data()));
+      return;
+    }
+    default:
+      fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+      return;
+  }
+  q.resp_psn += 1;
+  if (pkt.ack_req) queue_ack(now, q);
+}
+
+void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) {
+  // 9.7.5.1.1: duplicates are acknowledged again; READs are executed again and
+  // atomics answered from the saved result, never executed twice.
+  ++counters_.rx_duplicates;
+  const OpKind kind = pkt.op->kind;
+  if (kind == OpKind::kReadRequest) {
+    for (uint32_t i = 0; i < q.resources.size(); ++i) {
+      RespResource& r = q.resources[i];
+      if (r.kind != RespResource::Kind::kRead) continue;
+      const int32_t k = psn_diff(pkt.psn, r.first_psn);
+      if (k < 0 || static_cast<uint32_t>(k) >= r.npkts) continue;
+      const wire::RethFields& reth = *pkt.reth;
+      if (mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ) !=
+          verbs::MrCheck::kOk) {
+        return;
+      }
+      if (r.queued) return;  // still being answered: the requester will see it
+      r.first_psn = pkt.psn;
+      r.npkts = packets_for(reth.dma_len, q.mtu);
+      r.va = reth.va;
+      r.rkey = reth.rkey;
+      r.length = reth.dma_len;
+      queue_resource(now, q, i);
+      return;
+    }
+    return;  // not among the resources any more: nothing to answer with
+  }
+  if (kind == OpKind::kCompareSwap || kind == OpKind::kFetchAdd) {
+    for (uint32_t i = 0; i < q.resources.size(); ++i) {
+      RespResource& r = q.resources[i];
+      if (r.kind == RespResource::Kind::kAtomic && r.first_psn == pkt.psn) {
+        if (!r.queued) queue_resource(now, q, i);
+        return;
+      }
+    }
+    return;
+  }
+  queue_ack(now, q);
+}
+
+RespResource* EngineImpl::alloc_resource(QpCtx& q) {
+  RespResource& r = q.resources[q.res_next];
+  if (r.queued) return nullptr;
+  q.res_next = (q.res_next + 1) % static_cast<uint32_t>(q.resources.size());
+  r = RespResource{};
+  return &r;
+}
+
+void EngineImpl::queue_resource(Picos now, QpCtx& q, uint32_t index) {
+  RespResource& r = q.resources[index];
+  r.sent = 0;
+  r.queued = true;
+  q.resp_queue.push(index);
+  kick(now, q);
+}
+
+void EngineImpl::rnr_nak(Picos now, QpCtx& q, wire::Psn psn) {
+  // 9.7.5.2.8: no receive WQE. The packets behind this one are out of sequence
+  // until it is sent again, and the RNR NAK stands for the NAK of that gap.
+  ++counters_.rnr_naks_sent;
+  q.nak_seq_sent = true;
+  queue_nak(now, q, wire::make_syndrome(AethKind::kRnrNak, q.qp.attr().min_rnr_timer & 31), psn,
+            false);
+}
+
+void EngineImpl::fatal_nak(Picos now, QpCtx& q, wire::NakCode code, wire::Psn psn) {
+  // Class B/C/D errors (9.9.2-9.9.3): NAK, then the responder's QP goes to ERR.
+  ++counters_.naks_sent;
+  queue_nak(now, q, nak(code), psn, true);
+}
+
+void EngineImpl::fail_recv(Picos now, QpCtx& q, ibv_wc_status status, wire::NakCode code,
+                           wire::Psn psn) {
+  ibv_wc wc{};
+  wc.wr_id = q.cur_recv.wr_id;
+  wc.status = status;
+  wc.opcode = IBV_WC_RECV;
+  wc.qp_num = q.qp.qpn().value();
+  q.have_recv = false;
+  complete(q.recv_cq, wc);
+  fatal_nak(now, q, code, psn);
+}
+
+TxDesc EngineImpl::peek_response(QpCtx& q) {
+  TxDesc d;
+  if (q.resp_queue.empty()) return d;
+  const uint32_t index = q.resp_queue.front();
+  const RespResource& r = q.resources[index];
+  d.kind = TxKind::kResponse;
+  d.qp_slot = q.slot;
+  d.resource = index;
+  d.psn = r.first_psn + r.sent;
+  if (r.kind == RespResource::Kind::kAtomic) {
+    d.opcode = wire::op::kRcAtomicAck;
+  } else {
+    const bool first = r.sent == 0, last = r.sent + 1 == r.npkts;
+    d.opcode = first && last ? wire::op::kRcReadResponseOnly
+               : first       ? wire::op::kRcReadResponseFirst
+               : last        ? wire::op::kRcReadResponseLast
+                             : wire::op::kRcReadResponseMiddle;
+    d.offset = static_cast<uint64_t>(r.sent) * q.mtu;
+    d.length = static_cast<uint32_t>(std::min<uint64_t>(q.mtu, r.length - d.offset));
+  }
+  const wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
+  d.frame_len = static_cast<uint32_t>(wire::frame_size(spec, d.length));
+  return d;
+}
+
+void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
+  RespResource& r = q.resources[d.resource];
+  if (++r.sent < r.npkts) return;
+  r.queued = false;
+  q.resp_queue.pop();
+  if (q.resp_queue.empty() && q.ack_pending && !q.ctrl_queued) after_grant_.push_back(q.slot);
+}
+
+size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+  const RespResource& r = q.resources[d.resource];
+  wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
+  const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
+  if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.msn};
+  if (op.has(wire::kHdrAtomicAckEth)) spec.atomic_ack = r.atomic_orig;
+  payload_scratch_.clear();
+  if (d.length > 0) {
+    // Checked again: the region may have been deregistered since the request.
+    if (mrs_.check_remote(q.pd, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ) !=
+        verbs::MrCheck::kOk) {
+      return 0;
+    }
+    payload_scratch_.emplace_back(mr_ptr(*mrs_.find_rkey(r.rkey), r.va + d.offset), d.length);
+  }
+  const wire::BuildResult res = wire::build_frame_gather(spec, payload_scratch_, out);
+  return res.ok() ? res.len : 0;
+}
+
+uint32_t EngineImpl::ack_frame_bytes(const QpCtx& q) const {
+  const wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp_psn, 0, false);
+  return static_cast<uint32_t>(wire::frame_size(spec)) + kEthWireOverhead;
+}
+
+size_t EngineImpl::build_control(Picos now, QpCtx& q, std::span<uint8_t> out) {
+  q.ctrl_queued = false;
+  wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp_psn,
+                                    q.qp.dest_qpn().value(), false);
+  if (q.nak_syndrome) {
+    spec.psn = q.nak_psn;
+    spec.aeth = wire::AethFields{*q.nak_syndrome, q.msn};
+    q.nak_syndrome.reset();
+    q.ack_pending = false;
+    q.acked_psn = q.nak_psn - 1;
+    const wire::BuildResult r = wire::build_frame(spec, out);
+    if (q.resp_error_after_nak) {
+      q.resp_error_after_nak = false;
+      q.qp.set_error();
+      enter_error(now, q);
+      events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
+    }
+    return r.ok() ? r.len : 0;
+  }
+  if (!q.ack_pending) return 0;
+  // Never acknowledge past a READ/atomic whose response has not left yet.
+  wire::Psn psn = q.resp_psn - 1;
+  if (!q.resp_queue.empty()) {
+    const RespResource& r = q.resources[q.resp_queue.front()];
+    psn = r.first_psn + r.sent - 1;
+  }
+  q.ack_pending = !q.resp_queue.empty();
+  if (!psn.after(q.acked_psn) && q.acked_psn != psn) {
+    // Nothing new to report, but a duplicate asked again: repeat the last ACK.
+    psn = q.acked_psn;
+  }
+  spec.psn = psn;
+  spec.aeth = wire::AethFields{kAckSyndrome, q.msn};
+  q.acked_psn = psn;
+  ++counters_.acks_sent;
+  const wire::BuildResult r = wire::build_frame(spec, out);
+  return r.ok() ? r.len : 0;
+}
+
+}  // namespace isoroce::transport::detail

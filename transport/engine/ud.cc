@@ -1,0 +1,104 @@
+// UD (IBTA vol.1 9.8; rxe): one datagram per work request, no ACKs. The send
+// completes once the datagram is on the wire; the receiver checks the Q_Key,
+// takes a receive WQE (RQ or SRQ) or drops the datagram, and writes the
+// 40-byte GRH in front of the payload (for IPv4, the IPv4 header in its last
+// 20 bytes, as RoCEv2 devices do) with IBV_WC_GRH set.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/engine/engine_impl.h"
+#include "transport/engine/memory.h"
+
+namespace isoroce::transport::detail {
+
+inline constexpr uint32_t kGrhBytes = 40;
+
+TxDesc EngineImpl::peek_ud(QpCtx& q) {
+  TxDesc d;
+  if (q.qp.state() != IBV_QPS_RTS) return d;
+  if (q.req_wqe == q.sq.tail()) return d;
+  const SendWqe& w = q.sq[q.req_wqe];
+  if (w.local_error) return d;
+  d.kind = TxKind::kUdSend;
+  d.qp_slot = q.slot;
+  d.wqe = static_cast<uint32_t>(q.req_wqe);
+  d.psn = q.req_psn;
+  d.opcode = w.opcode == IBV_WR_SEND_WITH_IMM ? wire::op::kUdSendOnlyImm : wire::op::kUdSendOnly;
+  d.length = static_cast<uint32_t>(w.length);
+  const wire::FrameSpec spec = frame_spec(q, w.ud_peer, d.opcode, d.psn, w.ud_qpn, true);
+  d.frame_len = static_cast<uint32_t>(wire::frame_size(spec, d.length));
+  return d;
+}
+
+size_t EngineImpl::build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+  const SendWqe& w = q.sq[d.wqe];
+  wire::FrameSpec spec = frame_spec(q, w.ud_peer, d.opcode, d.psn, w.ud_qpn, true);
+  spec.udp_sport = wire::udp_sport_for_qps(q.qp.qpn(), wire::Qpn(w.ud_qpn));
+  spec.deth = wire::DethFields{w.ud_qkey, q.qp.qpn().value()};
+  spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) != 0;
+  if (d.opcode == wire::op::kUdSendOnlyImm) {
+    spec.imm = wire::load_be32(reinterpret_cast<const uint8_t*>(&w.imm_data));
+  }
+  payload_scratch_.clear();
+  if (d.length > 0) {
+    if (w.is_inline) {
+      payload_scratch_.emplace_back(w.inline_data.data(), d.length);
+    } else if (!gather(mrs_, q.pd, w.sges, 0, d.length, payload_scratch_)) {
+      return 0;
+    }
+  }
+  const wire::BuildResult r = wire::build_frame_gather(spec, payload_scratch_, out);
+  return r.ok() ? r.len : 0;
+}
+
+void EngineImpl::on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame) {
+  (void)now;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD && st != IBV_QPS_SQE) {
+    ++counters_.rx_bad_state;
+    return;
+  }
+  if (pkt.deth->qkey != q.qp.attr().qkey) {  // 10.2.5: a wrong Q_Key is dropped silently
+    ++counters_.rx_ud_qkey_mismatch;
+    return;
+  }
+  if (pkt.payload_len > q.mtu) {
+    ++counters_.rx_dropped;
+    return;
+  }
+  RecvWqe r;
+  if (!take_recv_wqe(q, &r)) {  // UD has no RNR: the datagram is lost
+    ++counters_.rx_ud_no_receive;
+    return;
+  }
+  ibv_wc wc{};
+  wc.wr_id = r.wr_id;
+  wc.opcode = IBV_WC_RECV;
+  wc.qp_num = q.qp.qpn().value();
+  wc.src_qp = pkt.deth->src_qp;
+  wc.wc_flags = IBV_WC_GRH;
+  wc.pkey_index = 0;
+  if (pkt.imm) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = *pkt.imm;
+  }
+  if (kGrhBytes + pkt.payload_len > r.length) {
+    wc.status = IBV_WC_LOC_LEN_ERR;
+    complete(q.recv_cq, wc);
+    return;
+  }
+  uint8_t grh[kGrhBytes] = {};
+  const size_t ip_len = pkt.is_ipv4() ? 20 : 40;
+  std::memcpy(grh + kGrhBytes - ip_len, frame.data() + pkt.l3_offset, ip_len);
+  const auto payload = frame.subspan(pkt.payload_offset, pkt.payload_len);
+  if (!scatter(mrs_, q.pd, r.sges, 0, grh) || !scatter(mrs_, q.pd, r.sges, kGrhBytes, payload)) {
+    wc.status = IBV_WC_LOC_PROT_ERR;
+    complete(q.recv_cq, wc);
+    return;
+  }
+  wc.status = IBV_WC_SUCCESS;
+  wc.byte_len = static_cast<uint32_t>(kGrhBytes + pkt.payload_len);
+  complete(q.recv_cq, wc);
+}
+
+}  // namespace isoroce::transport::detail
