@@ -41,7 +41,7 @@ void EngineImpl::arm_ack_timer(Picos now, QpCtx& q) {
 // Completes, in order, the WQEs at the head that are fully acknowledged.
 void EngineImpl::complete_done_wqes(Picos now, QpCtx& q) {
   bool any = false;
-  while (!q.sq.empty() && q.sq.head() < q.req_wqe) {
+  while (!q.sq.empty()) {
     SendWqe& w = q.sq.front();
     if (w.state != WqeState::kStarted) break;
     if (w.is_read_or_atomic()) {
@@ -55,6 +55,8 @@ void EngineImpl::complete_done_wqes(Picos now, QpCtx& q) {
     any = true;
   }
   if (!any) return;
+  // A rewind may have pointed the requester at what is now acknowledged.
+  if (q.req_wqe < q.sq.head() || q.req_psn.before(q.comp_psn)) rewind_requester(q, q.comp_psn);
   if (q.qp.state() == IBV_QPS_SQD && q.sq.empty()) q.qp.sq_drained();
   kick(now, q);
 }
@@ -63,7 +65,7 @@ void EngineImpl::retire_acked(Picos now, QpCtx& q, wire::Psn through) {
   // Everything up to `through` arrived, except READ/atomic results still owed.
   wire::Psn next = through + 1;
   if (next.after(q.req_max_psn)) next = q.req_max_psn;
-  for (uint64_t i = q.sq.head(); i < q.req_wqe; ++i) {
+  for (uint64_t i = q.sq.head(); i < q.sq.tail(); ++i) {
     const SendWqe& w = q.sq[i];
     if (w.state != WqeState::kStarted) break;
     if (w.is_read_or_atomic() && !w.completed_ok) {
@@ -125,7 +127,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         retire_acked(now, q, psn);
         // An ACK past a READ/atomic whose response never came: the response
         // was lost, ask again (9.7.5.2.2 implied NAK).
-        if (!q.sq.empty() && q.sq.head() < q.req_wqe) {
+        if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted) {
           const SendWqe& w = q.sq.front();
           if (w.is_read_or_atomic() && !w.completed_ok && !psn.before(w.first_psn) &&
               !q.read_retry_pending) {
@@ -180,7 +182,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
 
   // READ responses and atomic ACKs: first, everything before them arrived.
   retire_acked(now, q, psn - 1);
-  if (q.sq.empty() || q.sq.head() >= q.req_wqe) return;
+  if (q.sq.empty() || q.sq.front().state != WqeState::kStarted) return;
   SendWqe& w = q.sq.front();
   if (op.kind == OpKind::kAtomicAck) {
     if (w.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) return;

@@ -152,9 +152,10 @@ size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> o
 }
 
 void EngineImpl::rewind_requester(QpCtx& q, wire::Psn psn) {
-  // Find the WQE that holds psn among the started ones, from the oldest.
+  // Find the WQE that holds psn among the started ones, from the oldest (a
+  // restart may also move forward past a retransmission pass in progress).
   uint64_t i = q.sq.head();
-  for (; i < q.req_wqe; ++i) {
+  for (; i < q.sq.tail(); ++i) {
     SendWqe& w = q.sq[i];
     if (w.state != WqeState::kStarted) break;
     if (!psn.after(w.last_psn())) break;

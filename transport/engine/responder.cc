@@ -5,6 +5,8 @@
 // is written, so a NAKed packet (RNR, error) leaves memory and state as they
 // were and its retransmission is processed from scratch.
 #include <algorithm>
+#include <arpa/inet.h>
+
 #include <cstring>
 
 #include "transport/engine/engine_impl.h"
@@ -136,7 +138,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         wc.src_qp = q.qp.dest_qpn().value();
         if (pkt.imm) {
           wc.wc_flags |= IBV_WC_WITH_IMM;
-          wc.imm_data = *pkt.imm;
+          wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
         }
         q.have_recv = false;
         q.in_msg = QpCtx::InMsg::kNone;
@@ -187,7 +189,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
           wc.qp_num = q.qp.qpn().value();
           wc.src_qp = q.qp.dest_qpn().value();
           wc.wc_flags = IBV_WC_WITH_IMM;
-          wc.imm_data = *pkt.imm;
+          wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
           complete(q.recv_cq, wc);
         }
       } else {

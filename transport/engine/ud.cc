@@ -4,6 +4,8 @@
 // 40-byte GRH in front of the payload (for IPv4, the IPv4 header in its last
 // 20 bytes, as RoCEv2 devices do) with IBV_WC_GRH set.
 #include <algorithm>
+#include <arpa/inet.h>
+
 #include <cstring>
 
 #include "transport/engine/engine_impl.h"
@@ -80,7 +82,7 @@ void EngineImpl::on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::sp
   wc.pkey_index = 0;
   if (pkt.imm) {
     wc.wc_flags |= IBV_WC_WITH_IMM;
-    wc.imm_data = *pkt.imm;
+    wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
   }
   if (kGrhBytes + pkt.payload_len > r.length) {
     wc.status = IBV_WC_LOC_LEN_ERR;

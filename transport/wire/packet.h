@@ -101,7 +101,7 @@ struct RocePacket {
   std::optional<RethFields> reth;
   std::optional<AethFields> aeth;
   std::optional<DethFields> deth;
-  std::optional<uint32_t> imm;   // raw wire value, network order as ibv_wc.imm_data
+  std::optional<uint32_t> imm;   // the field's value; ibv_wc.imm_data is htonl() of it
   std::optional<uint32_t> ieth;  // invalidated rkey
   std::optional<AtomicFields> atomic;
   std::optional<uint64_t> atomic_ack;
