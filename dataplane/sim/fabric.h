@@ -1,0 +1,179 @@
+// The simulated fabric: every endpoint (host NIC) has a full-duplex link to one
+// output-queued switch. A frame an endpoint sends crosses its uplink (rate of
+// the endpoint's port, propagation delay, faults), is stored whole in the switch
+// (store and forward), waits in the output queue of the destination's port
+// (tail drop at the buffer limit, RED-style ECN marking on enqueue), is
+// serialized at that port's rate onto the downlink (delay, faults again) and is
+// handed to the destination endpoint.
+//
+// Times are picoseconds; a frame of L bytes occupies a link for
+// sched::duration(L + frame_overhead, cost): the same bytes (preamble, FCS and
+// inter-frame gap on top of the frame) and the same rounding as the engine's
+// scheduler, so a host that sends at its line rate never builds a queue in a
+// switch port of the same rate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "dataplane/sim/event_queue.h"
+#include "dataplane/sim/frame_pool.h"
+#include "dataplane/sim/rng.h"
+#include "sched/time.h"
+#include "transport/wire/packet.h"
+
+namespace isoroce::sim {
+
+// One fault with a probability per frame and a burst length: once it hits,
+// the next burst - 1 frames get it too.
+struct FaultRate {
+  double p = 0.0;
+  uint32_t burst = 1;
+};
+
+// Faults of one link direction, drawn per frame in this order: loss (the frame
+// is gone), corruption (one random bit from the IP header on is flipped),
+// duplication (a copy arrives right behind it), reorder (the frame is held back
+// by a uniform random extra delay in [1 ps, reorder_delay], so frames behind it
+// can overtake).
+struct FaultConfig {
+  FaultRate loss, corrupt, duplicate, reorder;
+  Picos reorder_delay = 5'000'000;  // 5 us
+  bool any() const { return loss.p > 0 || corrupt.p > 0 || duplicate.p > 0 || reorder.p > 0; }
+};
+
+// RED-style marking on enqueue: probability 0 below kmin bytes queued, rising
+// linearly to pmax at kmax, 1 above kmax. Only ECT(0)/ECT(1) frames are marked.
+struct EcnConfig {
+  bool enabled = false;
+  uint64_t kmin_bytes = 0;
+  uint64_t kmax_bytes = 0;
+  double pmax = 0.0;
+  double probability(uint64_t queued_bytes) const;
+};
+
+struct PortConfig {
+  uint64_t rate_bps = 100'000'000'000;
+  wire::MacAddr mac{};
+};
+
+struct FabricConfig {
+  std::vector<PortConfig> ports;  // port i is endpoint i's
+  Picos link_delay = 1'000'000;   // propagation, each link direction
+  uint64_t buffer_bytes = 4 << 20;  // per switch output port (frame bytes)
+  // Bytes a frame occupies on the wire beyond its own: preamble + SFD (8), FCS
+  // (4), inter-frame gap (12), as the engine counts (kEthWireOverhead).
+  uint32_t frame_overhead = 24;
+  EcnConfig ecn;
+  FaultConfig faults;  // on every link, both directions
+  uint64_t seed = 1;
+};
+
+// Empty if the config is usable, else what is wrong with it.
+std::string_view validate(const FabricConfig& config);
+
+class Endpoint {
+ public:
+  // A frame reached the endpoint at `now`. The fabric releases it on return.
+  virtual void on_frame(Picos now, std::span<uint8_t> frame) = 0;
+
+ protected:
+  ~Endpoint() = default;
+};
+
+struct LinkStats {
+  uint64_t frames = 0;  // offered to the link
+  uint64_t bytes = 0;
+  uint64_t lost = 0;
+  uint64_t corrupted = 0;
+  uint64_t duplicated = 0;
+  uint64_t reordered = 0;
+  uint64_t late_departures = 0;  // the sender asked for a start while the link was busy
+};
+
+struct PortStats {
+  uint64_t enqueued = 0;
+  uint64_t tx_frames = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t drops = 0;       // tail drops at the buffer limit
+  uint64_t ecn_marked = 0;
+  uint64_t max_queue_bytes = 0;
+};
+
+struct FabricStats {
+  std::vector<LinkStats> uplinks;    // endpoint i -> switch
+  std::vector<LinkStats> downlinks;  // switch -> endpoint i
+  std::vector<PortStats> ports;      // switch output port i (towards endpoint i)
+  uint64_t unknown_destination = 0;  // frames to a MAC no port has
+};
+
+class Fabric {
+ public:
+  // The config must pass validate().
+  Fabric(EventQueue& events, const FabricConfig& config);
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  void attach(uint32_t port, Endpoint* endpoint) { endpoints_[port] = endpoint; }
+  FramePool& pool() { return pool_; }
+
+  // Endpoint `port` starts sending `frame` on its uplink at `departure` (at or
+  // after now; a start while the link is still busy is moved to when it is
+  // free and counted). The fabric owns the frame from here.
+  void send(Picos now, uint32_t port, Picos departure, FrameId frame);
+
+  // Handles a fabric event (kind below EventKind::kFirstUser).
+  void handle(const Event& ev);
+
+  // Frames anywhere in the fabric (links, switch queues) or held by a sender.
+  size_t in_flight() const { return pool_.in_use(); }
+  size_t num_ports() const { return ports_.size(); }
+  // The switch port a destination MAC leads to, or -1.
+  int port_of(const wire::MacAddr& mac) const;
+  // Bytes queued at switch port i, the frame being serialized included.
+  uint64_t queued_bytes(uint32_t port) const { return ports_[port].queued_bytes; }
+  const FabricStats& stats() const { return stats_; }
+  // Time a frame of `len` bytes (overhead included) lasts on port i's links.
+  Picos serialization(uint32_t port, size_t len) const;
+
+ private:
+  struct Link {
+    sched::ByteCost cost = 0;
+    Picos delay = 0;
+    Picos busy_until = 0;
+    Rng rng;
+    uint32_t loss_left = 0, corrupt_left = 0, dup_left = 0, reorder_left = 0;
+    LinkStats* stats = nullptr;
+  };
+  struct SwitchPort {
+    std::deque<FrameId> queue;
+    uint64_t queued_bytes = 0;
+    bool busy = false;
+    size_t in_service_len = 0;
+    Rng rng;
+  };
+
+  // Serializes the frame on link `id` from `start` (or when the link frees);
+  // schedules its arrival (or loses it). Returns the end of serialization.
+  Picos transmit(uint32_t link_id, Picos start, FrameId frame);
+  bool draw(Link& l, const FaultRate& f, uint32_t& left);
+  void enqueue(Picos now, uint32_t port, FrameId frame);
+  void start_port(Picos now, uint32_t port);
+
+  static uint32_t uplink_id(uint32_t port) { return 2 * port; }
+  static uint32_t downlink_id(uint32_t port) { return 2 * port + 1; }
+
+  EventQueue& events_;
+  FabricConfig config_;
+  FramePool pool_;
+  std::vector<Link> links_;
+  std::vector<SwitchPort> ports_;
+  std::vector<Endpoint*> endpoints_;
+  FabricStats stats_;
+};
+
+}  // namespace isoroce::sim

@@ -1,0 +1,119 @@
+#include "dataplane/sim/simulator.h"
+
+#include <chrono>
+
+#include "dataplane/sim/sim_internal.h"
+
+namespace isoroce::sim {
+
+using detail::Flow;
+using detail::Host;
+using detail::World;
+
+std::string_view wc_status_name(int status) {
+  static constexpr std::string_view kNames[] = {
+      "IBV_WC_SUCCESS",           "IBV_WC_LOC_LEN_ERR",         "IBV_WC_LOC_QP_OP_ERR",
+      "IBV_WC_LOC_EEC_OP_ERR",    "IBV_WC_LOC_PROT_ERR",        "IBV_WC_WR_FLUSH_ERR",
+      "IBV_WC_MW_BIND_ERR",       "IBV_WC_BAD_RESP_ERR",        "IBV_WC_LOC_ACCESS_ERR",
+      "IBV_WC_REM_INV_REQ_ERR",   "IBV_WC_REM_ACCESS_ERR",      "IBV_WC_REM_OP_ERR",
+      "IBV_WC_RETRY_EXC_ERR",     "IBV_WC_RNR_RETRY_EXC_ERR",   "IBV_WC_LOC_RDD_VIOL_ERR",
+      "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR",      "IBV_WC_INV_EECN_ERR",
+      "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",           "IBV_WC_RESP_TIMEOUT_ERR",
+      "IBV_WC_GENERAL_ERR",       "IBV_WC_TM_ERR",              "IBV_WC_TM_RNDV_INCOMPLETE"};
+  if (status < 0 || static_cast<size_t>(status) >= std::size(kNames)) return "IBV_WC_UNKNOWN";
+  return kNames[status];
+}
+
+Simulator::Simulator(std::unique_ptr<World> world) : world_(std::move(world)) {}
+Simulator::~Simulator() = default;
+
+std::unique_ptr<Simulator> Simulator::create(const Scenario& scenario, ScenarioError* error) {
+  if (auto e = validate(scenario)) {
+    *error = *e;
+    return nullptr;
+  }
+  auto w = std::make_unique<World>(scenario);
+  const FabricConfig fc = fabric_config(scenario);
+  if (auto why = validate(fc); !why.empty()) {
+    *error = ScenarioError{"", std::string(why)};
+    return nullptr;
+  }
+  w->fabric = std::make_unique<Fabric>(w->events, fc);
+  for (size_t i = 0; i < scenario.hosts.size(); ++i) {
+    w->hosts.push_back(std::make_unique<Host>(*w, static_cast<uint32_t>(i), scenario.hosts[i]));
+    if (auto e = w->hosts.back()->init()) {
+      *error = *e;
+      return nullptr;
+    }
+  }
+  // ARP is the driver's job: every host knows every other host's MAC.
+  for (size_t i = 0; i < w->hosts.size(); ++i)
+    for (size_t j = 0; j < w->hosts.size(); ++j)
+      if (i != j) w->hosts[i]->engine().set_neighbor(scenario.hosts[j].ip, host_mac(j));
+  for (size_t f = 0; f < scenario.flows.size(); ++f) {
+    w->flows.push_back(std::make_unique<Flow>(*w, static_cast<uint32_t>(f), scenario.flows[f]));
+    if (auto e = w->flows.back()->setup()) {
+      *error = *e;
+      return nullptr;
+    }
+  }
+  w->unfinished = w->flows.size();
+  return std::unique_ptr<Simulator>(new Simulator(std::move(w)));
+}
+
+SimReport Simulator::run() {
+  World& w = *world_;
+  SimReport report;
+  report.seed = w.scenario.seed;
+  if (w.ran) return report;
+  w.ran = true;
+  const auto wall0 = std::chrono::steady_clock::now();
+
+  w.events.push(w.scenario.duration, EventKind::kStop);
+  for (size_t f = 0; f < w.flows.size(); ++f)
+    w.events.push(w.scenario.flows[f].start, EventKind::kFlowStart, static_cast<uint32_t>(f));
+
+  uint64_t events = 0;
+  Picos now = 0;
+  while (!w.events.empty()) {
+    const Event ev = w.events.pop();
+    now = ev.time;
+    ++events;
+    if (ev.kind == EventKind::kStop) break;
+    switch (ev.kind) {
+      case EventKind::kLinkArrival:
+      case EventKind::kPortTxDone:
+        w.fabric->handle(ev);
+        break;
+      case EventKind::kHostService:
+        w.hosts[ev.a]->on_service_event(now, ev.b);
+        break;
+      case EventKind::kAppPost:
+        w.hosts[ev.a]->on_app_post_event(now);
+        break;
+      case EventKind::kFlowStart:
+        w.flows[ev.a]->start(now);
+        break;
+      case EventKind::kFlowRecvStart:
+        w.flows[ev.a]->start_receives(now);
+        break;
+      default:
+        break;
+    }
+    // Done: every flow finished, nothing left on the wire, and nothing else
+    // due at this instant (the hosts' service after the last arrivals).
+    if (w.unfinished == 0 && w.fabric->in_flight() == 0 && w.events.next_time() > now) break;
+  }
+
+  for (const auto& f : w.flows) report.flows.push_back(f->report(now));
+  for (const auto& h : w.hosts) report.hosts.push_back(h->report());
+  report.fabric = w.fabric->stats();
+  report.events = events;
+  report.virtual_us = static_cast<double>(now) / 1e6;
+  report.all_finished = w.unfinished == 0;
+  report.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+  return report;
+}
+
+}  // namespace isoroce::sim

@@ -1,0 +1,181 @@
+#include "tools/sim/report_format.h"
+
+#include <fmt/format.h>
+
+namespace isoroce::tools {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+// Fixed decimals, so JSON numbers do not carry binary noise (and stay stable).
+double round_to(double v, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::round(v * scale) / scale;
+}
+
+ordered_json engine_json(const transport::EngineCounters& c) {
+  return ordered_json{{"rx_frames", c.rx_frames},
+                      {"rx_dropped", c.rx_dropped},
+                      {"rx_parse_errors", c.rx_parse_errors},
+                      {"rx_unknown_qp", c.rx_unknown_qp},
+                      {"rx_bad_state", c.rx_bad_state},
+                      {"rx_duplicates", c.rx_duplicates},
+                      {"rx_out_of_sequence", c.rx_out_of_sequence},
+                      {"rx_ud_qkey_mismatch", c.rx_ud_qkey_mismatch},
+                      {"rx_ud_no_receive", c.rx_ud_no_receive},
+                      {"tx_frames", c.tx_frames},
+                      {"tx_bytes", c.tx_bytes},
+                      {"tx_no_buffer", c.tx_no_buffer},
+                      {"retransmits", c.retransmits},
+                      {"timeouts", c.timeouts},
+                      {"naks_sent", c.naks_sent},
+                      {"naks_received", c.naks_received},
+                      {"rnr_naks_sent", c.rnr_naks_sent},
+                      {"rnr_naks_received", c.rnr_naks_received},
+                      {"acks_sent", c.acks_sent},
+                      {"cq_overruns", c.cq_overruns}};
+}
+
+ordered_json link_json(const sim::LinkStats& l) {
+  return ordered_json{{"frames", l.frames},         {"bytes", l.bytes},
+                      {"lost", l.lost},             {"corrupted", l.corrupted},
+                      {"duplicated", l.duplicated}, {"reordered", l.reordered}};
+}
+
+}  // namespace
+
+ordered_json report_to_json(const sim::SimReport& r, const ReportOptions& opts) {
+  ordered_json flows = ordered_json::array();
+  for (const auto& f : r.flows) {
+    ordered_json statuses = ordered_json::object();
+    for (const auto& [k, v] : f.error_statuses) statuses[k] = v;
+    ordered_json j{
+        {"name", f.name},
+        {"src", f.src},
+        {"dst", f.dst.size() == 1 ? ordered_json(f.dst[0]) : ordered_json(f.dst)},
+        {"transport", sim::to_string(f.transport)},
+        {"verb", sim::to_string(f.verb)},
+        {"class", sim::to_string(f.cls)},
+        {"size", f.size},
+        {"qps", f.qps},
+        {"depth", f.depth},
+        {"messages", f.messages},
+        {"bytes", f.bytes},
+        {"goodput_gbps", round_to(f.goodput_gbps, 4)},
+        {"msgs_per_sec", round_to(f.msgs_per_sec, 1)},
+        {"lat_us",
+         {{"p50", round_to(f.lat.p50_us, 4)},
+          {"p99", round_to(f.lat.p99_us, 4)},
+          {"p999", round_to(f.lat.p999_us, 4)},
+          {"max", round_to(f.lat.max_us, 4)},
+          {"mean", round_to(f.lat.mean_us, 4)}}},
+        {"retransmits", f.retransmits},
+        {"naks", f.naks},
+        {"rnr_naks", f.rnr_naks},
+        {"errors", f.errors},
+        {"error_statuses", statuses},
+        {"integrity_ok", f.integrity_ok},
+        {"integrity_checked", f.integrity_checked},
+        {"integrity_failures", f.integrity_failures},
+        {"delivered", f.delivered},
+        {"finished", f.finished},
+        {"start_us", round_to(f.start_us, 6)},
+        {"end_us", round_to(f.end_us, 6)},
+    };
+    if (f.transport == sim::Transport::kUd) j["ud_duplicates"] = f.ud_duplicates;
+    if (!f.first_failure.empty()) j["first_failure"] = f.first_failure;
+    flows.push_back(std::move(j));
+  }
+
+  ordered_json hosts = ordered_json::array();
+  ordered_json ports = ordered_json::array();
+  uint64_t drops = 0, marks = 0;
+  sim::LinkStats faults;
+  for (size_t i = 0; i < r.hosts.size(); ++i) {
+    const auto& h = r.hosts[i];
+    hosts.push_back(ordered_json{{"name", h.name}, {"engine", engine_json(h.engine)}, {"stalls", h.stalls}});
+    if (i < r.fabric.ports.size()) {
+      const auto& p = r.fabric.ports[i];
+      drops += p.drops;
+      marks += p.ecn_marked;
+      ports.push_back(ordered_json{{"to", h.name},
+                                   {"tx_frames", p.tx_frames},
+                                   {"tx_bytes", p.tx_bytes},
+                                   {"drops", p.drops},
+                                   {"ecn_marked", p.ecn_marked},
+                                   {"max_queue_bytes", p.max_queue_bytes},
+                                   {"uplink", link_json(r.fabric.uplinks[i])},
+                                   {"downlink", link_json(r.fabric.downlinks[i])}});
+      for (const auto* l : {&r.fabric.uplinks[i], &r.fabric.downlinks[i]}) {
+        faults.lost += l->lost;
+        faults.corrupted += l->corrupted;
+        faults.duplicated += l->duplicated;
+        faults.reordered += l->reordered;
+      }
+    }
+  }
+  ordered_json sim{{"seed", r.seed},
+                   {"events", r.events},
+                   {"virtual_us", round_to(r.virtual_us, 6)},
+                   {"all_finished", r.all_finished}};
+  if (opts.wall_time) sim["wall_ms"] = round_to(r.wall_ms, 3);
+  return ordered_json{
+      {"flows", flows},
+      {"sim", sim},
+      {"hosts", hosts},
+      {"switch",
+       {{"drops", drops},
+        {"ecn_marked", marks},
+        {"unknown_destination", r.fabric.unknown_destination},
+        {"ports", ports}}},
+      {"faults",
+       {{"lost", faults.lost},
+        {"corrupted", faults.corrupted},
+        {"duplicated", faults.duplicated},
+        {"reordered", faults.reordered}}},
+  };
+}
+
+std::string report_to_table(const sim::SimReport& r, const ReportOptions& opts) {
+  std::string out;
+  out += fmt::format("{:<14} {:<10} {:>8} {:>9} {:>9} {:>11} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>5} {:>6} {}\n",
+                     "flow", "verb", "size", "messages", "goodput", "msgs/s", "p50 us", "p99 us", "p999 us",
+                     "max us", "retx", "naks", "rnr", "errors", "integrity");
+  for (const auto& f : r.flows) {
+    std::string size = f.size >= (1u << 20) && f.size % (1u << 20) == 0 ? fmt::format("{}MB", f.size >> 20)
+                       : f.size >= 1024 && f.size % 1024 == 0        ? fmt::format("{}KB", f.size >> 10)
+                                                                      : fmt::format("{}B", f.size);
+    std::string verb = fmt::format("{}/{}", sim::to_string(f.transport), sim::to_string(f.verb));
+    std::string integrity = f.integrity_ok ? "ok" : fmt::format("FAILED ({})", f.first_failure);
+    if (!f.finished && f.errors == 0) integrity += "";
+    out += fmt::format("{:<14} {:<10} {:>8} {:>9} {:>9.3f} {:>11.0f} {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>6} {:>5} {:>5} {:>6} {}\n",
+                       f.name, verb, size, f.messages, f.goodput_gbps, f.msgs_per_sec, f.lat.p50_us, f.lat.p99_us,
+                       f.lat.p999_us, f.lat.max_us, f.retransmits, f.naks, f.rnr_naks, f.errors, integrity);
+    for (const auto& [k, v] : f.error_statuses) out += fmt::format("{:<14}   error {} x{}\n", "", k, v);
+    if (f.transport == sim::Transport::kUd)
+      out += fmt::format("{:<14}   delivered {} of {} ({} duplicates)\n", "", f.delivered, f.messages,
+                         f.ud_duplicates);
+  }
+  out += "(goodput in Gb/s)\n";
+  uint64_t drops = 0, marks = 0, lost = 0, corrupted = 0, dup = 0, reord = 0;
+  for (const auto& p : r.fabric.ports) {
+    drops += p.drops;
+    marks += p.ecn_marked;
+  }
+  for (const auto* v : {&r.fabric.uplinks, &r.fabric.downlinks})
+    for (const auto& l : *v) {
+      lost += l.lost;
+      corrupted += l.corrupted;
+      dup += l.duplicated;
+      reord += l.reordered;
+    }
+  out += fmt::format("switch: {} tail drops, {} ECN marks; links: {} lost, {} corrupted, {} duplicated, {} reordered\n",
+                     drops, marks, lost, corrupted, dup, reord);
+  out += fmt::format("sim: seed {}, {} events, {:.3f} us virtual", r.seed, r.events, r.virtual_us);
+  if (opts.wall_time) out += fmt::format(", {:.1f} ms wall", r.wall_ms);
+  out += r.all_finished ? ", all flows finished\n" : ", stopped at duration_us\n";
+  return out;
+}
+
+}  // namespace isoroce::tools

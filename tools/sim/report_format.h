@@ -1,0 +1,18 @@
+// A sim::SimReport for people (a table) and for machines (JSON).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "dataplane/sim/report.h"
+
+namespace isoroce::tools {
+
+struct ReportOptions {
+  bool wall_time = true;  // false: leave sim.wall_ms out (byte-identical runs)
+};
+
+nlohmann::ordered_json report_to_json(const sim::SimReport& r, const ReportOptions& opts = {});
+std::string report_to_table(const sim::SimReport& r, const ReportOptions& opts = {});
+
+}  // namespace isoroce::tools

@@ -1,0 +1,336 @@
+#include "tools/sim/scenario_toml.h"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+
+namespace isoroce::tools {
+
+namespace {
+
+using sim::Picos;
+
+// Thrown inside this file only, caught by parse_scenario().
+struct Fail {
+  ScenarioParseError e;
+};
+
+[[noreturn]] void fail(const std::string& key, const std::string& msg, const toml::node* n = nullptr) {
+  ScenarioParseError e;
+  e.key = key;
+  e.message = msg;
+  if (n) e.line = static_cast<int>(n->source().begin.line);
+  throw Fail{e};
+}
+
+std::string type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date/time";
+  }
+}
+
+// A table whose keys are all known; fields are read by name.
+class Table {
+ public:
+  Table(const toml::table& t, std::string path, std::initializer_list<std::string_view> known)
+      : t_(t), path_(std::move(path)) {
+    for (auto&& [k, v] : t_) {
+      bool ok = false;
+      for (auto name : known) ok |= (k.str() == name);
+      if (!ok) {
+        std::string list;
+        for (auto name : known) list += (list.empty() ? "" : ", ") + std::string(name);
+        fail(key(k.str()), "unknown key (known here: " + list + ")", &v);
+      }
+    }
+  }
+
+  std::string key(std::string_view k) const { return path_.empty() ? std::string(k) : path_ + "." + std::string(k); }
+  const toml::node* get(std::string_view k) const { return t_.get(k); }
+  bool has(std::string_view k) const { return t_.contains(k); }
+  const toml::table& raw() const { return t_; }
+
+  std::string string(std::string_view k, std::optional<std::string> def = std::nullopt) const {
+    const toml::node* n = get(k);
+    if (!n) {
+      if (def) return *def;
+      fail(key(k), "missing (required)", nullptr);
+    }
+    if (!n->is_string()) fail(key(k), "must be a string, not " + type_name(*n), n);
+    return std::string(n->as_string()->get());
+  }
+
+  // A number (integer or float) in [lo, hi].
+  double number(std::string_view k, double def, double lo, double hi) const {
+    const toml::node* n = get(k);
+    if (!n) return def;
+    double v;
+    if (n->is_integer()) v = static_cast<double>(n->as_integer()->get());
+    else if (n->is_floating_point()) v = n->as_floating_point()->get();
+    else fail(key(k), "must be a number, not " + type_name(*n), n);
+    if (!std::isfinite(v) || v < lo || v > hi)
+      fail(key(k), "must be in [" + fmt(lo) + ", " + fmt(hi) + "] (got " + fmt(v) + ")", n);
+    return v;
+  }
+
+  int64_t integer(std::string_view k, int64_t def, int64_t lo, int64_t hi) const {
+    const toml::node* n = get(k);
+    if (!n) return def;
+    if (!n->is_integer()) fail(key(k), "must be an integer, not " + type_name(*n), n);
+    const int64_t v = n->as_integer()->get();
+    if (v < lo || v > hi)
+      fail(key(k), "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
+                       std::to_string(v) + ")", n);
+    return v;
+  }
+
+  bool boolean(std::string_view k, bool def) const {
+    const toml::node* n = get(k);
+    if (!n) return def;
+    if (!n->is_boolean()) fail(key(k), "must be true or false, not " + type_name(*n), n);
+    return n->as_boolean()->get();
+  }
+
+  const toml::table* table(std::string_view k) const {
+    const toml::node* n = get(k);
+    if (!n) return nullptr;
+    if (!n->is_table()) fail(key(k), "must be a table, not " + type_name(*n), n);
+    return n->as_table();
+  }
+
+  static std::string fmt(double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  }
+
+ private:
+  const toml::table& t_;
+  std::string path_;
+};
+
+Picos to_picos(double v, double scale) { return static_cast<Picos>(std::llround(v * scale)); }
+
+template <typename E>
+E enum_value(const Table& t, std::string_view k, std::string_view def, bool (*parse)(std::string_view, E*),
+             std::string_view choices) {
+  const std::string s = t.string(k, std::string(def));
+  E e{};
+  if (!parse(s, &e)) fail(t.key(k), "unknown value \"" + s + "\" (one of " + std::string(choices) + ")", t.get(k));
+  return e;
+}
+
+void parse_switch(const Table& top, sim::Scenario& s) {
+  const toml::table* raw = top.table("switch");
+  if (!raw) return;
+  Table t(*raw, "switch", {"buffer_kb", "ecn"});
+  s.buffer_bytes = static_cast<uint64_t>(std::llround(t.number("buffer_kb", 4096, 1.0 / 1024, 1 << 20) * 1024));
+  if (const toml::table* e = t.table("ecn")) {
+    Table ecn(*e, "switch.ecn", {"kmin_kb", "kmax_kb", "pmax"});
+    for (auto k : {"kmin_kb", "kmax_kb", "pmax"})
+      if (!ecn.has(k)) fail(ecn.key(k), "missing (ecn needs kmin_kb, kmax_kb and pmax)", t.get("ecn"));
+    s.ecn.enabled = true;
+    s.ecn.kmin_bytes = static_cast<uint64_t>(std::llround(ecn.number("kmin_kb", 0, 0, 1 << 20) * 1024));
+    s.ecn.kmax_bytes = static_cast<uint64_t>(std::llround(ecn.number("kmax_kb", 0, 0, 1 << 20) * 1024));
+    s.ecn.pmax = ecn.number("pmax", 0, 0, 1);
+    if (s.ecn.kmin_bytes > s.ecn.kmax_bytes) fail(ecn.key("kmin_kb"), "is above kmax_kb", ecn.get("kmin_kb"));
+  }
+}
+
+void parse_faults(const Table& top, sim::Scenario& s) {
+  const toml::table* raw = top.table("faults");
+  if (!raw) return;
+  Table t(*raw, "faults",
+          {"loss", "reorder", "duplicate", "corrupt", "loss_burst", "reorder_burst", "duplicate_burst",
+           "corrupt_burst", "reorder_delay_ns"});
+  auto rate = [&](const char* name, sim::FaultRate& r) {
+    r.p = t.number(name, 0, 0, 1);
+    r.burst = static_cast<uint32_t>(t.integer(std::string(name) + "_burst", 1, 1, 1'000'000));
+  };
+  rate("loss", s.faults.loss);
+  rate("reorder", s.faults.reorder);
+  rate("duplicate", s.faults.duplicate);
+  rate("corrupt", s.faults.corrupt);
+  s.faults.reorder_delay = to_picos(t.number("reorder_delay_ns", 5000, 0.001, 1e9), 1e3);
+}
+
+void parse_host(const toml::table& raw, size_t i, sim::Scenario& s) {
+  Table t(raw, "host[" + std::to_string(i) + "]", {"name", "ip", "link_gbps", "policy", "msg_cost_ns", "mtu"});
+  sim::HostConfig h;
+  h.name = t.string("name");
+  h.ip_text = t.string("ip");
+  if (!sim::parse_ip(h.ip_text, &h.ip))
+    fail(t.key("ip"), "\"" + h.ip_text + "\" is not an IPv4 or IPv6 address", t.get("ip"));
+  h.link_bps = static_cast<uint64_t>(std::llround(t.number("link_gbps", 100, 0.001, 1600) * 1e9));
+  h.policy = enum_value<sched::Policy>(t, "policy", "fifo", sched::parse_policy, "fifo, tassel");
+  h.msg_cost = to_picos(t.number("msg_cost_ns", 0, 0, 1e9), 1e3);
+  h.mtu = static_cast<uint32_t>(t.integer("mtu", 4096, 256, 4096));
+  s.hosts.push_back(std::move(h));
+}
+
+void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
+  Table t(raw, "flow[" + std::to_string(i) + "]",
+          {"name", "src", "dst", "transport", "verb", "size", "count", "depth", "qps", "class", "start_us", "mtu",
+           "timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "max_rd_atomic", "rate_gbps", "post_recv",
+           "post_recv_delay_us", "use_srq", "recv_depth", "start_psn"});
+  sim::FlowConfig f;
+  f.name = t.string("name");
+  f.src = t.string("src");
+  const toml::node* dst = t.get("dst");
+  if (!dst) fail(t.key("dst"), "missing (required)");
+  if (dst->is_string()) {
+    f.dst.emplace_back(dst->as_string()->get());
+  } else if (dst->is_array()) {
+    for (const auto& e : *dst->as_array()) {
+      if (!e.is_string()) fail(t.key("dst"), "must be a host name or a list of host names", &e);
+      f.dst.emplace_back(e.as_string()->get());
+    }
+    if (f.dst.empty()) fail(t.key("dst"), "is an empty list", dst);
+  } else {
+    fail(t.key("dst"), "must be a host name or a list of host names, not " + type_name(*dst), dst);
+  }
+  f.transport = enum_value<sim::Transport>(t, "transport", "rc", sim::parse_transport, "rc, ud");
+  if (!t.has("verb")) fail(t.key("verb"), "missing (required)");
+  f.verb = enum_value<sim::Verb>(t, "verb", "", sim::parse_verb,
+                                 "send, send_imm, write, write_imm, read, fetch_add, cmp_swap");
+  if (const toml::node* n = t.get("size")) {
+    if (n->is_integer()) {
+      if (n->as_integer()->get() < 0) fail(t.key("size"), "must not be negative", n);
+      f.size = static_cast<uint64_t>(n->as_integer()->get());
+    } else if (n->is_string()) {
+      const std::string v(n->as_string()->get());
+      if (!sim::parse_size(v, &f.size))
+        fail(t.key("size"), "\"" + v + "\" is not a size (like \"16B\", \"4KB\", \"1MB\")", n);
+    } else {
+      fail(t.key("size"), "must be a size string (\"4KB\") or a number of bytes, not " + type_name(*n), n);
+    }
+  } else if (sim::is_atomic(f.verb)) {
+    f.size = 8;
+  } else {
+    fail(t.key("size"), "missing (required for " + std::string(sim::to_string(f.verb)) + ")");
+  }
+  if (t.has("count")) f.count = static_cast<uint64_t>(t.integer("count", 0, 0, int64_t{1} << 40));
+  f.depth = static_cast<uint32_t>(t.integer("depth", 1, 0, sim::kMaxDepth));
+  f.qps = static_cast<uint32_t>(t.integer("qps", 1, 0, sim::kMaxQpsPerFlow));
+  f.cls = enum_value<sim::FlowClass>(t, "class", "bandwidth", sim::parse_flow_class,
+                                     "latency, throughput, bandwidth");
+  f.start = to_picos(t.number("start_us", 0, 0, 1e8), 1e6);
+  f.mtu = static_cast<uint32_t>(t.integer("mtu", 0, 256, 4096));
+  f.timeout = static_cast<uint8_t>(t.integer("timeout", 8, 0, 31));
+  f.retry_cnt = static_cast<uint8_t>(t.integer("retry_cnt", 7, 0, 7));
+  f.rnr_retry = static_cast<uint8_t>(t.integer("rnr_retry", 7, 0, 7));
+  f.min_rnr_timer = static_cast<uint8_t>(t.integer("min_rnr_timer", 1, 0, 31));
+  f.max_rd_atomic = static_cast<uint32_t>(t.integer("max_rd_atomic", 16, 1, 128));
+  f.rate_bps = static_cast<uint64_t>(std::llround(t.number("rate_gbps", 0, 0, 1600) * 1e9));
+  f.post_recv = t.boolean("post_recv", true);
+  f.post_recv_delay = to_picos(t.number("post_recv_delay_us", 0, 0, 1e8), 1e6);
+  f.use_srq = t.boolean("use_srq", false);
+  f.recv_depth = static_cast<uint32_t>(t.integer("recv_depth", 0, 1, sim::kMaxDepth));
+  if (t.has("start_psn")) f.start_psn = static_cast<uint32_t>(t.integer("start_psn", 0, 0, 0xffffff));
+  s.flows.push_back(std::move(f));
+}
+
+// [[host]] / [[flow]]: an array of tables.
+const toml::array* table_array(const Table& top, std::string_view k) {
+  const toml::node* n = top.get(k);
+  if (!n) return nullptr;
+  if (!n->is_array_of_tables())
+    fail(std::string(k), "must be an array of tables ([[" + std::string(k) + "]])", n);
+  return n->as_array();
+}
+
+}  // namespace
+
+std::string ScenarioParseError::to_string() const {
+  std::string out = source;
+  if (line > 0) {
+    out += ':';
+    out += std::to_string(line);
+  }
+  if (!out.empty()) out += ": ";
+  if (!key.empty()) {
+    out += key;
+    out += ": ";
+  }
+  out += message;
+  return out;
+}
+
+ScenarioParse parse_scenario(std::string_view text, std::string_view source) {
+  ScenarioParse out;
+  try {
+    toml::table root;
+    try {
+      root = toml::parse(text, source);
+    } catch (const toml::parse_error& e) {
+      ScenarioParseError pe;
+      pe.message = "TOML syntax: " + std::string(e.description());
+      pe.line = static_cast<int>(e.source().begin.line);
+      pe.source = std::string(source);
+      out.error = pe;
+      return out;
+    }
+    Table top(root, "", {"seed", "duration_us", "link_delay_ns", "switch", "faults", "host", "flow"});
+    sim::Scenario& s = out.scenario;
+    s.seed = static_cast<uint64_t>(top.integer("seed", 1, 0, INT64_MAX));
+    s.duration = to_picos(top.number("duration_us", 20000, 0.001, 1e8), 1e6);
+    s.link_delay = to_picos(top.number("link_delay_ns", 1000, 0, 1e9), 1e3);
+    parse_switch(top, s);
+    parse_faults(top, s);
+    if (const toml::array* hosts = table_array(top, "host"))
+      for (size_t i = 0; i < hosts->size(); ++i) parse_host(*hosts->get(i)->as_table(), i, s);
+    if (const toml::array* flows = table_array(top, "flow"))
+      for (size_t i = 0; i < flows->size(); ++i) parse_flow(*flows->get(i)->as_table(), i, s);
+
+    if (auto e = sim::validate(s)) {
+      ScenarioParseError pe;
+      pe.key = e->key;
+      pe.message = e->message;
+      // Point at the line of the offending table when the key names one.
+      const toml::node* n = nullptr;
+      auto indexed = [&](std::string_view prefix, std::string_view arr) {
+        if (e->key.rfind(prefix, 0) != 0) return;
+        const size_t idx = std::stoul(e->key.substr(prefix.size()));
+        if (const toml::array* a = root.get_as<toml::array>(arr); a && idx < a->size()) {
+          const toml::table* t = a->get(idx)->as_table();
+          const std::string field = e->key.substr(e->key.find("].") == std::string::npos ? e->key.size()
+                                                                                       : e->key.find("].") + 2);
+          n = t ? t->get(field) : nullptr;
+          if (!n) n = a->get(idx);
+        }
+      };
+      indexed("flow[", "flow");
+      indexed("host[", "host");
+      if (n) pe.line = static_cast<int>(n->source().begin.line);
+      pe.source = std::string(source);
+      out.error = pe;
+    }
+  } catch (Fail& f) {
+    f.e.source = std::string(source);
+    out.error = f.e;
+  }
+  return out;
+}
+
+ScenarioParse load_scenario(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ScenarioParse out;
+    out.error = ScenarioParseError{"", "cannot open the scenario file", 0, path};
+    return out;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_scenario(ss.str(), path);
+}
+
+}  // namespace isoroce::tools
