@@ -120,7 +120,8 @@ class TxSink {
  public:
   // A buffer of at least len bytes for the next frame, or an empty span when the
   // driver has none (the grant is then lost like a frame dropped at the NIC and
-  // recovered by the transport).
+  // recovered by the transport). A buffer that is not committed is given out
+  // again by the next call.
   virtual std::span<uint8_t> tx_buffer(size_t len) = 0;
   // The frame in the last buffer is len bytes and starts on the link at departure.
   virtual void tx_commit(Picos departure, size_t len) = 0;

@@ -30,7 +30,7 @@ struct Frame {
 };
 
 // What a hook does with a frame in flight.
-enum class Fate { kDeliver, kDrop, kDuplicate };
+enum class Fate { kDeliver, kDrop, kDuplicate, kDelay /* 3 us late: reordered */ };
 
 class Pair : private TxSink {
  public:
@@ -94,7 +94,7 @@ class Pair : private TxSink {
     const int to = 1 - from_;
     Fate fate = hook_ ? hook_(from_, buf_) : Fate::kDeliver;
     if (fate == Fate::kDrop) return;
-    const Picos at = std::max(departure, now_) + delay_;
+    const Picos at = std::max(departure, now_) + delay_ + (fate == Fate::kDelay ? 3'000'000 : 0);
     inflight_.emplace(std::make_pair(at, seq_++), Frame{at, seq_, to, buf_});
     if (fate == Fate::kDuplicate) inflight_.emplace(std::make_pair(at + 1000, seq_++), Frame{at, seq_, to, buf_});
   }

@@ -205,7 +205,7 @@ TEST(EngineRc, PsnWrapsAcross24Bits) {
   EXPECT_TRUE(wrapped);
 }
 
-// Seeded loss, duplication and corruption on both directions.
+// Seeded loss, duplication, corruption and reordering on both directions.
 Pair::Hook faults(uint64_t seed, double loss, double dup, double corrupt) {
   auto rng = std::make_shared<std::mt19937_64>(seed);
   return [=](int, std::vector<uint8_t>& f) {
@@ -213,6 +213,7 @@ Pair::Hook faults(uint64_t seed, double loss, double dup, double corrupt) {
     if (u() < loss) return Fate::kDrop;
     if (u() < corrupt) f[(*rng)() % f.size()] ^= static_cast<uint8_t>(1u << ((*rng)() % 8));
     if (u() < dup) return Fate::kDuplicate;
+    if (u() < dup) return Fate::kDelay;
     return Fate::kDeliver;
   };
 }
