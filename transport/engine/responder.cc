@@ -280,12 +280,17 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
           verbs::MrCheck::kOk) {
         return;
       }
-      if (r.queued) return;  // still being answered: the requester will see it
+      // Answer from the PSN asked for. A READ still being answered restarts in
+      // place: the requester drops everything after its gap anyway.
       r.first_psn = pkt.psn;
       r.npkts = packets_for(reth.dma_len, q.mtu);
       r.va = reth.va;
       r.rkey = reth.rkey;
       r.length = reth.dma_len;
+      if (r.queued) {
+        r.sent = 0;
+        return;
+      }
       queue_resource(now, q, i);
       return;
     }
