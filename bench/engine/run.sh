@@ -1,0 +1,65 @@
+#!/bin/sh
+# Runs isoroce-bench-engine (3 repetitions, medians) and prints, for each verb and
+# message size, the engine's time per data packet against the codec floor
+# (BM_BuildParse) and the copy floor (BM_MemcpyFrames) measured in the same run.
+#   bench/engine/run.sh [path/to/isoroce-bench-engine] [google-benchmark flags...]
+set -eu
+bin=build/bin/isoroce-bench-engine
+if [ $# -gt 0 ] && [ -x "$1" ]; then
+  bin=$1
+  shift
+fi
+if [ ! -x "$bin" ]; then
+  echo "run.sh: $bin not found; build it with: ninja -C build isoroce-bench-engine" >&2
+  exit 1
+fi
+json=$(mktemp)
+trap 'rm -f "$json"' EXIT
+"$bin" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+  --benchmark_out="$json" --benchmark_out_format=json "$@" >/dev/null
+python3 - "$json" <<'PY'
+import json, sys
+
+runs = {}
+for r in json.load(open(sys.argv[1]))["benchmarks"]:
+    if r.get("error_occurred"):
+        print(f"{r['name']}: ERROR {r.get('error_message')}")
+        continue
+    if r.get("aggregate_name", "median") != "median":
+        continue
+    runs[r.get("run_name", r["name"])] = r
+
+def size_name(n):
+    return f"{n >> 20} MB" if n >= 1 << 20 else f"{n >> 10} KB" if n >= 1 << 10 else f"{n} B"
+
+def ns_per_item(r):
+    return 1e9 / r["items_per_second"]
+
+print(f"{'verb':<6} {'size':>6} {'ns/frame':>9} {'ns/data pkt':>12} {'frames/msg':>11} "
+      f"{'payload GB/s':>13} {'codec ns':>9} {'x codec':>8} {'memcpy ns':>10} {'x memcpy':>9}")
+for verb in ("write", "send", "read"):
+    for size in (64, 4096, 1 << 20):
+        e = runs.get(f"BM_Engine/{verb}/{size}")
+        if e is None:
+            continue
+        pkt = e["s_per_data_pkt"] * 1e9
+        bp = runs.get(f"BM_BuildParse/{size}")
+        mc = runs.get(f"BM_MemcpyFrames/{size}")
+        bp_ns = ns_per_item(bp) if bp else None
+        mc_ns = ns_per_item(mc) if mc else None
+        def fmt(v, spec):
+            return format(v, spec) if v is not None else "-"
+        print(f"{verb:<6} {size_name(size):>6} {ns_per_item(e):>9.1f} {pkt:>12.1f} "
+              f"{e['frames_per_msg']:>11.2f} {e['bytes_per_second'] / 1e9:>13.2f} "
+              f"{fmt(bp_ns, '9.1f')} {fmt(pkt / bp_ns if bp_ns else None, '7.2f')}x "
+              f"{fmt(mc_ns, '10.1f')} {fmt(pkt / mc_ns if mc_ns else None, '8.1f')}x")
+bad = [n for n, r in runs.items() if n.startswith("BM_Engine") and (r.get("retransmits") or r.get("dropped"))]
+if bad:
+    print("retransmits or drops in: " + ", ".join(bad))
+for arg, what in ((0, "clean links"), (1, "1% loss on every link")):
+    sim = runs.get(f"BM_SimEvents/{arg}")
+    if sim:
+        print(f"simulator, {what}: {sim['items_per_second'] / 1e6:.2f} M events/s "
+              f"({sim['events_per_run']:.0f} events per run, "
+              f"{sim['virtual_per_wall']:.3f} virtual s per wall s)")
+PY
