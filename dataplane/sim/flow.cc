@@ -63,6 +63,7 @@ Flow::Flow(World& w, uint32_t index, const FlowConfig& cfg)
   slot_ = round_up(std::max<uint64_t>(cfg_.size, 8), 64);
   ud_slot_ = round_up(cfg_.size + kUdGrh, 64);
   recv_depth_ = effective_recv_depth(cfg_);
+  mtu_ = effective_mtu(w.scenario, cfg_);
 }
 
 std::optional<ScenarioError> Flow::fail(const std::string& what, int err) const {
@@ -599,15 +600,16 @@ void Flow::on_receive_completion(Picos now, uint32_t d, const ibv_wc& wc) {
 void Flow::on_tx_frame(const QpRef& ref, const BthView& bth) {
   Qp& qp = qps_[ref.qp];
   if (!ref.requester) {
-    // A request going to the responder: a retransmission if its PSN is not new.
+    // A request going to the responder: a retransmission if its PSN is not
+    // new. A READ request covers one PSN per response packet.
     if (cfg_.transport != Transport::kRc || !is_rc_request(bth.opcode)) return;
     const wire::Psn psn(bth.psn);
-    if (qp.psn_seen && !psn.after(qp.max_psn)) {
-      ++retransmits_;
-    } else {
-      qp.psn_seen = true;
-      qp.max_psn = psn;
-    }
+    uint32_t covers = 1;
+    if (bth.opcode == 0x0c && bth.read_dma_len > 0) covers = (bth.read_dma_len + mtu_ - 1) / mtu_;
+    if (qp.psn_seen && psn.before(qp.next_psn)) ++retransmits_;
+    const wire::Psn next = psn + covers;
+    if (!qp.psn_seen || next.after(qp.next_psn)) qp.next_psn = next;
+    qp.psn_seen = true;
     return;
   }
   if (bth.opcode == 0x11 && bth.aeth_syndrome) {

@@ -99,6 +99,7 @@ std::optional<BthView> peek_bth(std::span<const uint8_t> f) {
   b.dest_qp = load_be24(&f[bth + 5]);
   b.psn = load_be24(&f[bth + 9]);
   if (b.opcode == 0x11 && f.size() >= bth + kBthLen + 4) b.aeth_syndrome = f[bth + kBthLen];
+  if (b.opcode == 0x0c && f.size() >= bth + kBthLen + 16) b.read_dma_len = wire::load_be32(&f[bth + kBthLen + 12]);
   b.dst_mac_tail = load_be16(&f[4]);
   return b;
 }

@@ -51,6 +51,7 @@ struct BthView {
   uint32_t dest_qp = 0;
   uint32_t psn = 0;
   std::optional<uint8_t> aeth_syndrome;  // opcode 0x11 (RC ACKNOWLEDGE) only
+  uint32_t read_dma_len = 0;             // opcode 0x0c (RC RDMA READ request) only
   uint16_t dst_mac_tail = 0;
 };
 std::optional<BthView> peek_bth(std::span<const uint8_t> frame);

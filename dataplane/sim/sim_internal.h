@@ -157,7 +157,7 @@ class Flow {
     uint32_t unposted = 0;
     std::deque<std::pair<uint64_t, uint64_t>> awaiting_recv;  // (msg, seq) RC receives due, in order
     bool psn_seen = false;
-    wire::Psn max_psn;
+    wire::Psn next_psn;  // after the last new request on the wire
     uint64_t cas_base = 0;
   };
   struct Dst {
@@ -200,6 +200,7 @@ class Flow {
   std::vector<Qp> qps_;
   uint64_t slot_ = 0, ud_slot_ = 0;
   uint32_t recv_depth_ = 0;
+  uint32_t mtu_ = 4096;
   uint64_t reserved_ = 0;  // messages reserved (ids handed out)
   bool started_ = false;
   bool stopped_ = false;

@@ -63,7 +63,7 @@ class Table {
     const toml::node* n = get(k);
     if (!n) {
       if (def) return *def;
-      fail(key(k), "missing (required)", nullptr);
+      fail(key(k), "missing (required)", &t_);
     }
     if (!n->is_string()) fail(key(k), "must be a string, not " + type_name(*n), n);
     return std::string(n->as_string()->get());
@@ -186,7 +186,7 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
   f.name = t.string("name");
   f.src = t.string("src");
   const toml::node* dst = t.get("dst");
-  if (!dst) fail(t.key("dst"), "missing (required)");
+  if (!dst) fail(t.key("dst"), "missing (required)", &t.raw());
   if (dst->is_string()) {
     f.dst.emplace_back(dst->as_string()->get());
   } else if (dst->is_array()) {
@@ -199,7 +199,7 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
     fail(t.key("dst"), "must be a host name or a list of host names, not " + type_name(*dst), dst);
   }
   f.transport = enum_value<sim::Transport>(t, "transport", "rc", sim::parse_transport, "rc, ud");
-  if (!t.has("verb")) fail(t.key("verb"), "missing (required)");
+  if (!t.has("verb")) fail(t.key("verb"), "missing (required)", &t.raw());
   f.verb = enum_value<sim::Verb>(t, "verb", "", sim::parse_verb,
                                  "send, send_imm, write, write_imm, read, fetch_add, cmp_swap");
   if (const toml::node* n = t.get("size")) {
@@ -216,7 +216,7 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
   } else if (sim::is_atomic(f.verb)) {
     f.size = 8;
   } else {
-    fail(t.key("size"), "missing (required for " + std::string(sim::to_string(f.verb)) + ")");
+    fail(t.key("size"), "missing (required for " + std::string(sim::to_string(f.verb)) + ")", &t.raw());
   }
   if (t.has("count")) f.count = static_cast<uint64_t>(t.integer("count", 0, 0, int64_t{1} << 40));
   f.depth = static_cast<uint32_t>(t.integer("depth", 1, 0, sim::kMaxDepth));
@@ -310,6 +310,7 @@ ScenarioParse parse_scenario(std::string_view text, std::string_view source) {
       };
       indexed("flow[", "flow");
       indexed("host[", "host");
+      if (!n && !e->key.empty() && e->key.find('[') == std::string::npos) n = root.at_path(e->key).node();
       if (n) pe.line = static_cast<int>(n->source().begin.line);
       pe.source = std::string(source);
       out.error = pe;
