@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One command on a fresh Debian 12 machine (as root): install dependencies,
-# build, and run the main job. Until the daemon exists the main job decodes
-# the real RoCEv2 captures in ../shared/testdata/roce-captures (hardware RNIC
-# and Linux rxe) and a generated capture of every opcode, and prints a summary.
+# build, and run the main job. Until the daemon exists the main job is:
+# decode the real RoCEv2 captures in ../shared/testdata/roce-captures (hardware
+# RNIC and Linux rxe) and a generated capture of every opcode; then simulate a
+# latency-sensitive flow beside a 1 MB bandwidth flow on one 100 Gb/s link with
+# the fifo policy (what a hardware RNIC does) and with tassel, in virtual time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -13,3 +15,8 @@ trap 'rm -f "$gen"' EXIT
 build/bin/isoroce-pcap gen --out "$gen"
 echo "== isoroce-pcap decode --summary (real captures and every generated opcode)"
 build/bin/isoroce-pcap decode --summary "$captures"/*.pcap "$gen"
+
+for policy in "" _tassel; do
+  echo "== isoroce-sim tools/sim/examples/latency_vs_bandwidth${policy}.toml"
+  build/bin/isoroce-sim "tools/sim/examples/latency_vs_bandwidth${policy}.toml"
+done
