@@ -594,7 +594,7 @@ void Flow::on_receive_completion(Picos now, uint32_t d, const ibv_wc& wc) {
                           std::to_string(delivered_) + ")");
     }
   }
-  if (!stopped_) post_recv_slot(now, d, q, slot);
+  post_recv_slot(now, d, q, slot);  // the receiving application goes on
 }
 
 void Flow::on_tx_frame(const QpRef& ref, const BthView& bth) {

@@ -65,6 +65,7 @@ std::optional<ScenarioError> Host::alloc_region(uint64_t len, uint32_t access, R
 void Host::bind_cq(transport::CqHandle cq, Flow* flow, int side) { cqs_.push_back({cq, flow, side}); }
 
 void Host::on_frame(Picos now, std::span<uint8_t> frame) {
+  if (w_.tap) w_.tap(TapFrame{now, index_, false, frame});
   engine_->receive(now, frame);
   request_service(now);
 }
@@ -148,6 +149,7 @@ void Host::tx_commit(Picos departure, size_t len) {
   auto& bytes = pool.bytes(tx_frame_);
   if (len < bytes.size()) bytes.resize(len);
   sniff(bytes);
+  if (w_.tap) w_.tap(TapFrame{std::max(now_, departure), index_, true, bytes});
   tx_pending_ = false;
   w_.fabric->send(now_, index_, departure, tx_frame_);
 }

@@ -20,6 +20,7 @@
 #include "dataplane/sim/report.h"
 #include "dataplane/sim/rng.h"
 #include "dataplane/sim/scenario.h"
+#include "dataplane/sim/simulator.h"
 #include "transport/engine/engine.h"
 
 namespace isoroce::sim::detail {
@@ -57,6 +58,7 @@ struct World {
   std::unordered_map<uint64_t, QpRef> qps;
   uint64_t next_region = 1;
   size_t unfinished = 0;  // flows not finished
+  FrameTap tap;
   bool ran = false;
 
   static uint64_t qp_key(uint32_t host, uint32_t qpn) { return uint64_t{host} << 32 | qpn; }

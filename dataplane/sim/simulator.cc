@@ -61,6 +61,8 @@ std::unique_ptr<Simulator> Simulator::create(const Scenario& scenario, ScenarioE
   return std::unique_ptr<Simulator>(new Simulator(std::move(w)));
 }
 
+void Simulator::set_tap(FrameTap tap) { world_->tap = std::move(tap); }
+
 SimReport Simulator::run() {
   World& w = *world_;
   SimReport report;

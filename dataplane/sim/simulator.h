@@ -5,7 +5,9 @@
 // same scenario and seed give the same SimReport, wall_ms aside.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 
 #include "dataplane/sim/report.h"
 #include "dataplane/sim/scenario.h"
@@ -15,6 +17,16 @@ namespace isoroce::sim {
 namespace detail {
 struct World;
 }
+
+// A frame seen at a host's NIC: sent (at its departure on the uplink) or
+// received (when it reached the host, after the fabric's faults).
+struct TapFrame {
+  Picos time = 0;
+  uint32_t host = 0;
+  bool tx = true;
+  std::span<const uint8_t> bytes;
+};
+using FrameTap = std::function<void(const TapFrame&)>;
 
 class Simulator {
  public:
@@ -28,6 +40,9 @@ class Simulator {
   // Runs until duration, or until every flow has finished and the fabric is
   // empty. Call once.
   SimReport run();
+
+  // Called for every frame a host sends and receives (for captures). Set before run().
+  void set_tap(FrameTap tap);
 
  private:
   explicit Simulator(std::unique_ptr<detail::World> world);

@@ -521,3 +521,61 @@ depth = 8
 
 }  // namespace
 }  // namespace isoroce::sim
+
+namespace isoroce::sim {
+namespace {
+
+// ENGINE BUG 1 (transport/engine/responder.cc, alloc_resource): the responder
+// answers a new RDMA READ with NAK Invalid Request when the oldest responder
+// resource is still queued replaying an old READ for a duplicate request,
+// although the requester is within max_rd_atomic. Here: READs from a to b with
+// 2% loss while b's 10 Gb/s uplink is busy with a bulk flow, so a spurious
+// timeout sends the READs again twice; the first replay completes READ 1, the
+// second replay of READ 1 is still queued when READ 5 (PSN +24) arrives, and
+// it is NAKed (syndrome 0x61): IBV_WC_REM_INV_REQ_ERR after 1 message.
+// Expected: the new READ reuses the oldest resource (as rxe_resp.c does: the
+// requester has moved past it) and all 10 READs complete.
+TEST(SimEndToEnd, DISABLED_ReadReplayMustNotBlockANewRead) {
+  const SimReport r = testing::run_toml(R"(
+seed = 13
+duration_us = 1000000
+[faults]
+loss = 0.02
+[[host]]
+name = "a"
+ip = "10.0.0.1"
+[[host]]
+name = "b"
+ip = "10.0.0.2"
+link_gbps = 10
+[[flow]]
+name = "read"
+src = "a"
+dst = "b"
+verb = "read"
+size = "12KB"
+mtu = 2048
+count = 10
+depth = 8
+max_rd_atomic = 4
+timeout = 4
+[[flow]]
+name = "bulk"
+src = "b"
+dst = "a"
+verb = "send"
+size = "12KB"
+mtu = 256
+count = 10
+depth = 6
+qps = 2
+)");
+  const FlowReport& f = testing::flow(r, "read");
+  SCOPED_TRACE(testing::describe(f));
+  EXPECT_EQ(f.errors, 0u);
+  EXPECT_EQ(f.messages, 10u);
+  EXPECT_TRUE(f.integrity_ok);
+}
+
+}  // namespace
+}  // namespace isoroce::sim

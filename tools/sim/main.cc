@@ -1,6 +1,7 @@
 // isoroce-sim: run a scenario of hosts, a switch and flows in virtual time.
 //
 //   isoroce-sim SCENARIO.toml [--json] [--seed N] [--no-wall] [--check]
+//               [--pcap FILE] [--pcap-rx FILE] [--dump]
 //
 // Exit status: 0 the run completed with every flow's integrity intact; 1 bad
 // scenario or arguments; 3 some flow's integrity check failed.
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "dataplane/sim/simulator.h"
+#include "tools/sim/pcap_writer.h"
 #include "tools/sim/report_format.h"
 #include "tools/sim/scenario_toml.h"
 
@@ -20,13 +22,17 @@ int main(int argc, char** argv) {
   CLI::App app{"isoroce-sim: deterministic RoCEv2 fabric simulator (hosts with the isoroce engine, "
                "one switch, faulty links) in virtual time. Manual: docs/isoroce-sim.md"};
   std::string path;
-  bool json = false, no_wall = false, check = false;
+  bool json = false, no_wall = false, check = false, dump = false;
+  std::string pcap_tx, pcap_rx;
   std::optional<uint64_t> seed;
   app.add_option("scenario", path, "scenario file (TOML)")->required();
   app.add_flag("--json", json, "print the report as JSON");
   app.add_option("--seed", seed, "override the scenario's seed");
   app.add_flag("--no-wall", no_wall, "leave the wall-clock time out (byte-identical output per seed)");
   app.add_flag("--check", check, "validate the scenario and exit");
+  app.add_flag("--dump", dump, "print the scenario with every default filled in, and exit");
+  app.add_option("--pcap", pcap_tx, "write every frame the hosts send to FILE (pcap, virtual ns)");
+  app.add_option("--pcap-rx", pcap_rx, "write every frame the hosts receive (after faults) to FILE");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,6 +45,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (seed) parsed.scenario.seed = *seed;
+  if (dump) {
+    fmt::print("{}", tools::scenario_to_toml(parsed.scenario));
+    return 0;
+  }
   sim::ScenarioError err;
   auto simulator = sim::Simulator::create(parsed.scenario, &err);
   if (!simulator) {
@@ -49,6 +59,19 @@ int main(int argc, char** argv) {
     fmt::print("{}: ok ({} hosts, {} flows)\n", path, parsed.scenario.hosts.size(),
                parsed.scenario.flows.size());
     return 0;
+  }
+  tools::PcapWriter tx_cap, rx_cap;
+  for (auto [file, cap] : {std::pair{&pcap_tx, &tx_cap}, std::pair{&pcap_rx, &rx_cap}}) {
+    std::string why;
+    if (!file->empty() && !cap->open(*file, why)) {
+      fmt::print(stderr, "isoroce-sim: cannot write {}: {}\n", *file, why);
+      return 1;
+    }
+  }
+  if (!pcap_tx.empty() || !pcap_rx.empty()) {
+    simulator->set_tap([&](const sim::TapFrame& f) {
+      (f.tx ? tx_cap : rx_cap).write(f.time / 1000, f.bytes);
+    });
   }
   const sim::SimReport report = simulator->run();
   tools::ReportOptions opts;

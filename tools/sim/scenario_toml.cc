@@ -334,4 +334,66 @@ ScenarioParse load_scenario(const std::string& path) {
   return parse_scenario(ss.str(), path);
 }
 
+namespace {
+std::string num(double v) {
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  std::string s = o.str();
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+std::string q(std::string_view v) { return "\"" + std::string(v) + "\""; }
+std::string us(Picos p) { return num(static_cast<double>(p) / 1e6); }
+}  // namespace
+
+std::string scenario_to_toml(const sim::Scenario& s) {
+  std::ostringstream o;
+  o << "seed = " << s.seed << "\n";
+  o << "duration_us = " << us(s.duration) << "\n";
+  o << "link_delay_ns = " << num(static_cast<double>(s.link_delay) / 1e3) << "\n";
+  o << "\n[switch]\nbuffer_kb = " << num(static_cast<double>(s.buffer_bytes) / 1024) << "\n";
+  if (s.ecn.enabled)
+    o << "ecn = { kmin_kb = " << num(static_cast<double>(s.ecn.kmin_bytes) / 1024)
+      << ", kmax_kb = " << num(static_cast<double>(s.ecn.kmax_bytes) / 1024) << ", pmax = " << num(s.ecn.pmax)
+      << " }\n";
+  o << "\n[faults]\n";
+  const std::pair<const char*, const sim::FaultRate*> faults[] = {
+      {"loss", &s.faults.loss}, {"reorder", &s.faults.reorder},
+      {"duplicate", &s.faults.duplicate}, {"corrupt", &s.faults.corrupt}};
+  for (const auto& [name, f] : faults) o << name << " = " << num(f->p) << "\n" << name << "_burst = " << f->burst << "\n";
+  o << "reorder_delay_ns = " << num(static_cast<double>(s.faults.reorder_delay) / 1e3) << "\n";
+  for (const auto& h : s.hosts) {
+    o << "\n[[host]]\nname = " << q(h.name) << "\nip = " << q(h.ip_text)
+      << "\nlink_gbps = " << num(static_cast<double>(h.link_bps) / 1e9) << "\npolicy = " << q(sched::to_string(h.policy))
+      << "\nmsg_cost_ns = " << num(static_cast<double>(h.msg_cost) / 1e3) << "\nmtu = " << h.mtu << "\n";
+  }
+  for (const auto& f : s.flows) {
+    o << "\n[[flow]]\nname = " << q(f.name) << "\nsrc = " << q(f.src) << "\ndst = ";
+    if (f.dst.size() == 1) {
+      o << q(f.dst[0]);
+    } else {
+      o << "[";
+      for (size_t i = 0; i < f.dst.size(); ++i) o << (i ? ", " : "") << q(f.dst[i]);
+      o << "]";
+    }
+    o << "\ntransport = " << q(sim::to_string(f.transport)) << "\nverb = " << q(sim::to_string(f.verb))
+      << "\nsize = " << f.size << "\n";
+    if (f.count) o << "count = " << *f.count << "\n";
+    o << "depth = " << f.depth << "\nqps = " << f.qps << "\nclass = " << q(sim::to_string(f.cls))
+      << "\nstart_us = " << us(f.start) << "\n";
+    if (f.mtu) o << "mtu = " << f.mtu << "\n";
+    if (f.transport == sim::Transport::kRc)
+      o << "timeout = " << int{f.timeout} << "\nretry_cnt = " << int{f.retry_cnt} << "\nrnr_retry = "
+        << int{f.rnr_retry} << "\nmin_rnr_timer = " << int{f.min_rnr_timer} << "\nmax_rd_atomic = "
+        << f.max_rd_atomic << "\n";
+    if (f.rate_bps) o << "rate_gbps = " << num(static_cast<double>(f.rate_bps) / 1e9) << "\n";
+    o << "post_recv = " << (f.post_recv ? "true" : "false") << "\npost_recv_delay_us = " << us(f.post_recv_delay)
+      << "\nuse_srq = " << (f.use_srq ? "true" : "false") << "\n";
+    if (f.recv_depth) o << "recv_depth = " << f.recv_depth << "\n";
+    if (f.start_psn) o << "start_psn = " << *f.start_psn << "\n";
+  }
+  return o.str();
+}
+
 }  // namespace isoroce::tools

@@ -30,4 +30,8 @@ struct ScenarioParse {
 ScenarioParse parse_scenario(std::string_view toml_text, std::string_view source = "scenario");
 ScenarioParse load_scenario(const std::string& path);
 
+// The scenario as a TOML file parse_scenario() reads back to the same values
+// (every key written, defaults included): for reproducing generated scenarios.
+std::string scenario_to_toml(const sim::Scenario& s);
+
 }  // namespace isoroce::tools
