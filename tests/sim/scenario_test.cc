@@ -174,6 +174,20 @@ TEST_P(BadScenario, ErrorNamesTheKey) {
 INSTANTIATE_TEST_SUITE_P(Cases, BadScenario, ::testing::ValuesIn(kBad),
                          [](const auto& info) { return std::string(info.param.name); });
 
+TEST(ScenarioToml, DumpParsesBackToTheSameScenario) {
+  Scenario s = testing::parse_ok(kBase);
+  s.flows[0].start_psn = 16777200;
+  s.flows[0].rate_bps = 12'500'000'000;
+  s.flows[0].recv_depth = 3;
+  const std::string once = tools::scenario_to_toml(s);
+  const Scenario back = testing::parse_ok(once);
+  EXPECT_EQ(tools::scenario_to_toml(back), once);
+  EXPECT_EQ(back.flows[0].start_psn, s.flows[0].start_psn);
+  EXPECT_EQ(back.flows[0].rate_bps, s.flows[0].rate_bps);
+  EXPECT_EQ(back.faults.reorder_delay, s.faults.reorder_delay);
+  EXPECT_EQ(back.hosts[1].msg_cost, s.hosts[1].msg_cost);
+}
+
 TEST(ScenarioValidate, UdLimits) {
   Scenario s = testing::parse_ok(kBase);
   s.flows[0].transport = Transport::kUd;
