@@ -1,8 +1,8 @@
 // Intrusive lists of QP indices. The links live in the QP's own state (members next_
 // and prev_), so a list head is 4 or 8 bytes and no node is ever allocated.
 //   IndexList   doubly linked FIFO: O(1) removal (round-robin rings)
-//   IndexStack  singly linked LIFO: push and pop touch only the QP itself (wheel slots)
-//   IndexQueue  singly linked FIFO (calendar buckets)
+//   IndexStack  singly linked LIFO: push and pop touch only the QP itself (fine wheel slots)
+//   IndexRing   singly linked circular FIFO, one index per list (calendar buckets)
 // Removal from the singly linked ones walks the list: only control operations
 // (deactivate, a QP switching between limited and unlimited) do it.
 #pragma once
@@ -130,18 +130,19 @@ struct IndexStack {
   }
 };
 
-struct IndexQueue {
-  std::uint32_t head = kNil;
+// FIFO as a circular singly linked list known by its tail (tail.next is the head),
+// so a list head is one index: the calendar of eligible QPs has 4096 of them.
+struct IndexRing {
   std::uint32_t tail = kNil;
 
-  bool empty() const { return head == kNil; }
+  bool empty() const { return tail == kNil; }
 
   template <class Node>
   void push(Node* nodes, std::uint32_t i) {
-    nodes[i].next_ = kNil;
     if (tail == kNil) {
-      head = i;
+      nodes[i].next_ = i;
     } else {
+      nodes[i].next_ = nodes[tail].next_;
       nodes[tail].next_ = i;
     }
     tail = i;
@@ -149,27 +150,36 @@ struct IndexQueue {
 
   template <class Node>
   std::uint32_t pop(Node* nodes) {
-    const std::uint32_t i = head;
-    if (i == kNil) return kNil;
-    head = nodes[i].next_;
-    if (head == kNil) tail = kNil;
-    return i;
+    if (tail == kNil) return kNil;
+    const std::uint32_t head = nodes[tail].next_;
+    if (head == tail) {
+      tail = kNil;
+    } else {
+      nodes[tail].next_ = nodes[head].next_;
+    }
+    return head;
   }
 
   template <class Node>
   void remove(Node* nodes, std::uint32_t i) {
-    const std::uint32_t before = unlink_single(nodes, head, i);
-    if (tail == i) tail = before;
+    std::uint32_t p = tail;
+    while (nodes[p].next_ != i) p = nodes[p].next_;
+    if (p == i) {  // the only one
+      tail = kNil;
+      return;
+    }
+    nodes[p].next_ = nodes[i].next_;
+    if (tail == i) tail = p;
   }
 
-  IndexQueue take() {
-    IndexQueue out = *this;
-    head = tail = kNil;
+  IndexRing take() {
+    IndexRing out = *this;
+    tail = kNil;
     return out;
   }
 };
 
 static_assert(sizeof(IndexStack) == 4);
-static_assert(sizeof(IndexQueue) == 8);
+static_assert(sizeof(IndexRing) == 4);
 
 }  // namespace isoroce::sched

@@ -9,10 +9,13 @@
 
 namespace isoroce::sched {
 
-// Where an active QP waits.
+// Where an active QP waits. A QP's state says kTimeline while it waits for its start
+// time; which level of the timeline holds it follows from that time
+// (Timeline::where), so moving down the wheel never writes to the QP.
 enum class Where : std::uint8_t {
   kIdle,       // nothing ready
-  kWheel0,     // timeline, fine level
+  kTimeline,   // waiting for its start time (stored in QpSlot::where_)
+  kWheel0,     // timeline, fine level      (reported by Timeline::where)
   kWheel1,     // timeline, middle level
   kWheel2,     // timeline, coarse level
   kHeap,       // timeline, far future
@@ -21,10 +24,10 @@ enum class Where : std::uint8_t {
 };
 
 struct alignas(32) QpSlot {
-  std::uint32_t next_ = kNil;  // links of whichever list holds the QP
+  std::uint32_t next_ = kNil;  // links of the pool bucket or round robin holding the QP
   std::uint32_t prev_ = kNil;  // (doubly linked round robin only)
   std::uint32_t bytes_ = 0;    // size of the QP's ready packet
-  std::uint16_t slot_ = 0;     // index of the wheel slot or pool bucket holding it
+  std::uint16_t slot_ = 0;     // index of the pool bucket holding it
   Where where_ = Where::kIdle;
   std::uint8_t unused_ = 0;
   // WF2Q+ virtual time: the start S of the ready packet while on the timeline, its

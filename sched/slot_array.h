@@ -1,5 +1,5 @@
-// 4096 intrusive lists of QP indices (the slots of a timing wheel, or the buckets of
-// a calendar), packed into cache lines, with a bitmap of the non-empty ones.
+// 4096 intrusive lists of QP indices (the fine slots of the timing wheel, or the buckets
+// of the calendar), heads packed into cache lines, with a bitmap of the non-empty ones.
 #pragma once
 
 #include <cstdint>
@@ -51,15 +51,11 @@ class SlotArray {
   }
 
  private:
-  static constexpr std::uint32_t kPerLine = 64 / sizeof(List);
-  struct alignas(64) Line {
-    List lists[kPerLine];
-  };
-  static_assert(sizeof(Line) == 64, "one cache line of slot heads");
+  static_assert(64 % sizeof(List) == 0, "list heads pack cache lines");
 
-  List& list(std::uint32_t slot) { return lines_[slot / kPerLine].lists[slot % kPerLine]; }
+  List& list(std::uint32_t slot) { return lists_[slot]; }
 
-  Line lines_[kSlots / kPerLine];
+  alignas(64) List lists_[kSlots];
   Bitmap4096 bits_;
 };
 

@@ -10,11 +10,17 @@ TasselScheduler::TasselScheduler(const Config& config)
     : config_(config),
       qps_(config.max_qps),
       rates_(config.max_qps, kUnlimited),
+      timeline_(config.max_qps),
       link_(config.link_bps),
       control_(config.control_capacity) {}
 
 std::size_t TasselScheduler::fixed_bytes() const {
-  return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry) + timeline_.heap_size() * 16;
+  // Buckets reserved beyond the per-QP share counted by bytes_per_qp(): the partly
+  // filled head bucket each non-empty middle or coarse slot may have (8192 at most).
+  const std::size_t per_qp = qps_.size() * (bytes_per_qp() - sizeof(QpSlot) - sizeof(std::uint64_t));
+  const std::size_t buckets = timeline_.bucket_bytes_reserved();
+  return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry) + timeline_.heap_size() * 16 +
+         (buckets > per_qp ? buckets - per_qp : 0);
 }
 
 void TasselScheduler::sync(Picos t) {

@@ -42,13 +42,19 @@ class TasselScheduler final : public Scheduler {
   Picos next_deadline() const override;
   bool active(QpId qp) const override;
   std::size_t active_qps() const override { return active_; }
-  std::size_t bytes_per_qp() const override { return sizeof(QpSlot) + sizeof(std::uint64_t); }
+  // The QP's state, its rate, and its share of the timeline's buckets (64 B per 7).
+  std::size_t bytes_per_qp() const override {
+    return sizeof(QpSlot) + sizeof(std::uint64_t) + (sizeof(Bucket) + Bucket::kEntries - 1) / Bucket::kEntries;
+  }
   std::size_t fixed_bytes() const override;
 
   // For tests and telemetry: system time, the sum of the active limits, where a QP waits.
   Picos system_time() const { return v_; }
   std::uint64_t active_limited_bps() const { return active_bps_; }
-  Where where(QpId qp) const { return qp < qps_.size() ? qps_[qp].where_ : Where::kIdle; }
+  Where where(QpId qp) const {
+    if (qp >= qps_.size()) return Where::kIdle;
+    return qps_[qp].where_ == Where::kTimeline ? timeline_.where(qps_.data(), qp) : qps_[qp].where_;
+  }
 
  private:
   static constexpr unsigned kSigmaFracBits = 32;

@@ -6,6 +6,15 @@
 // per packet and moves down at most twice (cascading), so insertion and release are
 // amortized O(1); bitmaps skip empty slots, so no idle slot or QP is ever scanned.
 //
+// Middle and coarse slots are chains of cache-line buckets of QP ids (bucket.h), each
+// id with the low bits of its start slot, so a cascade reads seven QPs per cache line
+// and touches no QP's state until the QP reaches the fine level: at a million QPs
+// that state is in memory, and lists threaded through it made every cascade a chain
+// of dependent misses. Fine slots are lists threaded through the QPs (index_list.h):
+// their QPs are released within 262 ns, and putting one there is the write that
+// brings its state into cache for the release. Which level holds a QP follows from
+// its start and the cursor (level_of), so moving down writes nothing else to it.
+//
 // Eligibility has the resolution of a fine slot: a QP is released once system time
 // reaches the start of its slot, at most 64 ps early; the next start is computed from
 // the exact S, so this never accumulates.
@@ -15,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sched/bucket.h"
 #include "sched/index_list.h"
 #include "sched/qp_slot.h"
 #include "sched/slot_array.h"
@@ -25,23 +35,32 @@ namespace isoroce::sched {
 class Timeline {
  public:
   static constexpr unsigned kSlotLog2 = 6;  // fine slot: 64 ps
-  static constexpr unsigned kLevelLog2 = SlotArray<IndexStack>::kLog2Slots;
+  static constexpr unsigned kLevelLog2 = BucketSlots::kLog2Slots;
   static constexpr unsigned kLevels = 3;
   static constexpr Picos kSlotPicos = Picos{1} << kSlotLog2;
   // Everything starting earlier than now + kWheelSpan lives on the wheel.
   static constexpr Picos kWheelSpan = Picos{1} << (kSlotLog2 + kLevels * kLevelLog2);
+
+  // Room for QPs 0 .. max_qps - 1, all on the timeline at once.
+  explicit Timeline(std::uint32_t max_qps) : pool_(max_qps, (kLevels - 1) * BucketSlots::kSlots) {}
 
   // Keys qps[qp] by its start time qps[qp].time_. False (and nothing stored) if that
   // is in a slot already released: the QP is eligible now.
   bool insert(QpSlot* qps, std::uint32_t qp) {
     const std::uint64_t a0 = qps[qp].time_ >> kSlotLog2;
     if (a0 < next_slot_) return false;
+    qps[qp].where_ = Where::kTimeline;
     place(qps, qp, a0);
     return true;
   }
 
-  // Removes qps[qp], which must be on the timeline. Walks its slot's list.
+  // Removes qps[qp], which must be on the timeline. Walks its slot's chain.
   void remove(QpSlot* qps, std::uint32_t qp);
+
+  // Where on the timeline qps[qp] waits: kWheel0, kWheel1, kWheel2 or kHeap.
+  Where where(const QpSlot* qps, std::uint32_t qp) const {
+    return static_cast<Where>(static_cast<unsigned>(Where::kWheel0) + level_of(qps[qp].time_ >> kSlotLog2));
+  }
 
   // Calls release(qp) for every QP whose slot starts at or before system time `v`.
   // The QP is off the timeline by then; release must not call back into it.
@@ -54,22 +73,7 @@ class Timeline {
       if (target >= next_slot_) next_slot_ = target + 1;
       return;
     }
-    while (true) {
-      const Point next = next_point();
-      if (next.slot > target) {
-        next_due_ = next.slot;
-        if (target >= next_slot_) move_to(qps, target + 1, release);
-        return;
-      }
-      if (next.level == 0) {
-        IndexStack l = levels_[0].take(static_cast<std::uint32_t>(next.slot & kMask));
-        next_slot_ = next.slot;  // within the current middle slot: no cascade
-        drain(qps, l, release);
-        move_to(qps, next.slot + 1, release);
-      } else {
-        move_to(qps, next.slot, release);  // a coarser slot: starts after next_slot_
-      }
-    }
+    release_through(qps, target, release);
   }
 
   // The start of the earliest occupied slot, or earlier (a lower bound on every S);
@@ -81,27 +85,73 @@ class Timeline {
 
   bool empty() const;
   std::size_t heap_size() const { return heap_.size(); }
+  // Memory of the buckets: reserved (the worst case) and touched so far.
+  std::size_t bucket_bytes_reserved() const { return pool_.capacity() * sizeof(Bucket); }
+  std::size_t bucket_bytes_touched() const { return pool_.touched() * sizeof(Bucket); }
 
  private:
   struct HeapEntry {
-    Picos start;
+    std::uint64_t a0;  // fine-slot index of the start
     std::uint32_t qp;
   };
   struct Later {
-    bool operator()(const HeapEntry& a, const HeapEntry& b) const { return a.start > b.start; }
+    bool operator()(const HeapEntry& a, const HeapEntry& b) const { return a.a0 > b.a0; }
   };
   struct Point {
     std::uint64_t slot;  // fine-slot index
     unsigned level;      // 0: an occupied fine slot; 1, 2: a wheel slot to cascade; 3: heap
   };
   static constexpr std::uint64_t kNoSlot = ~std::uint64_t{0};
-  static constexpr std::uint64_t kMask = SlotArray<IndexStack>::kMask;
+  static constexpr std::uint64_t kMask = BucketSlots::kMask;
   static constexpr unsigned kL = kLevelLog2;
+
+  // advance() past its fast path: releases every slot up to `target`.
+  template <class Release>
+  void release_through(QpSlot* qps, std::uint64_t target, Release& release) {
+    // next_due_ bounds every occupied slot from below: if it is an occupied fine slot
+    // of the current middle slot, it is the earliest one, and no search is needed.
+    std::uint64_t slot = next_due_;
+    bool fine = slot <= target && (slot >> kL) == (next_slot_ >> kL) &&
+                level0_.occupied(static_cast<std::uint32_t>(slot & kMask));
+    while (true) {
+      if (!fine) {
+        const Point next = next_point();
+        if (next.slot > target) {
+          next_due_ = next.slot;
+          if (target >= next_slot_) move_to(qps, target + 1, release);
+          return;
+        }
+        if (next.level != 0) {
+          move_to(qps, next.slot, release);  // a coarser slot: starts after next_slot_
+          continue;
+        }
+        slot = next.slot;
+      }
+      fine = false;
+      // Occupied fine slots of the current middle slot, up to target.
+      while (true) {
+        next_slot_ = slot;  // within the current middle slot: no cascade
+        drain(qps, level0_.take(static_cast<std::uint32_t>(slot & kMask)), release);
+        if ((slot & kMask) == kMask) break;
+        const std::uint32_t i0 = level0_.find_next(static_cast<std::uint32_t>(slot & kMask) + 1);
+        if (i0 == Bitmap4096::kNone) break;
+        const std::uint64_t later = (slot & ~kMask) | i0;
+        if (later > target) {
+          // The earliest occupied slot, in this middle slot: no cascade on the way.
+          next_due_ = later;
+          next_slot_ = target + 1;
+          return;
+        }
+        slot = later;
+      }
+      move_to(qps, slot + 1, release);
+    }
+  }
 
   Point next_point() const {
     const std::uint64_t p = next_slot_;
-    const std::uint32_t i0 = levels_[0].find_next(static_cast<std::uint32_t>(p & kMask));
-    if (i0 != SlotArray<IndexStack>::kNone) return {(p & ~kMask) | i0, 0};
+    const std::uint32_t i0 = level0_.find_next(static_cast<std::uint32_t>(p & kMask));
+    if (i0 != Bitmap4096::kNone) return {(p & ~kMask) | i0, 0};
     return next_coarse_point();
   }
   Point next_coarse_point() const;
@@ -111,47 +161,62 @@ class Timeline {
   //   level 1 holds a2 == p >> 24 and a1 >  p >> 12
   //   level 2 holds p >> 24 < a2 < (p >> 24) + 4096
   //   heap    holds a2 >= (p >> 24) + 4096
-  // and next_due_ is at most the first fine slot of the earliest occupied slot.
+  // so a QP's place follows from its start and p alone (level_of), and next_due_ is
+  // at most the first fine slot of the earliest occupied slot.
+  unsigned level_of(std::uint64_t a0) const {
+    const std::uint64_t p = next_slot_;
+    if ((a0 >> kL) == (p >> kL)) return 0;
+    if ((a0 >> (2 * kL)) == (p >> (2 * kL))) return 1;
+    if ((a0 >> (2 * kL)) - (p >> (2 * kL)) < BucketSlots::kSlots) return 2;
+    return 3;
+  }
+
   void place(QpSlot* qps, std::uint32_t qp, std::uint64_t a0) {
-    QpSlot& s = qps[qp];
     const std::uint64_t a1 = a0 >> kL;
     const std::uint64_t p = next_slot_;
     if (a1 == p >> kL) {
-      s.slot_ = static_cast<std::uint16_t>(a0 & kMask);
-      s.where_ = Where::kWheel0;
-      levels_[0].push(qps, static_cast<std::uint32_t>(a0 & kMask), qp);
+      level0_.push(qps, static_cast<std::uint32_t>(a0 & kMask), qp);
       next_due_ = std::min(next_due_, a0);
       return;
     }
-    place_coarse(qps, qp, a0);
+    if ((a1 >> kL) == (p >> (2 * kL))) {
+      middle_.push(pool_, static_cast<std::uint32_t>(a1 & kMask), {qp, static_cast<std::uint32_t>(a0)});
+      next_due_ = std::min(next_due_, a1 << kL);
+      return;
+    }
+    place_far(qp, a0);
   }
-  void place_coarse(QpSlot* qps, std::uint32_t qp, std::uint64_t a0);
-  void pop_heap_entry(std::uint32_t* qp);
+  void place_far(std::uint32_t qp, std::uint64_t a0);
+  HeapEntry pop_heap_entry();
 
   template <class Release>
   void drain(QpSlot* qps, IndexStack l, Release& release) {
-    std::uint32_t i = l.head;
-    while (i != kNil) {
+    for (std::uint32_t i = l.head; i != kNil;) {
       const std::uint32_t n = qps[i].next_;
-      if (n != kNil) __builtin_prefetch(&qps[n], 1);
       release(i);
       i = n;
     }
   }
 
+  // Places the entries of a chain taken from a coarser level, whose slot starts at
+  // fine slot `base`; `low_mask` selects the bits of each entry's start below it.
   template <class Release>
-  void place_all(QpSlot* qps, IndexStack l, Release& release) {
-    std::uint32_t i = l.head;
-    while (i != kNil) {
-      const std::uint32_t n = qps[i].next_;
-      if (n != kNil) __builtin_prefetch(&qps[n], 1);
-      const std::uint64_t a0 = qps[i].time_ >> kSlotLog2;
-      if (a0 < next_slot_) {
-        release(i);
-      } else {
-        place(qps, i, a0);
+  void place_all(QpSlot* qps, std::uint32_t chain, std::uint64_t base, std::uint64_t low_mask, Release& release) {
+    for (std::uint32_t b = chain; b != kNil;) {
+      const Bucket& bucket = pool_[b];
+      const std::uint32_t next = bucket.next;
+      if (next != kNil) __builtin_prefetch(&pool_[next]);
+      for (std::uint32_t k = 0; k < bucket.count; ++k) {
+        const WheelEntry e = bucket.entries[k];
+        const std::uint64_t a0 = base | (e.low & low_mask);
+        if (a0 < next_slot_) {
+          release(e.qp);
+        } else {
+          place(qps, e.qp, a0);
+        }
       }
-      i = n;
+      pool_.release(b);
+      b = next;
     }
   }
 
@@ -164,20 +229,26 @@ class Timeline {
     const std::uint64_t c2 = slot >> (2 * kL);
     if (c2 != old >> (2 * kL)) {
       // Levels 0 and 1 are empty here; level 2's slot for c2 holds only a2 == c2.
-      place_all(qps, levels_[2].take(static_cast<std::uint32_t>(c2 & kMask)), release);
-      while (!heap_.empty() && (heap_.front().start >> (kSlotLog2 + 2 * kL)) - c2 < SlotArray<IndexStack>::kSlots) {
-        std::uint32_t qp;
-        pop_heap_entry(&qp);
-        IndexStack one;
-        one.push(qps, qp);
-        place_all(qps, one, release);
+      place_all(qps, coarse_.take(static_cast<std::uint32_t>(c2 & kMask)), c2 << (2 * kL),
+                (std::uint64_t{1} << (2 * kL)) - 1, release);
+      while (!heap_.empty() && (heap_.front().a0 >> (2 * kL)) - c2 < BucketSlots::kSlots) {
+        const HeapEntry e = pop_heap_entry();
+        if (e.a0 < next_slot_) {
+          release(e.qp);
+        } else {
+          place(qps, e.qp, e.a0);
+        }
       }
     } else if ((slot >> kL) != (old >> kL)) {
-      place_all(qps, levels_[1].take(static_cast<std::uint32_t>((slot >> kL) & kMask)), release);
+      const std::uint64_t c1 = slot >> kL;
+      place_all(qps, middle_.take(static_cast<std::uint32_t>(c1 & kMask)), c1 << kL, kMask, release);
     }
   }
 
-  SlotArray<IndexStack> levels_[kLevels];
+  BucketPool pool_;
+  SlotArray<IndexStack> level0_;  // fine: lists threaded through the QPs
+  BucketSlots middle_;            // chains of buckets of QP ids
+  BucketSlots coarse_;
   std::vector<HeapEntry> heap_;
   std::uint64_t next_slot_ = 0;     // first fine slot not yet released
   std::uint64_t next_due_ = kNoSlot;  // no occupied slot, at any level, starts before this

@@ -16,7 +16,7 @@ namespace {
 constexpr Picos slot_start(Picos s) { return s & ~(Timeline::kSlotPicos - 1); }
 
 struct Harness {
-  explicit Harness(std::uint32_t n) : qps(n) {}
+  explicit Harness(std::uint32_t n) : qps(n), timeline(n) {}
   std::vector<QpSlot> qps;
   Timeline timeline;
   std::set<std::pair<Picos, std::uint32_t>> ref;  // (start, qp) of QPs on the timeline
@@ -53,58 +53,115 @@ Picos random_step(std::mt19937_64& rng) {
   }
 }
 
+// Starts within a few middle and coarse slots, so that each slot holds a chain of
+// many buckets and removals land inside chains.
+Picos clustered_distance(std::mt19937_64& rng) {
+  constexpr Picos kMiddle = Picos{1} << 18;  // 262 ns
+  constexpr Picos kCoarse = Picos{1} << 30;  // 1.07 ms
+  switch (rng() % 4) {
+    case 0: return rng() % 2'000;
+    case 1: return (1 + rng() % 3) * kMiddle + rng() % 64;
+    case 2: return (1 + rng() % 3) * kCoarse + rng() % kMiddle;
+    default: return 5'000 * kCoarse + rng() % 5;  // heap
+  }
+}
+
+// Runs random inserts (at distance(rng) from V), removals and advances against the
+// reference; returns {QPs released, QPs that went through the heap}.
+template <class Distance>
+std::pair<std::uint64_t, std::uint64_t> run_random_ops(std::uint64_t seed, std::uint32_t qps, int steps,
+                                                       Distance distance) {
+  std::mt19937_64 rng(seed);
+  Harness h(qps);
+  std::vector<bool> on(qps, false);
+  std::uint64_t released = 0, via_heap = 0;
+  for (int step = 0; step < steps; ++step) {
+    const std::uint32_t qp = rng() % qps;
+    const int op = rng() % 10;
+    if (op < 5 && !on[qp]) {
+      const Picos start = h.v + distance(rng);
+      if (h.insert(qp, start)) {
+        on[qp] = true;
+        if (h.timeline.where(h.qps.data(), qp) == Where::kHeap) ++via_heap;
+      } else {
+        EXPECT_LE(slot_start(start), h.v) << "refused a QP not yet due";
+      }
+    } else if (op == 5 && on[qp]) {
+      h.timeline.remove(h.qps.data(), qp);
+      h.ref.erase({h.qps[qp].time_, qp});
+      on[qp] = false;
+    } else {
+      h.v += random_step(rng);
+      std::vector<std::uint32_t> due;
+      h.timeline.advance(h.qps.data(), h.v, [&](std::uint32_t i) { due.push_back(i); });
+      std::set<std::uint32_t> got;
+      for (std::uint32_t i : due) EXPECT_TRUE(got.insert(i).second) << "released twice: " << i;
+      std::set<std::uint32_t> want;
+      while (!h.ref.empty() && slot_start(h.ref.begin()->first) <= h.v) {
+        want.insert(h.ref.begin()->second);
+        h.ref.erase(h.ref.begin());
+      }
+      EXPECT_EQ(got, want) << "seed " << seed << " step " << step << " v " << h.v;
+      if (got != want) return {released, via_heap};
+      for (std::uint32_t i : got) on[i] = false;
+      released += got.size();
+    }
+    const Picos next = h.timeline.next_start();
+    if (h.ref.empty()) {
+      EXPECT_EQ(next, kNever);
+      EXPECT_TRUE(h.timeline.empty());
+    } else {
+      EXPECT_LE(next, h.ref.begin()->first);
+      EXPECT_GT(next, h.v);
+    }
+    EXPECT_LE(h.timeline.bucket_bytes_touched(), h.timeline.bucket_bytes_reserved());
+    if (testing::Test::HasFailure()) break;
+  }
+  return {released, via_heap};
+}
+
 // Receive: random inserts, removals and advances. Expect: exactly the QPs whose slot
 // starts at or before V are released, each once; next_start() is a lower bound of
 // the earliest start and lies after V.
 TEST(Timeline, MatchesReferenceUnderRandomOps) {
-  constexpr std::uint32_t kQps = 4'000;
   for (std::uint64_t seed : {1u, 2u, 3u}) {
-    std::mt19937_64 rng(seed);
-    Harness h(kQps);
-    std::vector<bool> on(kQps, false);
-    std::uint64_t released = 0, via_heap = 0;
-    for (int step = 0; step < 60'000; ++step) {
-      const std::uint32_t qp = rng() % kQps;
-      const int op = rng() % 10;
-      if (op < 5 && !on[qp]) {
-        const Picos start = h.v + random_distance(rng);
-        if (h.insert(qp, start)) {
-          on[qp] = true;
-          if (h.qps[qp].where_ == Where::kHeap) ++via_heap;
-        } else {
-          ASSERT_LE(slot_start(start), h.v) << "refused a QP not yet due";
-        }
-      } else if (op == 5 && on[qp]) {
-        h.timeline.remove(h.qps.data(), qp);
-        h.ref.erase({h.qps[qp].time_, qp});
-        on[qp] = false;
-      } else {
-        h.v += random_step(rng);
-        std::vector<std::uint32_t> due;
-        h.timeline.advance(h.qps.data(), h.v, [&](std::uint32_t i) { due.push_back(i); });
-        std::set<std::uint32_t> got;
-        for (std::uint32_t i : due) ASSERT_TRUE(got.insert(i).second) << "released twice: " << i;
-        std::set<std::uint32_t> want;
-        while (!h.ref.empty() && slot_start(h.ref.begin()->first) <= h.v) {
-          want.insert(h.ref.begin()->second);
-          h.ref.erase(h.ref.begin());
-        }
-        ASSERT_EQ(got, want) << "seed " << seed << " step " << step << " v " << h.v;
-        for (std::uint32_t i : got) on[i] = false;
-        released += got.size();
-      }
-      const Picos next = h.timeline.next_start();
-      if (h.ref.empty()) {
-        ASSERT_EQ(next, kNever);
-        ASSERT_TRUE(h.timeline.empty());
-      } else {
-        ASSERT_LE(next, h.ref.begin()->first);
-        ASSERT_GT(next, h.v);
-      }
-    }
+    const auto [released, via_heap] = run_random_ops(seed, 4'000, 60'000, random_distance);
     EXPECT_GT(released, 10'000u);
     EXPECT_GT(via_heap, 100u);
   }
+}
+
+// Receive: the same with starts crowded into a few slots (chains of many buckets,
+// removals from their middle). Expect: the same.
+TEST(Timeline, MatchesReferenceWithCrowdedSlots) {
+  for (std::uint64_t seed : {4u, 5u}) {
+    const auto [released, via_heap] = run_random_ops(seed, 3'000, 60'000, clustered_distance);
+    EXPECT_GT(released, 10'000u);
+    EXPECT_GT(via_heap, 100u);
+  }
+}
+
+// Receive: the worst case for buckets: every middle and coarse slot holding a single
+// QP (a bucket each, nearly empty), the other QPs crowded into one slot; then time
+// runs past all of them. Expect: the buckets stay within what the timeline reserved,
+// and every QP is released once.
+TEST(Timeline, WorstCaseStaysWithinReservedBuckets) {
+  constexpr std::uint32_t kQps = 20'000;
+  constexpr Picos kMiddle = Picos{1} << 18;
+  constexpr Picos kCoarse = Picos{1} << 30;
+  Harness h(kQps);
+  std::uint32_t qp = 0;
+  for (Picos k = 1; k < 4'096; ++k) ASSERT_TRUE(h.insert(qp++, k * kMiddle));  // middle slots
+  for (Picos k = 1; k < 4'096; ++k) ASSERT_TRUE(h.insert(qp++, k * kCoarse));  // coarse slots
+  for (; qp < kQps; ++qp) ASSERT_TRUE(h.insert(qp, 5 * kMiddle + qp));         // one long chain
+  EXPECT_LE(h.timeline.bucket_bytes_touched(), h.timeline.bucket_bytes_reserved());
+  std::vector<int> times(kQps, 0);
+  for (Picos v = 0; v < 4'097 * kCoarse; v += v < kCoarse ? kMiddle / 3 : kCoarse / 5) {
+    h.timeline.advance(h.qps.data(), v, [&](std::uint32_t i) { ++times[i]; });
+    ASSERT_LE(h.timeline.bucket_bytes_touched(), h.timeline.bucket_bytes_reserved());
+  }
+  for (std::uint32_t i = 0; i < kQps; ++i) ASSERT_EQ(times[i], 1) << "qp " << i;
+  EXPECT_TRUE(h.timeline.empty());
 }
 
 // Expect: a QP inserted 20 s ahead goes to the heap, and is released by one advance
@@ -113,8 +170,8 @@ TEST(Timeline, FarFutureThroughHeap) {
   Harness h(2);
   ASSERT_TRUE(h.insert(0, 20'000'000'000'000));
   ASSERT_TRUE(h.insert(1, 1'000));
-  EXPECT_EQ(h.qps[0].where_, Where::kHeap);
-  EXPECT_EQ(h.qps[1].where_, Where::kWheel0);
+  EXPECT_EQ(h.timeline.where(h.qps.data(), 0), Where::kHeap);
+  EXPECT_EQ(h.timeline.where(h.qps.data(), 1), Where::kWheel0);
   std::vector<std::uint32_t> due;
   auto collect = [&](std::uint32_t i) { due.push_back(i); };
   h.timeline.advance(h.qps.data(), 19'999'999'999'000, collect);
