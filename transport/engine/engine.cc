@@ -358,7 +358,7 @@ void EngineImpl::on_state_change(Picos now, QpCtx& q, ibv_qp_state from) {
   if (to == IBV_QPS_RTR && from == IBV_QPS_INIT) {
     q.resp_psn = q.qp.rq_psn();
     q.acked_psn = q.resp_psn - 1;
-    q.resources.assign(std::max<uint32_t>(1, a.max_dest_rd_atomic), RespResource{});
+    q.resources.assign(2 * std::max<uint32_t>(1, a.max_dest_rd_atomic), RespResource{});
   }
   if (to == IBV_QPS_RTS && from == IBV_QPS_RTR) {
     q.req_psn = q.qp.sq_psn();

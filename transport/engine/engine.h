@@ -138,6 +138,7 @@ struct EngineCounters {
   uint64_t rx_unknown_qp = 0;
   uint64_t rx_bad_state = 0;    // QP not in a state that accepts the packet
   uint64_t rx_duplicates = 0;
+  uint64_t rx_no_resource = 0;  // READ/atomic dropped: every responder resource busy
   uint64_t rx_out_of_sequence = 0;
   uint64_t rx_ud_qkey_mismatch = 0;
   uint64_t rx_ud_no_receive = 0;

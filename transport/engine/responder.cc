@@ -206,8 +206,10 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         return;
       }
       RespResource* r = alloc_resource(q);
-      if (r == nullptr) {  // more outstanding than max_dest_rd_atomic (9.7.5.1.5)
-        fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+      if (r == nullptr) {
+        // Every resource is still sending (replays included): drop the request
+        // without state change; the requester sends it again (9.7.5.1.5).
+        ++counters_.rx_no_resource;
         return;
       }
       r->kind = RespResource::Kind::kRead;
@@ -236,7 +238,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       }
       RespResource* r = alloc_resource(q);
       if (r == nullptr) {
-        fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+        ++counters_.rx_no_resource;
         return;
       }
       // 9.4.5: the 8 bytes are read, modified and written as one operation.
@@ -310,11 +312,19 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
 }
 
 RespResource* EngineImpl::alloc_resource(QpCtx& q) {
-  RespResource& r = q.resources[q.res_next];
-  if (r.queued) return nullptr;
-  q.res_next = (q.res_next + 1) % static_cast<uint32_t>(q.resources.size());
-  r = RespResource{};
-  return &r;
+  // The oldest resource not being answered right now. Replays of duplicates
+  // can keep some busy after the requester moved on, so there are twice as
+  // many resources as max_dest_rd_atomic (engine.cc).
+  const uint32_t n = static_cast<uint32_t>(q.resources.size());
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t i = (q.res_next + k) % n;
+    RespResource& r = q.resources[i];
+    if (r.queued) continue;
+    q.res_next = (i + 1) % n;
+    r = RespResource{};
+    return &r;
+  }
+  return nullptr;
 }
 
 void EngineImpl::queue_resource(Picos now, QpCtx& q, uint32_t index) {
