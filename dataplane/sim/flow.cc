@@ -162,6 +162,7 @@ std::optional<ScenarioError> Flow::setup_rc(uint32_t q) {
   c.init.cap.max_recv_wr = 1;
   c.init.cap.max_send_sge = 1;
   c.init.cap.max_recv_sge = 1;
+  if (cfg_.inline_data) c.init.cap.max_inline_data = static_cast<uint32_t>(cfg_.size);
   auto sq = se.create_qp(c);
   if (!sq.ok()) return fail("create_qp (source)", sq.err());
   qp.src_qpn = sq.value();
@@ -265,6 +266,7 @@ std::optional<ScenarioError> Flow::setup_ud() {
     c.init.cap.max_recv_wr = 1;
     c.init.cap.max_send_sge = 1;
     c.init.cap.max_recv_sge = 1;
+    if (cfg_.inline_data) c.init.cap.max_inline_data = static_cast<uint32_t>(cfg_.size);
     auto sq = se.create_qp(c);
     if (!sq.ok()) return fail("create_qp (UD source)", sq.err());
     qp.src_qpn = sq.value();
@@ -362,9 +364,12 @@ void Flow::post(Picos now, uint32_t q) {
   o.posted_at = now;
   const uint64_t off = local_off(q, o.seq);
   transport::Sge sge{local_.va(off), static_cast<uint32_t>(cfg_.size), local_.lkey};
+  // Inline data is read from the process's memory (ibv_post_send(3): the
+  // address is a virtual address, no MR needed); our iovas are not pointers.
+  if (cfg_.inline_data) sge.addr = reinterpret_cast<uintptr_t>(local_.at(off));
   transport::SendWr wr;
   wr.wr_id = o.msg;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.send_flags = IBV_SEND_SIGNALED | (cfg_.inline_data ? IBV_SEND_INLINE : 0);
   wr.sg_list = std::span<const transport::Sge>(&sge, 1);
   Dst& dst = dst_[o.dst];
   switch (cfg_.verb) {
@@ -422,6 +427,9 @@ void Flow::post(Picos now, uint32_t q) {
     }
   }
   const int rc = src_->engine().post_send(now, qp.src_qpn, wr);
+  // Inline data belongs to the engine once posted: the application may reuse
+  // the buffer at once (here it scribbles over it, so a late read shows).
+  if (rc == 0 && cfg_.inline_data) std::memset(local_.at(off), 0xee, cfg_.size);
   if (rc != 0) {
     error_statuses_[std::string("post_send: ") + std::strerror(rc)]++;
     ++errors_;

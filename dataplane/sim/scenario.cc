@@ -258,6 +258,11 @@ std::optional<ScenarioError> validate(const Scenario& s) {
       return err(flow_key(i, "max_rd_atomic"), "must be 1..128");
     if (f.start_psn && *f.start_psn > wire::kMask24)
       return err(flow_key(i, "start_psn"), "must be a 24-bit PSN (0..16777215)");
+    if (f.inline_data && (f.verb == Verb::kRead || is_atomic(f.verb)))
+      return err(flow_key(i, "inline"), "only send and write verbs carry inline data");
+    if (f.inline_data && f.size > kMaxInline)
+      return err(flow_key(i, "inline"), "inline data is at most " + std::to_string(kMaxInline) + " bytes (size " +
+                                            std::to_string(f.size) + ")");
     if (f.use_srq && !uses_receives(f.verb))
       return err(flow_key(i, "use_srq"), quoted(to_string(f.verb)) + " consumes no receives");
     total_bytes += flow_buffer_bytes(f);

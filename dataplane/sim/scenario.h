@@ -72,6 +72,7 @@ struct FlowConfig {
   bool use_srq = false;
   uint32_t recv_depth = 0;        // receives kept posted per QP (0: automatic)
   std::optional<uint32_t> start_psn;  // none: random from the seed, per QP
+  bool inline_data = false;       // IBV_SEND_INLINE (send/write verbs, size <= kMaxInline)
 };
 
 struct Scenario {
@@ -100,6 +101,7 @@ inline constexpr uint32_t kMaxQpsPerHost = 4000;
 inline constexpr uint32_t kMaxWrPerFlowSide = 16384;  // depth * qps, recv_depth * qps
 inline constexpr size_t kMaxHosts = 4096;
 inline constexpr uint32_t kUdGrh = 40;  // bytes in front of a UD receive
+inline constexpr uint32_t kMaxInline = 320;  // verbs::Device::max_inline_data (rxe's)
 
 // The receives a flow keeps posted per QP: recv_depth, or 2 * depth (at least 4).
 uint32_t effective_recv_depth(const FlowConfig& f);

@@ -461,6 +461,22 @@ depth = 8
   EXPECT_GT(flow(r, "free").goodput_gbps, 80.0);
 }
 
+TEST(SimEndToEnd, InlineDataIsCopiedAtPost) {
+  std::string s = two_hosts("[faults]\nloss = 0.02\n");
+  for (const char* v : {"send", "send_imm", "write", "write_imm"})
+    s += std::string("[[flow]]\nname = \"") + v + "\"\nsrc = \"a\"\ndst = \"b\"\nverb = \"" + v +
+         "\"\nsize = \"300B\"\nmtu = 256\ncount = 100\ndepth = 4\ninline = true\n";
+  s += "[[flow]]\nname = \"ud\"\nsrc = \"b\"\ndst = \"a\"\ntransport = \"ud\"\nverb = \"send\"\nsize = \"64B\"\n"
+       "count = 100\ninline = true\n";
+  const SimReport r = run_toml(s);
+  for (const auto& f : r.flows) {
+    SCOPED_TRACE(describe(f));
+    EXPECT_TRUE(f.integrity_ok);
+    EXPECT_EQ(f.messages, 100u);
+    EXPECT_EQ(f.errors, 0u);
+  }
+}
+
 TEST(SimEndToEnd, IpV6Hosts) {
   const SimReport r = run_toml(R"(
 [faults]

@@ -69,6 +69,7 @@ Scenario random_scenario(uint64_t seed) {
       if (r.chance(0.3)) f.start_psn = static_cast<uint32_t>(0xffffff - r.below(300));
       if (r.chance(0.2)) f.post_recv_delay = r.between(1, 50) * 1'000'000;
       if (r.chance(0.2)) f.recv_depth = static_cast<uint32_t>(r.between(1, 4));
+      if (f.size <= kMaxInline && !is_atomic(f.verb) && f.verb != Verb::kRead && r.chance(0.5)) f.inline_data = true;
     }
     f.count = r.between(5, f.size > 50000 ? 30 : 120);
     f.depth = static_cast<uint32_t>(r.between(1, 16));

@@ -136,6 +136,8 @@ const BadCase kBad[] = {
     {"start_after_end", "start_us = 10", "start_us = 9000", "flow[0].start_us"},
     {"retry_cnt_range", "start_us = 10", "start_us = 10\nretry_cnt = 8", "flow[0].retry_cnt"},
     {"start_psn_range", "start_us = 10", "start_us = 10\nstart_psn = 16777216", "flow[0].start_psn"},
+    {"inline_too_big", "start_us = 10", "start_us = 10\ninline = true\nsize_unused = 1", "flow[0].size_unused"},
+    {"inline_for_read", "verb = \"write\"", "verb = \"read\"\ninline = true", "flow[0].inline"},
     {"srq_for_write", "start_us = 10", "start_us = 10\nuse_srq = true", "flow[0].use_srq"},
     {"duplicate_flow_name", "", "[[flow]]\nname = \"lat\"\nsrc = \"a\"\ndst = \"b\"\nverb = \"read\"\nsize = \"1KB\"\n",
      "flow[1].name"},

@@ -181,7 +181,7 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
   Table t(raw, "flow[" + std::to_string(i) + "]",
           {"name", "src", "dst", "transport", "verb", "size", "count", "depth", "qps", "class", "start_us", "mtu",
            "timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "max_rd_atomic", "rate_gbps", "post_recv",
-           "post_recv_delay_us", "use_srq", "recv_depth", "start_psn"});
+           "post_recv_delay_us", "use_srq", "recv_depth", "start_psn", "inline"});
   sim::FlowConfig f;
   f.name = t.string("name");
   f.src = t.string("src");
@@ -236,6 +236,7 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
   f.use_srq = t.boolean("use_srq", false);
   f.recv_depth = static_cast<uint32_t>(t.integer("recv_depth", 0, 1, sim::kMaxDepth));
   if (t.has("start_psn")) f.start_psn = static_cast<uint32_t>(t.integer("start_psn", 0, 0, 0xffffff));
+  f.inline_data = t.boolean("inline", false);
   s.flows.push_back(std::move(f));
 }
 
@@ -392,6 +393,7 @@ std::string scenario_to_toml(const sim::Scenario& s) {
       << "\nuse_srq = " << (f.use_srq ? "true" : "false") << "\n";
     if (f.recv_depth) o << "recv_depth = " << f.recv_depth << "\n";
     if (f.start_psn) o << "start_psn = " << *f.start_psn << "\n";
+    if (f.inline_data) o << "inline = true\n";
   }
   return o.str();
 }
