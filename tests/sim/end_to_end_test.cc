@@ -541,17 +541,12 @@ depth = 8
 namespace isoroce::sim {
 namespace {
 
-// ENGINE BUG 1 (transport/engine/responder.cc, alloc_resource): the responder
-// answers a new RDMA READ with NAK Invalid Request when the oldest responder
-// resource is still queued replaying an old READ for a duplicate request,
-// although the requester is within max_rd_atomic. Here: READs from a to b with
-// 2% loss while b's 10 Gb/s uplink is busy with a bulk flow, so a spurious
-// timeout sends the READs again twice; the first replay completes READ 1, the
-// second replay of READ 1 is still queued when READ 5 (PSN +24) arrives, and
-// it is NAKed (syndrome 0x61): IBV_WC_REM_INV_REQ_ERR after 1 message.
-// Expected: the new READ reuses the oldest resource (as rxe_resp.c does: the
-// requester has moved past it) and all 10 READs complete.
-TEST(SimEndToEnd, DISABLED_ReadReplayMustNotBlockANewRead) {
+// Was engine bug 1: the responder NAKed a new READ (Invalid Request) while its
+// oldest resource was still replaying an old READ for a duplicate. READs from
+// a to b with 2% loss while b's 10 Gb/s uplink is busy with a bulk flow, so
+// spurious timeouts send the READs again twice. Fixed in responder.cc: 2x
+// max_dest_rd_atomic resources, reused oldest-not-sending first.
+TEST(SimEndToEnd, ReadReplayMustNotBlockANewRead) {
   const SimReport r = testing::run_toml(R"(
 seed = 13
 duration_us = 1000000

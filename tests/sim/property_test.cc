@@ -88,7 +88,6 @@ TEST(SimProperty, RandomScenariosKeepEveryByteRight) {
   if (const char* e = std::getenv("ISOROCE_SIM_PROPERTY_RUNS")) runs = std::atoi(e);
   uint64_t first = 1;
   if (const char* e = std::getenv("ISOROCE_SIM_PROPERTY_FIRST")) first = std::strtoull(e, nullptr, 10);
-  uint64_t known_bug_hits = 0;
   for (uint64_t seed = first; seed < first + static_cast<uint64_t>(runs); ++seed) {
     const Scenario s = random_scenario(seed);
     ASSERT_FALSE(validate(s)) << validate(s)->to_string();
@@ -100,14 +99,6 @@ TEST(SimProperty, RandomScenariosKeepEveryByteRight) {
       EXPECT_TRUE(f.integrity_ok);
       EXPECT_TRUE(f.finished);
       for (const auto& [k, n] : f.error_statuses) {
-        // Engine bug 1 (end_to_end_test.cc, DISABLED_ReadReplayMustNotBlockANewRead):
-        // a READ replay still queued makes the responder NAK the next READ or
-        // atomic as an invalid request. Tolerated here unless ISOROCE_SIM_STRICT=1.
-        if (k == "IBV_WC_REM_INV_REQ_ERR" && !std::getenv("ISOROCE_SIM_STRICT") &&
-            (f.verb == Verb::kRead || is_atomic(f.verb))) {
-          ++known_bug_hits;
-          continue;
-        }
         EXPECT_TRUE(k == "IBV_WC_RETRY_EXC_ERR" || k == "IBV_WC_WR_FLUSH_ERR") << k;
       }
       if (f.errors == 0 && f.transport == Transport::kRc) {
@@ -125,7 +116,6 @@ TEST(SimProperty, RandomScenariosKeepEveryByteRight) {
       EXPECT_EQ(h.stalls, 0u) << h.name;
     }
   }
-  if (known_bug_hits) std::printf("known engine bug 1 hit in %llu flows\n", static_cast<unsigned long long>(known_bug_hits));
 }
 
 }  // namespace
