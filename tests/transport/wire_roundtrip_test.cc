@@ -89,6 +89,7 @@ TEST_P(RoundTrip, EveryOpcodeEveryPadCount) {
     const BuildResult b = build_frame(s, frame);
     ASSERT_TRUE(b.ok()) << build_error_message(b.error);
     ASSERT_EQ(b.len, frame.size());
+    EXPECT_EQ(frame_size(!GetParam().ipv6, GetParam().vlan, s.opcode, g.payload.size()), b.len);
     const ParseResult r = parse_frame(frame);
     ASSERT_TRUE(r.ok()) << opcode_info(s.opcode).name << ": " << parse_error_name(r.error);
     expect_same_fields(s, g.payload, r.pkt);

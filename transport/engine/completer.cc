@@ -84,8 +84,7 @@ void EngineImpl::retire_acked(Picos now, QpCtx& q, wire::Psn through) {
   complete_done_wqes(now, q);
 }
 
-void EngineImpl::retry(Picos now, QpCtx& q, wire::Psn from, bool timeout) {
-  (void)timeout;
+void EngineImpl::retry(Picos now, QpCtx& q, wire::Psn from) {
   rewind_requester(q, from);
   // The scheduler may hold a stale size for this QP's next packet: re-announce it.
   sched_->deactivate(now, q.slot);
@@ -132,7 +131,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
           if (w.is_read_or_atomic() && !w.completed_ok && !psn.before(w.first_psn) &&
               !q.read_retry_pending) {
             q.read_retry_pending = true;
-            retry(now, q, q.comp_psn, false);
+            retry(now, q, q.comp_psn);
           }
         }
         return;
@@ -168,7 +167,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
             return;
           }
           --q.retry_left;
-          retry(now, q, psn, false);
+          retry(now, q, psn);
           return;
         }
         fail_request(now, q, nak_status(code));
@@ -188,7 +187,6 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     if (w.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) return;
     if (w.first_psn != psn || w.completed_ok) return;
     const uint64_t orig = *pkt.atomic_ack;
-    w.atomic_orig = orig;
     uint8_t bytes[8];
     std::memcpy(bytes, &orig, 8);  // the original value, in host order in local memory
     if (!w.local_error && !scatter(mrs_, q.pd, w.sges, 0, bytes)) {
@@ -208,7 +206,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     // (9.7.5.2.2), once per gap.
     if (psn.after(expected) && !q.read_retry_pending) {
       q.read_retry_pending = true;
-      retry(now, q, expected, false);
+      retry(now, q, expected);
     }
     return;
   }
@@ -255,7 +253,7 @@ void EngineImpl::on_timer(Picos now, QpCtx& q) {
     }
     --q.retry_left;
     q.read_retry_pending = false;
-    retry(now, q, q.comp_psn, true);
+    retry(now, q, q.comp_psn);
   }
   // Re-queue the earliest pending deadline.
   Picos next = q.ack_deadline;

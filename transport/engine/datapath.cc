@@ -31,6 +31,13 @@ wire::FrameSpec EngineImpl::frame_spec(const QpCtx& q, const Peer& peer, uint8_t
   return s;
 }
 
+// The address family is the port's (resolve_peer() refuses a mixed pair) and
+// the engine sends untagged frames.
+uint32_t EngineImpl::frame_len(uint8_t opcode, uint32_t payload) const {
+  return static_cast<uint32_t>(
+      wire::frame_size(wire::is_ipv4_mapped(config_.ip), false, opcode, payload));
+}
+
 void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   if (now > tx_now_) tx_now_ = now;
   ++counters_.rx_frames;
@@ -180,7 +187,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       if (g.kind == sched::GrantKind::kData) d = granted_[next_desc++];
       if (q == nullptr) continue;
       const size_t len_hint =
-          g.kind == sched::GrantKind::kControl ? ack_frame_bytes(*q) - kEthWireOverhead : d.frame_len;
+          g.kind == sched::GrantKind::kControl ? ack_frame_bytes() - kEthWireOverhead : d.frame_len;
       if (g.kind == sched::GrantKind::kData && d.kind == TxKind::kNone) continue;
       std::span<uint8_t> buf = sink.tx_buffer(len_hint);
       if (buf.size() < len_hint) {
@@ -213,7 +220,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       QpCtx* q = slots_[slot].get();
       if (q == nullptr) continue;
       if (q->ack_pending && !q->ctrl_queued && q->resp_queue.empty() &&
-          sched_->enqueue_control(now, slot, ack_frame_bytes(*q))) {
+          sched_->enqueue_control(now, slot, ack_frame_bytes())) {
         q->ctrl_queued = true;
       }
       kick(now, *q);

@@ -503,7 +503,6 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   w.state = WqeState::kQueued;
   w.npkts = 0;
   w.read_done = 0;
-  w.atomic_orig = 0;
   w.completed_ok = false;
 
   if (st == IBV_QPS_ERR) {

@@ -88,7 +88,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void rnr_nak(Picos now, QpCtx& q, wire::Psn psn);
   void fatal_nak(Picos now, QpCtx& q, wire::NakCode code, wire::Psn psn);
   void fail_recv(Picos now, QpCtx& q, ibv_wc_status status, wire::NakCode code, wire::Psn psn);
-  uint32_t ack_frame_bytes(const QpCtx& q) const;
+  uint32_t ack_frame_bytes() const;  // an ACK/NAK on the link, overhead included
   TxDesc peek_response(QpCtx& q);
   void take_response(QpCtx& q, const TxDesc& d);
   size_t build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
@@ -99,7 +99,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // ---- completer.cc
   void on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
   void retire_acked(Picos now, QpCtx& q, wire::Psn through);
-  void retry(Picos now, QpCtx& q, wire::Psn from, bool timeout);
+  void retry(Picos now, QpCtx& q, wire::Psn from);
   void fail_request(Picos now, QpCtx& q, ibv_wc_status status);
   void arm_ack_timer(Picos now, QpCtx& q);
   void on_timer(Picos now, QpCtx& q);
@@ -115,6 +115,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void kick(Picos now, QpCtx& q);
   void schedule_timer(QpCtx& q, Picos when);
   sched::Packet on_grant(sched::QpId qp, uint32_t bytes) override;
+  uint32_t frame_len(uint8_t opcode, uint32_t payload) const;  // Ethernet frame bytes
   wire::FrameSpec frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode, wire::Psn psn,
                              uint32_t dest_qpn, bool data) const;
 

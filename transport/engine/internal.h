@@ -29,6 +29,10 @@ Picos ack_timeout_picos(uint8_t exp);
 // The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds.
 Picos rnr_timer_picos(uint8_t code);
 uint32_t mtu_bytes(ibv_mtu mtu);
+// PSNs a message of len bytes uses: max(1, ceil(len / mtu)) (9.7.4.1).
+inline uint32_t packets_for(uint64_t len, uint32_t mtu) {
+  return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
+}
 
 struct Peer {
   wire::IpAddr ip{};
@@ -63,7 +67,6 @@ struct SendWqe {
   wire::Psn first_psn;
   uint32_t npkts = 0;         // PSNs the message uses (READ: response packets)
   uint64_t read_done = 0;     // READ bytes received in order
-  uint64_t atomic_orig = 0;
   bool completed_ok = false;  // READ/atomic data arrived; completes when at the head
   bool local_error = false;   // an SGE failed its L_Key check at post time
 
@@ -83,7 +86,7 @@ struct RecvWqe {
 // A READ or atomic the responder executed, kept for replay of duplicates
 // (IBTA 9.7.5.1.5 "responder resources") and as the source of its response.
 struct RespResource {
-  enum class Kind : uint8_t { kFree, kRead, kAtomic } kind = Kind::kFree;
+  enum class Kind : uint8_t { kNone, kRead, kAtomic } kind = Kind::kNone;
   wire::Psn first_psn;  // the request's PSN
   uint32_t npkts = 0;   // response PSNs
   uint64_t va = 0;      // READ: where the (re-)executed read starts
@@ -145,7 +148,6 @@ struct QpCtx {
   uint32_t req_pkt = 0;       // packet index within it
   wire::Psn req_psn;          // PSN of the next packet
   uint32_t rd_atomic_inflight = 0;
-  bool retransmitting = false;  // packets before req_max_psn are retransmissions
   wire::Psn req_max_psn;        // highest PSN ever sent, plus one
 
   // Completer (completer.cc).

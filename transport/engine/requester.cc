@@ -14,10 +14,6 @@ namespace {
 // Unacknowledged PSNs at most in flight: far inside the 2^23 window of 9.7.2.
 constexpr int32_t kMaxOutstanding = 1 << 16;
 
-uint32_t packets_for(uint64_t len, uint32_t mtu) {
-  return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
-}
-
 uint8_t send_opcode(bool first, bool last, bool imm) {
   if (first && last) return imm ? wire::op::kRcSendOnlyImm : wire::op::kRcSendOnly;
   if (first) return wire::op::kRcSendFirst;
@@ -90,8 +86,7 @@ TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
     d.length = 0;
     d.ack_req = false;
   }
-  wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
-  d.frame_len = static_cast<uint32_t>(wire::frame_size(spec, d.length));
+  d.frame_len = frame_len(d.opcode, d.length);
   return d;
 }
 

@@ -23,10 +23,6 @@ uint8_t nak(NakCode code) { return wire::make_syndrome(AethKind::kNak, static_ca
 // ACK syndrome with the credit field "invalid" (31): no end-to-end credits (9.7.7.2).
 constexpr uint8_t kAckSyndrome = 0x1f;
 
-uint32_t packets_for(uint64_t len, uint32_t mtu) {
-  return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
-}
-
 }  // namespace
 
 bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
@@ -49,7 +45,7 @@ void EngineImpl::queue_ack(Picos now, QpCtx& q) {
   q.ack_pending = true;
   if (q.ctrl_queued) return;
   if (!q.resp_queue.empty()) return;  // sent after the responses (never overtake them)
-  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes(q))) q.ctrl_queued = true;
+  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.ctrl_queued = true;
 }
 
 void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn, bool then_error) {
@@ -60,7 +56,7 @@ void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn,
     q.resp_failed = true;
   }
   if (q.ctrl_queued) return;
-  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes(q))) q.ctrl_queued = true;
+  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.ctrl_queued = true;
 }
 
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
@@ -382,8 +378,7 @@ TxDesc EngineImpl::peek_response(QpCtx& q) {
     d.offset = static_cast<uint64_t>(r.sent) * q.mtu;
     d.length = static_cast<uint32_t>(std::min<uint64_t>(q.mtu, r.length - d.offset));
   }
-  const wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
-  d.frame_len = static_cast<uint32_t>(wire::frame_size(spec, d.length));
+  d.frame_len = frame_len(d.opcode, d.length);
   return d;
 }
 
@@ -414,9 +409,8 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
   return res.ok() ? res.len : 0;
 }
 
-uint32_t EngineImpl::ack_frame_bytes(const QpCtx& q) const {
-  const wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp_psn, 0, false);
-  return static_cast<uint32_t>(wire::frame_size(spec)) + kEthWireOverhead;
+uint32_t EngineImpl::ack_frame_bytes() const {
+  return frame_len(wire::op::kRcAck, 0) + kEthWireOverhead;
 }
 
 size_t EngineImpl::build_control(Picos now, QpCtx& q, std::span<uint8_t> out) {

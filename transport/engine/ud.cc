@@ -27,8 +27,7 @@ TxDesc EngineImpl::peek_ud(QpCtx& q) {
   d.psn = q.req_psn;
   d.opcode = w.opcode == IBV_WR_SEND_WITH_IMM ? wire::op::kUdSendOnlyImm : wire::op::kUdSendOnly;
   d.length = static_cast<uint32_t>(w.length);
-  const wire::FrameSpec spec = frame_spec(q, w.ud_peer, d.opcode, d.psn, w.ud_qpn, true);
-  d.frame_len = static_cast<uint32_t>(wire::frame_size(spec, d.length));
+  d.frame_len = frame_len(d.opcode, d.length);
   return d;
 }
 

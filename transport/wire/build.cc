@@ -90,11 +90,15 @@ uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, Pieces payloa
   return p;
 }
 
-size_t size_with(const FrameSpec& s, size_t payload) {
-  const OpcodeInfo& op = opcode_info(s.opcode);
+size_t size_of(bool ipv4, bool vlan, uint8_t opcode, size_t payload) {
+  const OpcodeInfo& op = opcode_info(opcode);
   if (!op.valid()) return 0;
-  const size_t ip = is_ipv4_mapped(s.src_ip) ? kIpv4Bytes : kIpv6Bytes;
-  return l2_bytes(s) + ip + l4_and_up(payload, op);
+  return kEthBytes + (vlan ? kVlanBytes : 0) + (ipv4 ? kIpv4Bytes : kIpv6Bytes) +
+         l4_and_up(payload, op);
+}
+
+size_t size_with(const FrameSpec& s, size_t payload) {
+  return size_of(is_ipv4_mapped(s.src_ip), s.vlan_tci.has_value(), s.opcode, payload);
 }
 
 BuildResult build(const FrameSpec& s, Pieces payload, std::span<uint8_t> out) {
@@ -158,6 +162,10 @@ BuildResult build(const FrameSpec& s, Pieces payload, std::span<uint8_t> out) {
 size_t frame_size(const FrameSpec& s) { return size_with(s, s.payload.size()); }
 
 size_t frame_size(const FrameSpec& s, size_t payload_len) { return size_with(s, payload_len); }
+
+size_t frame_size(bool ipv4, bool vlan, uint8_t opcode, size_t payload_len) {
+  return size_of(ipv4, vlan, opcode, payload_len);
+}
 
 BuildResult build_frame(const FrameSpec& s, std::span<uint8_t> out) {
   const std::span<const uint8_t> one[1] = {s.payload};

@@ -79,6 +79,10 @@ size_t frame_size(const FrameSpec& spec);
 // The same with a payload of payload_len bytes in place of spec.payload.
 size_t frame_size(const FrameSpec& spec, size_t payload_len);
 
+// The size from what determines it alone (0 for an unknown opcode): the engine
+// sizes the next packet of a QP without filling a FrameSpec.
+size_t frame_size(bool ipv4, bool vlan, uint8_t opcode, size_t payload_len);
+
 // Writes the whole frame into out, ICRC included.
 BuildResult build_frame(const FrameSpec& spec, std::span<uint8_t> out);
 

@@ -23,8 +23,6 @@ namespace isoroce::transport::testing {
 inline wire::IpAddr ip4(uint32_t v) { return wire::ipv4_mapped(v); }
 
 struct Frame {
-  Picos arrival;
-  uint64_t seq;
   int to;  // engine index
   std::vector<uint8_t> bytes;
 };
@@ -95,8 +93,8 @@ class Pair : private TxSink {
     Fate fate = hook_ ? hook_(from_, buf_) : Fate::kDeliver;
     if (fate == Fate::kDrop) return;
     const Picos at = std::max(departure, now_) + delay_ + (fate == Fate::kDelay ? 3'000'000 : 0);
-    inflight_.emplace(std::make_pair(at, seq_++), Frame{at, seq_, to, buf_});
-    if (fate == Fate::kDuplicate) inflight_.emplace(std::make_pair(at + 1000, seq_++), Frame{at, seq_, to, buf_});
+    inflight_.emplace(std::make_pair(at, seq_++), Frame{to, buf_});
+    if (fate == Fate::kDuplicate) inflight_.emplace(std::make_pair(at + 1000, seq_++), Frame{to, buf_});
   }
 
   std::unique_ptr<Engine> eng_[2];
