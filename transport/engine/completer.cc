@@ -137,6 +137,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         return;
       case AethKind::kRnrNak: {
         ++counters_.rnr_naks_received;
+        ++q.stats.rnr_naks_received;
         retire_acked(now, q, psn - 1);
         if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return;
         if (psn != q.comp_psn) return;  // an older RNR NAK
@@ -156,6 +157,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       }
       case AethKind::kNak: {
         ++counters_.naks_received;
+        ++q.stats.naks_received;
         retire_acked(now, q, psn - 1);
         if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return;
         const uint8_t code = syn & 31;

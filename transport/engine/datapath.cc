@@ -58,6 +58,8 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     ++counters_.rx_dropped;
     return;
   }
+  ++q->stats.rx_packets;
+  q->stats.rx_bytes += frame.size();
   const wire::OpcodeInfo& op = *pkt.op;
   switch (op.transport) {
     case wire::Transport::kUd:
@@ -214,6 +216,8 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       sink.tx_commit(g.departure, len);
       ++counters_.tx_frames;
       counters_.tx_bytes += len;
+      ++q->stats.tx_packets;
+      q->stats.tx_bytes += len;
       ++sent;
     }
     for (uint32_t slot : after_grant_) {

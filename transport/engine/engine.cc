@@ -134,6 +134,9 @@ void EngineImpl::complete(CqHandle cq, const ibv_wc& wc) {
     return;
   }
   c.entries.push() = wc;
+  if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
+    if (QpCtx* q = find_qp(wire::Qpn(wc.qp_num))) ++q->stats.errors;
+  }
 }
 
 namespace {
@@ -261,6 +264,23 @@ const QpCtx* EngineImpl::find_qp(wire::Qpn qpn) const {
 const verbs::Qp* EngineImpl::query_qp(wire::Qpn qpn) const {
   const QpCtx* q = find_qp(qpn);
   return q ? &q->qp : nullptr;
+}
+
+std::vector<wire::Qpn> EngineImpl::qp_numbers() const {
+  std::vector<wire::Qpn> out;
+  for (const auto& q : slots_)
+    if (q) out.push_back(q->qp.qpn());
+  return out;
+}
+
+const QpCounters* EngineImpl::qp_counters(wire::Qpn qpn) const {
+  const QpCtx* q = find_qp(qpn);
+  return q ? &q->stats : nullptr;
+}
+
+uint64_t EngineImpl::qp_rate(wire::Qpn qpn) const {
+  const QpCtx* q = find_qp(qpn);
+  return q ? sched_->rate(q->slot) : 0;
 }
 
 Result<wire::Qpn> EngineImpl::create_qp(const QpCreate& c) {

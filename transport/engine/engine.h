@@ -155,6 +155,20 @@ struct EngineCounters {
   uint64_t cq_overruns = 0;
 };
 
+// What one QP did (telemetry, isoroce-ctl qp).
+struct QpCounters {
+  uint64_t tx_packets = 0;   // every frame the QP sent: requests, responses, ACKs/NAKs
+  uint64_t tx_bytes = 0;
+  uint64_t rx_packets = 0;   // frames that reached the QP
+  uint64_t rx_bytes = 0;
+  uint64_t retransmits = 0;
+  uint64_t naks_sent = 0;
+  uint64_t naks_received = 0;
+  uint64_t rnr_naks_sent = 0;
+  uint64_t rnr_naks_received = 0;
+  uint64_t errors = 0;       // error completions, flushes aside
+};
+
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
@@ -184,6 +198,11 @@ class Engine {
   // attr.ah_attr.grh.dgid names the peer of an RC QP (IBV_QP_AV).
   virtual int modify_qp(wire::Qpn qpn, const ibv_qp_attr& attr, uint32_t mask) = 0;
   virtual const verbs::Qp* query_qp(wire::Qpn qpn) const = 0;
+  // The QPs that exist, and one QP's counters and rate limit (nullptr / 0 if
+  // there is no such QP).
+  virtual std::vector<wire::Qpn> qp_numbers() const = 0;
+  virtual const QpCounters* qp_counters(wire::Qpn qpn) const = 0;
+  virtual uint64_t qp_rate(wire::Qpn qpn) const = 0;
   virtual int destroy_qp(wire::Qpn qpn) = 0;
   // 0 or EINVAL/ENOMEM (queue full)/EOPNOTSUPP, as ibv_post_send.
   virtual int post_send(Picos now, wire::Qpn qpn, const SendWr& wr) = 0;

@@ -40,6 +40,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   Result<wire::Qpn> create_qp(const QpCreate& create) override;
   int modify_qp(wire::Qpn qpn, const ibv_qp_attr& attr, uint32_t mask) override;
   const verbs::Qp* query_qp(wire::Qpn qpn) const override;
+  std::vector<wire::Qpn> qp_numbers() const override;
+  const QpCounters* qp_counters(wire::Qpn qpn) const override;
+  uint64_t qp_rate(wire::Qpn qpn) const override;
   int destroy_qp(wire::Qpn qpn) override;
   int post_send(Picos now, wire::Qpn qpn, const SendWr& wr) override;
   int post_recv(wire::Qpn qpn, const RecvWr& wr) override;

@@ -184,6 +184,8 @@ struct QpCtx {
 
   Picos timer_at = sched::kNever;  // earliest timer queued for this QP
   bool resp_failed = false;        // a fatal NAK is queued: drop further requests
+
+  QpCounters stats;
 };
 
 struct AhCtx {

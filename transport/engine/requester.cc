@@ -101,7 +101,10 @@ void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
   }
   // READ and atomic requests are one packet each, also when re-issued mid-read.
   if (w.is_read_or_atomic()) ++q.rd_atomic_inflight;
-  if (d.retransmit) ++counters_.retransmits;
+  if (d.retransmit) {
+    ++counters_.retransmits;
+    ++q.stats.retransmits;
+  }
   if (w.opcode == IBV_WR_RDMA_READ) {
     // The request covers every response PSN from here to the end of the read.
     q.req_psn += w.npkts - q.req_pkt;

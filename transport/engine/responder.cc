@@ -335,6 +335,7 @@ void EngineImpl::rnr_nak(Picos now, QpCtx& q, wire::Psn psn) {
   // 9.7.5.2.8: no receive WQE. The packets behind this one are out of sequence
   // until it is sent again, and the RNR NAK stands for the NAK of that gap.
   ++counters_.rnr_naks_sent;
+  ++q.stats.rnr_naks_sent;
   q.nak_seq_sent = true;
   queue_nak(now, q, wire::make_syndrome(AethKind::kRnrNak, q.qp.attr().min_rnr_timer & 31), psn,
             false);
@@ -343,6 +344,7 @@ void EngineImpl::rnr_nak(Picos now, QpCtx& q, wire::Psn psn) {
 void EngineImpl::fatal_nak(Picos now, QpCtx& q, wire::NakCode code, wire::Psn psn) {
   // Class B/C/D errors (9.9.2-9.9.3): NAK, then the responder's QP goes to ERR.
   ++counters_.naks_sent;
+  ++q.stats.naks_sent;
   queue_nak(now, q, nak(code), psn, true);
 }
 

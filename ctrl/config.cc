@@ -1,0 +1,227 @@
+#include "ctrl/config.h"
+
+#include <arpa/inet.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <initializer_list>
+#include <set>
+
+namespace isoroce::ctrl {
+namespace {
+
+bool is_pci_address(const std::string& d) {
+  // dddd:bb:dd.f or bb:dd.f
+  const std::string name = d.substr(0, d.find(','));
+  return std::count(name.begin(), name.end(), ':') >= 1 && name.find('.') != std::string::npos &&
+         name.rfind("net_", 0) != 0;
+}
+
+std::optional<ConfigError> check_keys(const toml::table& t, const std::string& path,
+                                      std::initializer_list<std::string_view> known) {
+  for (auto&& [k, v] : t) {
+    if (std::find(known.begin(), known.end(), k.str()) != known.end()) continue;
+    std::string list;
+    for (auto n : known) list += (list.empty() ? "" : ", ") + std::string(n);
+    return ConfigError{path + std::string(k.str()),
+                       "unknown setting (line " + std::to_string(v.source().begin.line) +
+                           "; known: " + list + ")"};
+  }
+  return std::nullopt;
+}
+
+template <typename T>
+std::optional<ConfigError> read(const toml::table& t, const std::string& path, std::string_view key,
+                                T* out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return std::nullopt;
+  const std::string name = path + std::string(key);
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!n->is_string()) return ConfigError{name, "must be a string"};
+    *out = *n->value<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!n->is_boolean()) return ConfigError{name, "must be true or false"};
+    *out = *n->value<bool>();
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!n->is_number()) return ConfigError{name, "must be a number"};
+    *out = *n->value<double>();
+  } else {
+    if (!n->is_integer() || *n->value<int64_t>() < 0 || *n->value<int64_t>() > UINT32_MAX)
+      return ConfigError{name, "must be a non-negative integer"};
+    *out = static_cast<T>(*n->value<int64_t>());
+  }
+  return std::nullopt;
+}
+
+std::optional<ConfigError> read_policy(const toml::table& t, const std::string& path,
+                                       std::optional<sched::Policy>* out) {
+  std::string s;
+  if (!t.contains("policy")) return std::nullopt;
+  if (auto e = read(t, path, "policy", &s)) return e;
+  sched::Policy p;
+  if (!sched::parse_policy(s, &p)) return ConfigError{path + "policy", "'" + s + "' is not a policy (fifo, tassel)"};
+  *out = p;
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool parse_ip_prefix(const std::string& text, wire::IpAddr* ip, uint8_t* prefix_len) {
+  const size_t slash = text.find('/');
+  const std::string addr = text.substr(0, slash);
+  in_addr v4{};
+  in6_addr v6{};
+  unsigned max_len;
+  if (inet_pton(AF_INET, addr.c_str(), &v4) == 1) {
+    *ip = wire::ipv4_mapped(ntohl(v4.s_addr));
+    max_len = 32;
+  } else if (inet_pton(AF_INET6, addr.c_str(), &v6) == 1) {
+    std::copy(std::begin(v6.s6_addr), std::end(v6.s6_addr), ip->begin());
+    if (wire::is_ipv4_mapped(*ip)) return false;
+    max_len = 128;
+  } else {
+    return false;
+  }
+  if (slash == std::string::npos) {
+    *prefix_len = max_len == 32 ? 24 : 64;
+    return true;
+  }
+  const std::string len = text.substr(slash + 1);
+  if (len.empty() || len.size() > 3 || !std::all_of(len.begin(), len.end(), ::isdigit)) return false;
+  const unsigned n = static_cast<unsigned>(std::stoul(len));
+  if (n == 0 || n > max_len) return false;
+  *prefix_len = static_cast<uint8_t>(n);
+  return true;
+}
+
+std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfig* c) {
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return ConfigError{"--config " + path,
+                       std::string(e.description()) + " (line " +
+                           std::to_string(e.source().begin.line) + ")"};
+  }
+  if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "lcores", "log_level",
+                                  "file_prefix", "idle_sleep_us", "loopback", "eal_args", "port"}))
+    return e;
+  std::optional<sched::Policy> policy;
+  for (auto e : {read(t, "", "socket", &c->socket), read(t, "", "link_gbps", &c->link_gbps),
+                 read(t, "", "mtu", &c->mtu), read(t, "", "lcores", &c->lcores),
+                 read(t, "", "log_level", &c->log_level), read(t, "", "file_prefix", &c->file_prefix),
+                 read(t, "", "idle_sleep_us", &c->idle_sleep_us), read(t, "", "loopback", &c->loopback),
+                 read_policy(t, "", &policy)})
+    if (e) return e;
+  if (policy) c->policy = *policy;
+  if (const toml::node* n = t.get("eal_args")) {
+    const toml::array* a = n->as_array();
+    if (a == nullptr) return ConfigError{"eal_args", "must be an array of strings"};
+    c->eal_args.clear();
+    for (const auto& v : *a) {
+      if (!v.is_string()) return ConfigError{"eal_args", "must be an array of strings"};
+      c->eal_args.push_back(*v.value<std::string>());
+    }
+  }
+  if (const toml::node* n = t.get("port")) {
+    const toml::array* a = n->as_array();
+    if (a == nullptr || !a->is_array_of_tables()) return ConfigError{"port", "must be [[port]] tables"};
+    for (size_t i = 0; i < a->size(); ++i) {
+      const toml::table& pt = *a->get(i)->as_table();
+      const std::string path = "port[" + std::to_string(i) + "].";
+      if (auto e = check_keys(pt, path, {"devargs", "ip", "link_gbps", "policy", "mtu"})) return e;
+      PortConfig p;
+      for (auto e : {read(pt, path, "devargs", &p.devargs), read(pt, path, "ip", &p.ip_text),
+                     read(pt, path, "link_gbps", &p.link_gbps), read(pt, path, "mtu", &p.mtu),
+                     read_policy(pt, path, &p.policy)})
+        if (e) return e;
+      c->ports.push_back(std::move(p));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<ConfigError> validate(DaemonConfig* c) {
+  if (c->socket.empty()) return ConfigError{"socket", "must not be empty"};
+  if (c->socket.size() >= 108) return ConfigError{"socket", "longer than a Unix socket path may be (107)"};
+  if (c->loopback) {
+    if (!c->ports.empty())
+      return ConfigError{"loopback", "cannot be combined with ports (it makes its own two)"};
+    for (int i = 0; i < 2; ++i) {
+      PortConfig p;
+      p.devargs = i == 0 ? "ring:isoroce0<->isoroce1" : "ring:isoroce1<->isoroce0";
+      p.ip_text = i == 0 ? "10.0.0.1/24" : "10.0.0.2/24";
+      c->ports.push_back(p);
+    }
+  }
+  if (c->ports.empty()) return ConfigError{"port", "no port: give --port and --ip, [[port]] tables, or --loopback"};
+  if (!(c->link_gbps > 0 && c->link_gbps <= 1000)) return ConfigError{"link_gbps", "must be in (0, 1000]"};
+  const std::set<uint32_t> mtus = {256, 512, 1024, 2048, 4096};
+  if (!mtus.count(c->mtu)) return ConfigError{"mtu", "must be 256, 512, 1024, 2048 or 4096"};
+  const std::set<std::string> levels = {"error", "warning", "info", "debug"};
+  if (!levels.count(c->log_level)) return ConfigError{"log_level", "must be error, warning, info or debug"};
+  if (c->file_prefix.empty() || c->file_prefix.find('/') != std::string::npos)
+    return ConfigError{"file_prefix", "must be a non-empty name without '/'"};
+  if (c->idle_sleep_us > 100'000) return ConfigError{"idle_sleep_us", "must be at most 100000"};
+  if (c->lcores.empty()) return ConfigError{"lcores", "must name at least two lcores (control and one worker)"};
+  std::set<std::string> devs;
+  std::set<wire::IpAddr> ips;
+  for (size_t i = 0; i < c->ports.size(); ++i) {
+    PortConfig& p = c->ports[i];
+    const std::string path = "port[" + std::to_string(i) + "].";
+    if (p.devargs.empty()) return ConfigError{path + "devargs", "missing (a vdev such as net_ring0 or a PCI address)"};
+    if (!c->loopback && !is_pci_address(p.devargs) && p.devargs.rfind("net_", 0) != 0)
+      return ConfigError{path + "devargs", "'" + p.devargs + "' is neither a net_... vdev nor a PCI address"};
+    if (!devs.insert(p.devargs.substr(0, p.devargs.find(','))).second)
+      return ConfigError{path + "devargs", "the same device twice"};
+    if (p.ip_text.empty()) return ConfigError{path + "ip", "missing (ADDR/PREFIX)"};
+    if (!parse_ip_prefix(p.ip_text, &p.ip, &p.prefix_len))
+      return ConfigError{path + "ip", "'" + p.ip_text + "' is not an IPv4 or IPv6 address with an optional /prefix"};
+    if (!ips.insert(p.ip).second) return ConfigError{path + "ip", "the same address on two ports"};
+    if (p.link_gbps == 0) p.link_gbps = c->link_gbps;
+    if (!(p.link_gbps > 0 && p.link_gbps <= 1000)) return ConfigError{path + "link_gbps", "must be in (0, 1000]"};
+    if (p.mtu == 0) p.mtu = c->mtu;
+    if (!mtus.count(p.mtu)) return ConfigError{path + "mtu", "must be 256, 512, 1024, 2048 or 4096"};
+    if (!p.policy) p.policy = c->policy;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> eal_arguments(const DaemonConfig& c) {
+  std::vector<std::string> a = {"isoroced", "-l", c.lcores, "--file-prefix", c.file_prefix};
+  bool any_pci = false;
+  for (const PortConfig& p : c.ports) {
+    if (c.loopback) break;
+    if (is_pci_address(p.devargs)) {
+      a.push_back("-a");
+      any_pci = true;
+    } else {
+      a.push_back("--vdev");
+    }
+    a.push_back(p.devargs);
+  }
+  const bool user_memory = std::any_of(c.eal_args.begin(), c.eal_args.end(), [](const std::string& s) {
+    return s == "-m" || s.rfind("--socket-mem", 0) == 0 || s == "--no-huge" || s.rfind("--huge", 0) == 0;
+  });
+  if (!user_memory) {
+    // Hugepages if the machine has free ones, plain memory otherwise (CI VMs).
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    long free_pages = 0;
+    while (meminfo >> key) {
+      if (key == "HugePages_Free:") {
+        meminfo >> free_pages;
+        break;
+      }
+    }
+    if (free_pages == 0) a.insert(a.end(), {"--no-huge", "-m", "1024"});
+  }
+  if (!any_pci) a.push_back("--no-pci");
+  const char* dpdk_level = c.log_level == "debug" ? "info" : c.log_level == "info" ? "notice" : c.log_level.c_str();
+  a.push_back(std::string("--log-level=") + dpdk_level);
+  a.insert(a.end(), c.eal_args.begin(), c.eal_args.end());
+  return a;
+}
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,62 @@
+// isoroced's configuration: from a TOML file (--config), then the command-line
+// flags on top. validate() names the setting that is wrong, the way the file
+// or the flag spells it. Sample files: docs/isoroced-*.toml.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sched/scheduler.h"
+#include "transport/wire/packet.h"
+
+namespace isoroce::ctrl {
+
+inline constexpr const char* kDefaultSocket = "/run/isoroce/isoroced.sock";
+
+struct PortConfig {
+  std::string devargs;      // "net_af_packet0,iface=veth0", "net_ring0", "0000:3b:00.0"
+  std::string ip_text;      // "10.0.0.1/24" or "fd00::1/64"
+  wire::IpAddr ip{};
+  uint8_t prefix_len = 0;
+  double link_gbps = 0;     // 0: the daemon's link_gbps
+  std::optional<sched::Policy> policy;  // none: the daemon's policy
+  uint32_t mtu = 0;         // 0: the daemon's mtu
+};
+
+struct DaemonConfig {
+  std::string socket = kDefaultSocket;
+  std::vector<PortConfig> ports;
+  bool loopback = false;    // two ports joined by an in-process ring pair
+  sched::Policy policy = sched::Policy::kFifo;
+  double link_gbps = 10;
+  uint32_t mtu = 1024;      // RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096
+  std::string lcores = "0,1";  // EAL -l: the first is the control thread, the rest poll
+  std::string log_level = "info";  // error, warning, info, debug
+  std::string file_prefix = "isoroced";  // EAL --file-prefix (also names the telemetry socket)
+  uint32_t idle_sleep_us = 200;
+  std::vector<std::string> eal_args;  // given after `--` or as eal_args = [...]
+};
+
+// The setting at fault and what is wrong with it.
+struct ConfigError {
+  std::string setting;
+  std::string message;
+  std::string text() const { return setting.empty() ? message : setting + ": " + message; }
+};
+
+// Reads the TOML file into *config (on top of what it holds).
+std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfig* config);
+
+// Parses "a.b.c.d/len" or "v6addr/len" (the prefix defaults to /24 or /64).
+bool parse_ip_prefix(const std::string& text, wire::IpAddr* ip, uint8_t* prefix_len);
+
+// Fills derived fields (ip, prefix_len; the loopback ports) and checks
+// everything a port needs before any DPDK call.
+std::optional<ConfigError> validate(DaemonConfig* config);
+
+// The EAL arguments for this configuration (argv[0] first).
+std::vector<std::string> eal_arguments(const DaemonConfig& config);
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,120 @@
+// isoroced: EAL, the devices (one per port), the worker lcores that poll them,
+// the control socket and DPDK telemetry. The control thread (the EAL main
+// lcore) serves clients; every engine call runs on the device's worker through
+// Worker::call. Every resource a client creates is recorded in its Session and
+// destroyed when the connection closes, however the client went away.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ctrl/config.h"
+#include "dataplane/dpdk/clock.h"
+#include "dataplane/dpdk/device.h"
+#include "dataplane/dpdk/worker.h"
+
+namespace isoroce::ctrl {
+
+using nlohmann::json;
+
+inline constexpr const char* kVersion = "0.1.0";
+
+struct DeviceEntry {
+  std::unique_ptr<dataplane::Device> dev;
+  dataplane::Worker* worker = nullptr;
+  uint32_t sessions = 0;  // clients that opened it
+};
+
+// Registered memory mapped from a client's memfd.
+struct Mapping {
+  void* base = nullptr;
+  size_t len = 0;
+};
+
+struct Session {
+  uint64_t id = 0;
+  int fd = -1;
+  int pid = 0;
+  std::string comm;
+  DeviceEntry* dev = nullptr;  // after "open"
+  std::set<uint32_t> pds, cqs, srqs, ahs, qps;
+  std::map<uint32_t, Mapping> mrs;  // lkey -> mapping
+};
+
+// What the daemon knows of a QP beyond the engine: its owner and class.
+struct QpInfo {
+  uint64_t client = 0;
+  int pid = 0;
+  std::string comm;
+  std::string cls = "bandwidth";
+};
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonConfig config);
+  ~Daemon();
+
+  // EAL, ports, workers, the socket, telemetry. On failure: *error, and
+  // nothing left half-started that the destructor cannot undo.
+  bool start(int argc0_ignored, std::string* error);
+  // Serves clients until SIGTERM/SIGINT; returns the exit status.
+  int run();
+
+  // Views shared by the socket and telemetry (take the registry lock).
+  json status_view();
+  json devices_view();
+  json qps_view();
+  std::optional<json> qp_view(uint32_t qpn);
+  json stats_view();
+  json sched_view();
+
+  // One request from a client; the reply.
+  json handle(Session& s, const json& req, std::vector<int>& fds);
+
+ private:
+  bool open_socket(std::string* error);
+  void accept_client();
+  void serve(Session& s);
+  void close_session(uint64_t id);
+  void reclaim(Session& s);
+  void shutdown_qps();
+  DeviceEntry* find_device(const std::string& name);
+  // The device and QPN of a QP the daemon knows (first match over devices).
+  DeviceEntry* find_qp(uint32_t qpn);
+  json qp_json(DeviceEntry& d, uint32_t qpn, sched::Picos now);
+  bool resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip);
+
+  // verbs_ops.cc
+  json verbs_op(Session& s, const std::string& op, const json& req, std::vector<int>& fds);
+  json admin_op(Session& s, const std::string& op, const json& req);
+
+  DaemonConfig config_;
+  dataplane::TscClock* clock_ = nullptr;
+  std::unique_ptr<dataplane::TscClock> clock_owner_;
+  std::vector<std::unique_ptr<DeviceEntry>> devices_;
+  std::vector<std::unique_ptr<dataplane::Worker>> workers_;
+  std::vector<unsigned> worker_lcores_;
+  bool eal_ready_ = false;
+  bool launched_ = false;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int signal_fd_ = -1;
+  uint64_t next_session_ = 1;
+  std::map<uint64_t, std::unique_ptr<Session>> sessions_;
+  std::map<int, uint64_t> session_by_fd_;
+  std::mutex registry_mu_;  // qp_info_ (telemetry reads it from its own thread)
+  std::map<std::pair<const DeviceEntry*, uint32_t>, QpInfo> qp_info_;
+  sched::Picos started_at_ = 0;
+  std::atomic<size_t> client_count_{0};  // sessions_.size(), for telemetry
+};
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,189 @@
+// What isoroce-ctl and telemetry show: devices, QPs, counters, schedulers.
+// Engine state is read on the device's worker (Worker::call).
+#include <rte_ethdev.h>
+
+#include "ctrl/daemon.h"
+#include "ctrl/wire_json.h"
+
+namespace isoroce::ctrl {
+namespace {
+
+std::string mac_text(const wire::MacAddr& m) {
+  char buf[18];
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return buf;
+}
+
+json engine_counters(const transport::EngineCounters& c) {
+  return {{"rx_frames", c.rx_frames},         {"rx_dropped", c.rx_dropped},
+          {"rx_parse_errors", c.rx_parse_errors}, {"rx_unknown_qp", c.rx_unknown_qp},
+          {"rx_bad_state", c.rx_bad_state},   {"rx_duplicates", c.rx_duplicates},
+          {"rx_no_resource", c.rx_no_resource}, {"rx_out_of_sequence", c.rx_out_of_sequence},
+          {"rx_ud_qkey_mismatch", c.rx_ud_qkey_mismatch}, {"rx_ud_no_receive", c.rx_ud_no_receive},
+          {"tx_frames", c.tx_frames},         {"tx_bytes", c.tx_bytes},
+          {"tx_no_buffer", c.tx_no_buffer},   {"retransmits", c.retransmits},
+          {"timeouts", c.timeouts},           {"naks_sent", c.naks_sent},
+          {"naks_received", c.naks_received}, {"rnr_naks_sent", c.rnr_naks_sent},
+          {"rnr_naks_received", c.rnr_naks_received}, {"acks_sent", c.acks_sent},
+          {"cq_overruns", c.cq_overruns}};
+}
+
+}  // namespace
+
+DeviceEntry* Daemon::find_qp(uint32_t qpn) {
+  for (auto& d : devices_) {
+    bool found = false;
+    d->worker->call([&](sched::Picos) { found = d->dev->engine().query_qp(wire::Qpn(qpn)) != nullptr; });
+    if (found) return d.get();
+  }
+  return nullptr;
+}
+
+json Daemon::qp_json(DeviceEntry& d, uint32_t qpn, sched::Picos) {
+  json j;
+  d.worker->call([&](sched::Picos) {
+    const transport::Engine& e = d.dev->engine();
+    const verbs::Qp* q = e.query_qp(wire::Qpn(qpn));
+    const transport::QpCounters* c = e.qp_counters(wire::Qpn(qpn));
+    if (q == nullptr || c == nullptr) return;
+    j = {{"device", d.dev->config().name},
+         {"qpn", qpn},
+         {"type", q->type() == IBV_QPT_RC ? "RC" : q->type() == IBV_QPT_UD ? "UD" : "other"},
+         {"state", state_name(q->state())},
+         {"dest_qpn", q->dest_qpn().value()},
+         {"rate_bps", e.qp_rate(wire::Qpn(qpn))},
+         {"tx_packets", c->tx_packets}, {"tx_bytes", c->tx_bytes},
+         {"rx_packets", c->rx_packets}, {"rx_bytes", c->rx_bytes},
+         {"retransmits", c->retransmits}, {"naks_sent", c->naks_sent},
+         {"naks_received", c->naks_received}, {"rnr_naks_sent", c->rnr_naks_sent},
+         {"rnr_naks_received", c->rnr_naks_received}, {"cnps_sent", 0}, {"cnps_received", 0},
+         {"errors", c->errors}};
+  });
+  if (j.is_null()) return j;
+  std::lock_guard lock(registry_mu_);
+  auto it = qp_info_.find({&d, qpn});
+  if (it != qp_info_.end()) {
+    j["class"] = it->second.cls;
+    j["client"] = it->second.client;
+    j["pid"] = it->second.pid;
+    j["comm"] = it->second.comm;
+  }
+  return j;
+}
+
+json Daemon::devices_view() {
+  json list = json::array();
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    DeviceEntry& d = *devices_[i];
+    const dataplane::DeviceConfig& c = d.dev->config();
+    size_t qps = 0;
+    size_t neighbors = 0;
+    d.worker->call([&](sched::Picos) {
+      qps = d.dev->engine().qp_numbers().size();
+      neighbors = d.dev->net().neighbors().size();
+    });
+    rte_eth_link link{};
+    rte_eth_link_get_nowait(d.dev->port().port_id(), &link);
+    list.push_back({{"name", c.name},
+                    {"port", d.dev->port().port_id()},
+                    {"devargs", c.devargs},
+                    {"driver", d.dev->port().driver()},
+                    {"mac", mac_text(d.dev->port().mac())},
+                    {"ip", config_.ports[i].ip_text},
+                    {"gid", json::array({gid_text(c.ip)})},
+                    {"gid_type", "RoCE v2"},
+                    {"link_gbps", static_cast<double>(c.link_bps) / 1e9},
+                    {"link_up", link.link_status == RTE_ETH_LINK_UP},
+                    {"active_mtu", 128 << c.mtu},
+                    {"policy", sched::to_string(c.policy)},
+                    {"qps", qps},
+                    {"neighbors", neighbors},
+                    {"clients", d.sessions}});
+  }
+  return list;
+}
+
+json Daemon::qps_view() {
+  json list = json::array();
+  for (auto& d : devices_) {
+    std::vector<wire::Qpn> qpns;
+    d->worker->call([&](sched::Picos) { qpns = d->dev->engine().qp_numbers(); });
+    for (wire::Qpn q : qpns) {
+      json j = qp_json(*d, q.value(), 0);
+      if (!j.is_null()) list.push_back(std::move(j));
+    }
+  }
+  return list;
+}
+
+std::optional<json> Daemon::qp_view(uint32_t qpn) {
+  DeviceEntry* d = find_qp(qpn);
+  if (d == nullptr) return std::nullopt;
+  json j = qp_json(*d, qpn, 0);
+  if (j.is_null()) return std::nullopt;
+  return j;
+}
+
+json Daemon::stats_view() {
+  json out = json::object();
+  for (auto& d : devices_) {
+    json j;
+    d->worker->call([&](sched::Picos) {
+      const auto& p = d->dev->port().counters();
+      const auto& n = d->dev->net().counters();
+      j = {{"engine", engine_counters(d->dev->engine().counters())},
+           {"port", {{"rx_packets", p.rx_packets}, {"rx_bytes", p.rx_bytes}, {"tx_packets", p.tx_packets},
+                     {"tx_bytes", p.tx_bytes}, {"tx_dropped", p.tx_dropped}, {"no_mbuf", p.no_mbuf}}},
+           {"net", {{"arp_requests_answered", n.arp_requests_answered},
+                    {"arp_replies_received", n.arp_replies_received},
+                    {"nd_solicits_answered", n.nd_solicits_answered},
+                    {"nd_adverts_received", n.nd_adverts_received},
+                    {"echo_answered", n.echo_answered}, {"solicits_sent", n.solicits_sent},
+                    {"dropped", n.dropped}}}};
+    });
+    out[d->dev->config().name] = j;
+  }
+  return out;
+}
+
+json Daemon::sched_view() {
+  json out = json::object();
+  for (auto& d : devices_) {
+    const auto& c = d->dev->config();
+    size_t qps = 0, limited = 0;
+    d->worker->call([&](sched::Picos) {
+      const transport::Engine& e = d->dev->engine();
+      for (wire::Qpn q : e.qp_numbers()) {
+        ++qps;
+        if (e.qp_rate(q) != 0) ++limited;
+      }
+    });
+    out[c.name] = {{"policy", sched::to_string(c.policy)},
+                   {"link_gbps", static_cast<double>(c.link_bps) / 1e9},
+                   {"lookahead_us", static_cast<double>(c.lookahead) / 1e6},
+                   {"qps", qps},
+                   {"rate_limited_qps", limited}};
+  }
+  return out;
+}
+
+json Daemon::status_view() {
+  json workers = json::array();
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const dataplane::WorkerStats st = workers_[i]->stats();
+    json devs = json::array();
+    for (const auto* d : workers_[i]->devices()) devs.push_back(d->config().name);
+    workers.push_back({{"lcore", worker_lcores_[i]}, {"devices", devs}, {"passes", st.passes},
+                       {"busy_passes", st.busy_passes}, {"sleeps", st.sleeps}, {"commands", st.commands}});
+  }
+  return {{"pid", getpid()},
+          {"version", kVersion},
+          {"socket", config_.socket},
+          {"file_prefix", config_.file_prefix},
+          {"uptime_s", static_cast<double>(clock_->now() - started_at_) / 1e12},
+          {"devices", devices_.size()},
+          {"clients", client_count_.load()},
+          {"workers", workers}};
+}
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,81 @@
+// isoroced: the isoroce daemon. Manual: docs/isoroced.md.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "ctrl/config.h"
+#include "ctrl/daemon.h"
+#include "ctrl/log.h"
+
+using namespace isoroce;
+
+int main(int argc, char** argv) {
+  CLI::App app{"isoroced: software RoCEv2 RNICs on DPDK ports (docs/isoroced.md)"};
+  std::string config_file;
+  std::vector<std::string> ports, ips;
+  std::vector<double> gbps;
+  std::string socket, policy, lcores, log_level, file_prefix;
+  bool loopback = false;
+  std::vector<std::string> eal;
+  app.add_option("--config", config_file, "TOML configuration file (flags override it)")->check(CLI::ExistingFile);
+  app.add_option("--socket", socket, std::string("control socket (default ") + ctrl::kDefaultSocket + ")");
+  app.add_option("--port", ports, "a port: a DPDK vdev (net_af_packet0,iface=veth0) or a PCI address; repeat per port");
+  app.add_option("--ip", ips, "ADDR/PREFIX of each --port, in order");
+  app.add_option("--link-gbps", gbps, "emulated line rate of each --port, or one value for all");
+  app.add_flag("--loopback", loopback, "two ports isoroce0 (10.0.0.1) and isoroce1 (10.0.0.2) joined by an in-process ring pair");
+  app.add_option("--policy", policy, "transmit scheduler: fifo or tassel");
+  app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports (default 0,1)");
+  app.add_option("--log-level", log_level, "error, warning, info or debug");
+  app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");
+  app.add_option("eal", eal, "EAL arguments after --");
+  app.allow_extras(false);
+  CLI11_PARSE(app, argc, argv);
+
+  ctrl::DaemonConfig c;
+  auto bad = [](const ctrl::ConfigError& e) {
+    std::fprintf(stderr, "isoroced: bad configuration: %s\n", e.text().c_str());
+    return 2;
+  };
+  if (!config_file.empty()) {
+    if (auto e = ctrl::load_config_file(config_file, &c)) return bad(*e);
+  }
+  if (!socket.empty()) c.socket = socket;
+  if (!policy.empty()) {
+    if (!sched::parse_policy(policy, &c.policy)) return bad({"--policy", "'" + policy + "' is not a policy (fifo, tassel)"});
+  }
+  if (!lcores.empty()) c.lcores = lcores;
+  if (!log_level.empty()) c.log_level = log_level;
+  if (!file_prefix.empty()) c.file_prefix = file_prefix;
+  if (loopback) c.loopback = true;
+  if (!eal.empty()) c.eal_args = eal;
+  if (!ports.empty()) {
+    if (ips.size() != ports.size())
+      return bad({"--ip", "give one --ip per --port (" + std::to_string(ports.size()) + " port(s), " +
+                              std::to_string(ips.size()) + " address(es))"});
+    if (gbps.size() > 1 && gbps.size() != ports.size())
+      return bad({"--link-gbps", "give one value for all ports or one per --port"});
+    c.ports.clear();
+    for (size_t i = 0; i < ports.size(); ++i) {
+      ctrl::PortConfig p;
+      p.devargs = ports[i];
+      p.ip_text = ips[i];
+      if (!gbps.empty()) p.link_gbps = gbps.size() == 1 ? gbps[0] : gbps[i];
+      c.ports.push_back(p);
+    }
+  } else if (!ips.empty()) {
+    return bad({"--ip", "needs a --port"});
+  } else if (gbps.size() == 1) {
+    c.link_gbps = gbps[0];
+  } else if (gbps.size() > 1) {
+    return bad({"--link-gbps", "several values need as many --port"});
+  }
+  if (auto e = ctrl::validate(&c)) return bad(*e);
+
+  ctrl::Daemon daemon(c);
+  std::string error;
+  if (!daemon.start(argc, &error)) {
+    std::fprintf(stderr, "isoroced: cannot start: %s\n", error.c_str());
+    return 1;
+  }
+  return daemon.run();
+}

@@ -1,0 +1,72 @@
+#include "ctrl/protocol.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace isoroce::ctrl {
+
+bool send_message(int fd, std::string_view text, std::span<const int> fds) {
+  if (text.size() > kMaxMessage || fds.size() > kMaxFds) {
+    errno = EMSGSIZE;
+    return false;
+  }
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  for (;;) {
+    const ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<size_t>(n) == text.size();
+    if (errno != EINTR) return false;
+  }
+}
+
+RecvStatus recv_message(int fd, std::string* text, std::vector<int>* fds) {
+  text->resize(kMaxMessage);
+  iovec iov{text->data(), text->size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  do {
+    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return errno == ECONNRESET ? RecvStatus::kClosed : RecvStatus::kError;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int received;
+      std::memcpy(&received, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds->push_back(received);
+    }
+  }
+  if (n == 0) {
+    text->clear();
+    return RecvStatus::kClosed;
+  }
+  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    errno = EMSGSIZE;
+    return RecvStatus::kError;
+  }
+  text->resize(static_cast<size_t>(n));
+  return RecvStatus::kOk;
+}
+
+}  // namespace isoroce::ctrl

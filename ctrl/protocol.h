@@ -1,0 +1,27 @@
+// The control socket's framing: a Unix SOCK_SEQPACKET socket, one JSON object
+// per message, file descriptors (a memfd for ibv_reg_mr) passed with the message
+// as SCM_RIGHTS. Requests carry "op" and optional "id"; every reply has "ok",
+// and on failure "errno" (positive, as libibverbs reports it) and "error".
+// The operations are listed in docs/control-protocol.md.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace isoroce::ctrl {
+
+inline constexpr size_t kMaxMessage = 256 * 1024;
+inline constexpr size_t kMaxFds = 4;
+inline constexpr int kProtocolVersion = 1;
+
+// false (errno set) if the message could not be sent whole.
+bool send_message(int fd, std::string_view text, std::span<const int> fds = {});
+
+enum class RecvStatus { kOk, kClosed, kError };
+// One message into *text; descriptors it carried are appended to *fds (the
+// caller owns them). kClosed when the peer has gone away.
+RecvStatus recv_message(int fd, std::string* text, std::vector<int>* fds);
+
+}  // namespace isoroce::ctrl

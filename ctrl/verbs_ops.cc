@@ -1,0 +1,408 @@
+// The control socket's operations: the verbs a client performs on the device it
+// opened (every handle checked against the client's own), and the admin and
+// inspection operations. Every engine call runs on the device's worker.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ctrl/daemon.h"
+#include "ctrl/log.h"
+#include "ctrl/protocol.h"
+#include "ctrl/wire_json.h"
+
+namespace isoroce::ctrl {
+namespace {
+
+json fail(int err, const std::string& what) {
+  return {{"ok", false}, {"errno", err}, {"error", what + ": " + std::strerror(err)}};
+}
+json ok(json extra = json::object()) {
+  extra["ok"] = true;
+  return extra;
+}
+
+// A required unsigned field, or nullopt.
+std::optional<uint64_t> u64(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+  return it->get<uint64_t>();
+}
+uint64_t u64_or(const json& j, const char* key, uint64_t def) { return u64(j, key).value_or(def); }
+
+}  // namespace
+
+json Daemon::handle(Session& s, const json& req, std::vector<int>& fds) {
+  const std::string op = req["op"].get<std::string>();
+  if (op == "hello") return ok({{"version", kProtocolVersion}, {"pid", getpid()}, {"client", s.id}});
+  if (op == "status") return ok({{"status", status_view()}});
+  if (op == "devices") return ok({{"devices", devices_view()}});
+  if (op == "qps") return ok({{"qps", qps_view()}});
+  if (op == "stats") return ok({{"stats", stats_view()}});
+  if (op == "sched") return ok({{"sched", sched_view()}});
+  if (op == "qp") {
+    auto qpn = u64(req, "qpn");
+    if (!qpn) return fail(EINVAL, "qp: \"qpn\" missing");
+    auto v = qp_view(static_cast<uint32_t>(*qpn));
+    if (!v) return fail(ENOENT, "qp " + std::to_string(*qpn));
+    return ok({{"qp", *v}});
+  }
+  if (op == "set_rate" || op == "set_class" || op == "set_policy") return admin_op(s, op, req);
+  return verbs_op(s, op, req, fds);
+}
+
+json Daemon::admin_op(Session&, const std::string& op, const json& req) {
+  if (op == "set_policy") {
+    const std::string name = req.value("device", "");
+    DeviceEntry* d = find_device(name);
+    if (d == nullptr) return fail(ENODEV, "set_policy: device '" + name + "'");
+    if (d->sessions != 0)
+      return fail(EBUSY, "set_policy " + name + ": " + std::to_string(d->sessions) +
+                             " client(s) have it open; change the policy while it is unused");
+    sched::Policy p;
+    if (!sched::parse_policy(req.value("policy", ""), &p))
+      return fail(EINVAL, "set_policy: policy '" + req.value("policy", "") + "' (fifo, tassel)");
+    if (p == d->dev->config().policy) return ok({{"policy", sched::to_string(p)}});
+    std::string error;
+    bool busy = false;
+    d->worker->call([&](sched::Picos) { busy = !d->dev->set_policy(p, &error); });
+    if (busy) return fail(EBUSY, "set_policy " + name + ": " + error);
+    log(LogLevel::kInfo, "{}: policy {}", name, sched::to_string(p));
+    return ok({{"policy", sched::to_string(p)}});
+  }
+  auto qpn = u64(req, "qpn");
+  if (!qpn) return fail(EINVAL, op + ": \"qpn\" missing");
+  DeviceEntry* d = find_qp(static_cast<uint32_t>(*qpn));
+  if (d == nullptr) return fail(ENOENT, op + ": QP " + std::to_string(*qpn));
+  if (op == "set_rate") {
+    auto bps = u64(req, "bps");
+    if (!bps) return fail(EINVAL, "set_rate: \"bps\" missing (0 removes the limit)");
+    int rc = 0;
+    d->worker->call([&](sched::Picos now) {
+      rc = d->dev->engine().set_qp_rate(now, wire::Qpn(static_cast<uint32_t>(*qpn)), *bps);
+    });
+    if (rc != 0) return fail(rc, "set_rate");
+    return ok({{"qpn", *qpn}, {"bps", *bps}});
+  }
+  const std::string cls = req.value("class", "");
+  if (cls != "latency" && cls != "throughput" && cls != "bandwidth")
+    return fail(EINVAL, "set_class: class '" + cls + "' (latency, throughput, bandwidth)");
+  std::lock_guard lock(registry_mu_);
+  qp_info_[{d, static_cast<uint32_t>(*qpn)}].cls = cls;
+  return ok({{"qpn", *qpn}, {"class", cls}});
+}
+
+json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::vector<int>& fds) {
+  if (op == "open") {
+    if (s.dev != nullptr) return fail(EBUSY, "open: this connection has a device open already");
+    DeviceEntry* d = find_device(req.value("device", ""));
+    if (d == nullptr) return fail(ENODEV, "open: device '" + req.value("device", "") + "'");
+    s.dev = d;
+    ++d->sessions;
+    for (const json& v : devices_view())
+      if (v["name"] == d->dev->config().name) return ok({{"device", v}});
+    return ok();
+  }
+  if (s.dev == nullptr) {
+    if (op.empty()) return fail(EINVAL, "empty op");
+    return fail(op == "alloc_pd" || op.find('_') != std::string::npos ? ENODEV : EOPNOTSUPP,
+                "'" + op + "': open a device first, or unknown operation");
+  }
+  DeviceEntry& d = *s.dev;
+  transport::Engine& e = d.dev->engine();
+  auto run = [&](auto&& fn) { d.worker->call([&](sched::Picos now) { fn(now); }); };
+  auto mine = [](const std::set<uint32_t>& set, const json& j, const char* key) -> std::optional<uint32_t> {
+    auto v = j.find(key);
+    if (v == j.end() || !v->is_number_unsigned()) return std::nullopt;
+    const auto h = v->get<uint64_t>();
+    if (h > UINT32_MAX || !set.count(static_cast<uint32_t>(h))) return std::nullopt;
+    return static_cast<uint32_t>(h);
+  };
+
+  if (op == "alloc_pd") {
+    verbs::Result<transport::PdHandle> r = verbs::Result<transport::PdHandle>::error(EIO);
+    run([&](sched::Picos) { r = e.alloc_pd(); });
+    if (!r.ok()) return fail(r.err(), "alloc_pd");
+    s.pds.insert(r.value());
+    return ok({{"pd", r.value()}});
+  }
+  if (op == "dealloc_pd") {
+    auto pd = mine(s.pds, req, "pd");
+    if (!pd) return fail(EINVAL, "dealloc_pd: not a PD of this client");
+    int rc = 0;
+    run([&](sched::Picos) { rc = e.dealloc_pd(*pd); });
+    if (rc) return fail(rc, "dealloc_pd");
+    s.pds.erase(*pd);
+    return ok();
+  }
+  if (op == "reg_mr") {
+    auto pd = mine(s.pds, req, "pd");
+    auto length = u64(req, "length");
+    const uint64_t offset = u64_or(req, "offset", 0);
+    const uint64_t iova = u64_or(req, "iova", 0);
+    const uint32_t access = static_cast<uint32_t>(u64_or(req, "access", 0));
+    if (!pd) return fail(EINVAL, "reg_mr: not a PD of this client");
+    if (!length || *length == 0) return fail(EINVAL, "reg_mr: \"length\" must be positive");
+    if (fds.size() != 1) return fail(EINVAL, "reg_mr: send the memory as one memfd (SCM_RIGHTS)");
+    const int fd = fds[0];
+    // The client must not be able to shrink the file under us (SIGBUS): seal it.
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0 && !(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK))
+      return fail(EINVAL, "reg_mr: the memory must be a memfd made with MFD_ALLOW_SEALING");
+    struct stat st{};
+    if (fstat(fd, &st) != 0 || *length > static_cast<uint64_t>(st.st_size) ||
+        offset > static_cast<uint64_t>(st.st_size) - *length)
+      return fail(EINVAL, "reg_mr: offset + length beyond the memfd");
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t start = offset & ~(page - 1);
+    const size_t map_len = static_cast<size_t>(offset - start + *length);
+    void* base = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+    if (base == MAP_FAILED) return fail(errno, "reg_mr: mmap");
+    auto* addr = static_cast<uint8_t*>(base) + (offset - start);
+    verbs::Result<verbs::MrKeys> r = verbs::Result<verbs::MrKeys>::error(EIO);
+    run([&](sched::Picos) { r = e.reg_mr(*pd, addr, *length, iova, access); });
+    if (!r.ok()) {
+      munmap(base, map_len);
+      return fail(r.err(), "reg_mr");
+    }
+    s.mrs[r.value().lkey] = Mapping{base, map_len};
+    return ok({{"lkey", r.value().lkey}, {"rkey", r.value().rkey}});
+  }
+  if (op == "dereg_mr") {
+    auto lkey = u64(req, "lkey");
+    auto it = lkey ? s.mrs.find(static_cast<uint32_t>(*lkey)) : s.mrs.end();
+    if (it == s.mrs.end()) return fail(EINVAL, "dereg_mr: not an MR of this client");
+    int rc = 0;
+    run([&](sched::Picos) { rc = e.dereg_mr(it->first); });
+    if (rc) return fail(rc, "dereg_mr");
+    munmap(it->second.base, it->second.len);
+    s.mrs.erase(it);
+    return ok();
+  }
+  if (op == "create_cq") {
+    const int cqe = static_cast<int>(std::min<uint64_t>(u64_or(req, "cqe", 0), INT32_MAX));
+    verbs::Result<transport::CqHandle> r = verbs::Result<transport::CqHandle>::error(EIO);
+    run([&](sched::Picos) { r = e.create_cq(cqe); });
+    if (!r.ok()) return fail(r.err(), "create_cq");
+    s.cqs.insert(r.value());
+    return ok({{"cq", r.value()}});
+  }
+  if (op == "destroy_cq") {
+    auto cq = mine(s.cqs, req, "cq");
+    if (!cq) return fail(EINVAL, "destroy_cq: not a CQ of this client");
+    int rc = 0;
+    run([&](sched::Picos) { rc = e.destroy_cq(*cq); });
+    if (rc) return fail(rc, "destroy_cq");
+    s.cqs.erase(*cq);
+    return ok();
+  }
+  if (op == "poll_cq") {
+    auto cq = mine(s.cqs, req, "cq");
+    if (!cq) return fail(EINVAL, "poll_cq: not a CQ of this client");
+    std::vector<ibv_wc> wc(std::clamp<uint64_t>(u64_or(req, "max", 16), 1, 1024));
+    int n = 0;
+    run([&](sched::Picos) { n = e.poll_cq(*cq, wc); });
+    if (n < 0) return fail(-n, "poll_cq");
+    json list = json::array();
+    for (int i = 0; i < n; ++i) list.push_back(wc_to_json(wc[static_cast<size_t>(i)]));
+    return ok({{"wc", list}});
+  }
+  if (op == "create_srq") {
+    auto pd = mine(s.pds, req, "pd");
+    if (!pd) return fail(EINVAL, "create_srq: not a PD of this client");
+    ibv_srq_attr a{};
+    a.max_wr = static_cast<uint32_t>(u64_or(req, "max_wr", 0));
+    a.max_sge = static_cast<uint32_t>(u64_or(req, "max_sge", 1));
+    a.srq_limit = static_cast<uint32_t>(u64_or(req, "srq_limit", 0));
+    verbs::Result<transport::SrqHandle> r = verbs::Result<transport::SrqHandle>::error(EIO);
+    run([&](sched::Picos) { r = e.create_srq(*pd, a); });
+    if (!r.ok()) return fail(r.err(), "create_srq");
+    s.srqs.insert(r.value());
+    return ok({{"srq", r.value()}});
+  }
+  if (op == "modify_srq") {
+    auto srq = mine(s.srqs, req, "srq");
+    if (!srq) return fail(EINVAL, "modify_srq: not an SRQ of this client");
+    ibv_srq_attr a{};
+    uint32_t mask = 0;
+    if (auto v = u64(req, "max_wr")) a.max_wr = static_cast<uint32_t>(*v), mask |= IBV_SRQ_MAX_WR;
+    if (auto v = u64(req, "srq_limit")) a.srq_limit = static_cast<uint32_t>(*v), mask |= IBV_SRQ_LIMIT;
+    int rc = 0;
+    run([&](sched::Picos) { rc = e.modify_srq(*srq, a, mask); });
+    return rc ? fail(rc, "modify_srq") : ok();
+  }
+  if (op == "destroy_srq") {
+    auto srq = mine(s.srqs, req, "srq");
+    if (!srq) return fail(EINVAL, "destroy_srq: not an SRQ of this client");
+    int rc = 0;
+    run([&](sched::Picos) { rc = e.destroy_srq(*srq); });
+    if (rc) return fail(rc, "destroy_srq");
+    s.srqs.erase(*srq);
+    return ok();
+  }
+  if (op == "create_ah") {
+    auto pd = mine(s.pds, req, "pd");
+    if (!pd) return fail(EINVAL, "create_ah: not a PD of this client");
+    transport::AhAttr a;
+    std::string err;
+    if (!ah_from_json(req, &a, &err)) return fail(EINVAL, "create_ah: " + err);
+    if (!resolve_neighbor(d, a.dgid)) return fail(EHOSTUNREACH, "create_ah: no ARP/ND answer from " + req.value("dgid", ""));
+    verbs::Result<transport::AhHandle> r = verbs::Result<transport::AhHandle>::error(EIO);
+    run([&](sched::Picos) { r = e.create_ah(*pd, a); });
+    if (!r.ok()) return fail(r.err(), "create_ah");
+    s.ahs.insert(r.value());
+    return ok({{"ah", r.value()}});
+  }
+  if (op == "destroy_ah") {
+    auto ah = mine(s.ahs, req, "ah");
+    if (!ah) return fail(EINVAL, "destroy_ah: not an AH of this client");
+    int rc = 0;
+    run([&](sched::Picos) { rc = e.destroy_ah(*ah); });
+    if (rc) return fail(rc, "destroy_ah");
+    s.ahs.erase(*ah);
+    return ok();
+  }
+  if (op == "create_qp") {
+    transport::QpCreate c;
+    auto pd = mine(s.pds, req, "pd");
+    auto scq = mine(s.cqs, req, "send_cq");
+    auto rcq = mine(s.cqs, req, "recv_cq");
+    if (!pd || !scq || !rcq) return fail(EINVAL, "create_qp: pd, send_cq and recv_cq must be this client's");
+    c.pd = *pd;
+    c.send_cq = *scq;
+    c.recv_cq = *rcq;
+    if (req.contains("srq")) {
+      auto srq = mine(s.srqs, req, "srq");
+      if (!srq) return fail(EINVAL, "create_qp: not an SRQ of this client");
+      c.use_srq = true;
+      c.srq = *srq;
+    }
+    const std::string type = req.value("type", "rc");
+    if (type != "rc" && type != "ud") return fail(EOPNOTSUPP, "create_qp: type '" + type + "' (rc, ud)");
+    c.init.qp_type = type == "rc" ? IBV_QPT_RC : IBV_QPT_UD;
+    c.init.cap.max_send_wr = static_cast<uint32_t>(u64_or(req, "max_send_wr", 16));
+    c.init.cap.max_recv_wr = static_cast<uint32_t>(u64_or(req, "max_recv_wr", 16));
+    c.init.cap.max_send_sge = static_cast<uint32_t>(u64_or(req, "max_send_sge", 1));
+    c.init.cap.max_recv_sge = static_cast<uint32_t>(u64_or(req, "max_recv_sge", 1));
+    c.init.cap.max_inline_data = static_cast<uint32_t>(u64_or(req, "max_inline_data", 0));
+    c.init.sq_sig_all = req.value("sq_sig_all", false);
+    verbs::Result<wire::Qpn> r = verbs::Result<wire::Qpn>::error(EIO);
+    run([&](sched::Picos) { r = e.create_qp(c); });
+    if (!r.ok()) return fail(r.err(), "create_qp");
+    const uint32_t qpn = r.value().value();
+    s.qps.insert(qpn);
+    {
+      std::lock_guard lock(registry_mu_);
+      QpInfo& info = qp_info_[{&d, qpn}];
+      info.client = s.id;
+      info.pid = s.pid;
+      info.comm = s.comm;
+      if (req.contains("class") && req["class"].is_string()) info.cls = req["class"].get<std::string>();
+    }
+    return ok({{"qpn", qpn}});
+  }
+  auto qp = mine(s.qps, req, "qpn");
+  if (op == "modify_qp") {
+    if (!qp) return fail(EINVAL, "modify_qp: not a QP of this client");
+    ibv_qp_attr a{};
+    uint32_t mask = 0;
+    std::string err;
+    if (!qp_attr_from_json(req.value("attr", json::object()), &a, &mask, &err))
+      return fail(EINVAL, "modify_qp: " + err);
+    if ((mask & IBV_QP_AV)) {
+      wire::IpAddr gid;
+      std::memcpy(gid.data(), a.ah_attr.grh.dgid.raw, 16);
+      if (!resolve_neighbor(d, gid)) return fail(EHOSTUNREACH, "modify_qp: no ARP/ND answer from the destination GID");
+    }
+    int rc = 0;
+    run([&](sched::Picos) { rc = e.modify_qp(wire::Qpn(*qp), a, mask); });
+    return rc ? fail(rc, "modify_qp") : ok();
+  }
+  if (op == "query_qp") {
+    if (!qp) return fail(EINVAL, "query_qp: not a QP of this client");
+    json out;
+    run([&](sched::Picos) {
+      if (const verbs::Qp* q = e.query_qp(wire::Qpn(*qp))) out = qp_attr_to_json(q->attr());
+    });
+    return ok({{"attr", out}});
+  }
+  if (op == "destroy_qp") {
+    if (!qp) return fail(EINVAL, "destroy_qp: not a QP of this client");
+    int rc = 0;
+    run([&](sched::Picos) { rc = e.destroy_qp(wire::Qpn(*qp)); });
+    if (rc) return fail(rc, "destroy_qp");
+    s.qps.erase(*qp);
+    std::lock_guard lock(registry_mu_);
+    qp_info_.erase({&d, *qp});
+    return ok();
+  }
+  if (op == "post_send" || op == "post_recv" || op == "post_srq_recv") {
+    std::optional<uint32_t> srq;
+    if (op == "post_srq_recv") {
+      srq = mine(s.srqs, req, "srq");
+      if (!srq) return fail(EINVAL, "post_srq_recv: not an SRQ of this client");
+    } else if (!qp) {
+      return fail(EINVAL, op + ": not a QP of this client");
+    }
+    const json& wr = req.value("wr", json::object());
+    std::vector<transport::Sge> sges;
+    std::string err;
+    if (!sges_from_json(wr, &sges, &err)) return fail(EINVAL, op + ": " + err);
+    int rc = 0;
+    if (op == "post_send") {
+      transport::SendWr w;
+      if (!send_wr_from_json(wr, &w, &err)) return fail(EINVAL, "post_send: " + err);
+      if (w.ah != 0 && !s.ahs.count(w.ah)) return fail(EINVAL, "post_send: not an AH of this client");
+      w.sg_list = sges;
+      run([&](sched::Picos now) { rc = e.post_send(now, wire::Qpn(*qp), w); });
+    } else {
+      transport::RecvWr w;
+      w.wr_id = u64_or(wr, "wr_id", 0);
+      w.sg_list = sges;
+      if (srq) {
+        run([&](sched::Picos) { rc = e.post_srq_recv(*srq, w); });
+      } else {
+        run([&](sched::Picos) { rc = e.post_recv(wire::Qpn(*qp), w); });
+      }
+    }
+    return rc ? fail(rc, op) : ok();
+  }
+  return fail(EOPNOTSUPP, "unknown operation '" + op + "'");
+}
+
+void Daemon::reclaim(Session& s) {
+  if (s.dev != nullptr) {
+    DeviceEntry& d = *s.dev;
+    transport::Engine& e = d.dev->engine();
+    // QPs first (they stop touching memory), then what they used.
+    d.worker->call([&](sched::Picos) {
+      for (uint32_t q : s.qps) e.destroy_qp(wire::Qpn(q));
+      for (uint32_t h : s.srqs) e.destroy_srq(h);
+      for (uint32_t h : s.ahs) e.destroy_ah(h);
+      for (uint32_t h : s.cqs) e.destroy_cq(h);
+      for (const auto& [lkey, m] : s.mrs) e.dereg_mr(lkey);
+      for (uint32_t h : s.pds) e.dealloc_pd(h);
+    });
+    for (const auto& [lkey, m] : s.mrs) munmap(m.base, m.len);
+    {
+      std::lock_guard lock(registry_mu_);
+      for (uint32_t q : s.qps) qp_info_.erase({&d, q});
+    }
+    if (!s.qps.empty() || !s.mrs.empty())
+      log(LogLevel::kInfo, "client {} (pid {}, {}) gone: reclaimed {} QP(s), {} MR(s), {} CQ(s), {} PD(s)",
+          s.id, s.pid, s.comm, s.qps.size(), s.mrs.size(), s.cqs.size(), s.pds.size());
+    --d.sessions;
+  }
+  s.qps.clear();
+  s.srqs.clear();
+  s.ahs.clear();
+  s.cqs.clear();
+  s.mrs.clear();
+  s.pds.clear();
+  s.dev = nullptr;
+}
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,103 @@
+#include "dataplane/dpdk/device.h"
+
+#include <cstring>
+
+namespace isoroce::dataplane {
+
+namespace {
+
+transport::EngineConfig engine_config(const DeviceConfig& config, const wire::MacAddr& mac) {
+  transport::EngineConfig ec;
+  ec.mac = mac;
+  ec.ip = config.ip;
+  ec.key_seed = config.key_seed;
+  ec.qpn_seed = config.qpn_seed;
+  ec.policy = config.policy;
+  ec.link_bps = config.link_bps;
+  ec.sched_lookahead = config.lookahead;
+  ec.max_qps = config.max_qps;
+  ec.active_mtu = config.mtu;
+  return ec;
+}
+
+}  // namespace
+
+std::unique_ptr<Device> Device::create(const DeviceConfig& config, std::unique_ptr<Port> port,
+                                       std::string* error) {
+  auto engine = transport::Engine::create(engine_config(config, port->mac()));
+  if (!engine.ok()) {
+    *error = config.name + ": the transport engine rejects the configuration: " +
+             std::strerror(engine.err());
+    return nullptr;
+  }
+  return std::unique_ptr<Device>(new Device(config, std::move(port), std::move(engine.value())));
+}
+
+Device::Device(const DeviceConfig& config, std::unique_ptr<Port> port,
+               std::unique_ptr<transport::Engine> engine)
+    : config_(config), port_(std::move(port)), net_(port_->mac(), config.ip), engine_(std::move(engine)) {}
+
+void Device::sync_neighbors() {
+  for (const auto& [ip, mac] : net_.take_learned()) engine_->set_neighbor(ip, mac);
+}
+
+unsigned Device::poll(sched::Picos now) {
+  rte_mbuf* burst[Port::kBurst];
+  const uint16_t n = port_->rx_burst(burst, Port::kBurst);
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = burst[i];
+    if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    std::span<uint8_t> frame(rte_pktmbuf_mtod(m, uint8_t*), m->data_len);
+    switch (net_.receive(frame, &reply_)) {
+      case NetStack::Verdict::kRoce:
+        engine_->receive(now, frame);
+        break;
+      case NetStack::Verdict::kConsumed:
+        if (!reply_.empty()) port_->send_copy(reply_);
+        break;
+      case NetStack::Verdict::kDrop:
+        break;
+    }
+    rte_pktmbuf_free(m);
+  }
+  if (n != 0) sync_neighbors();
+  engine_->advance(now);
+  const size_t sent = engine_->transmit(now, *port_, Port::kBurst);
+  port_->flush();
+  return n + static_cast<unsigned>(sent) + (port_->tx_pending() ? 1u : 0u);
+}
+
+bool Device::set_policy(sched::Policy policy, std::string* error) {
+  if (!engine_->qp_numbers().empty()) {
+    *error = "the device has QPs";
+    return false;
+  }
+  DeviceConfig c = config_;
+  c.policy = policy;
+  auto engine = transport::Engine::create(engine_config(c, port_->mac()));
+  if (!engine.ok()) {
+    *error = std::string("the engine rejects the policy: ") + std::strerror(engine.err());
+    return false;
+  }
+  engine_ = std::move(engine.value());
+  config_ = c;
+  for (const auto& [ip, mac] : net_.neighbors()) engine_->set_neighbor(ip, mac);
+  return true;
+}
+
+sched::Picos Device::next_deadline() const { return engine_->next_deadline(); }
+
+bool Device::resolve(const wire::IpAddr& ip) {
+  if (net_.lookup(ip)) {
+    sync_neighbors();
+    return true;
+  }
+  port_->send_copy(net_.solicit(ip));
+  port_->flush();
+  return false;
+}
+
+}  // namespace isoroce::dataplane

@@ -1,0 +1,74 @@
+// One emulated RNIC (isoroce0, isoroce1, ...): a DPDK port, the small IP stack
+// that answers ARP/ND/ping for it, and the transport engine that owns its QPs.
+// poll() is one pass of the poll loop over it, in DESIGN.md's fixed order:
+// rx burst, timers, scheduler, tx flush. Not thread-safe: a device belongs to
+// one worker lcore and everything else reaches it through Worker::call.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/dpdk/net_stack.h"
+#include "dataplane/dpdk/port.h"
+#include "transport/engine/engine.h"
+
+namespace isoroce::dataplane {
+
+struct DeviceConfig {
+  std::string name;          // isoroce0
+  std::string devargs;       // what the port was made from (for people)
+  wire::IpAddr ip{};
+  uint8_t prefix_len = 24;
+  uint64_t link_bps = 10'000'000'000;
+  sched::Policy policy = sched::Policy::kFifo;
+  ibv_mtu mtu = IBV_MTU_1024;
+  sched::Picos lookahead = 20'000'000;  // grant this far ahead of now (one poll period)
+  uint64_t key_seed = 1;
+  uint32_t qpn_seed = 1;
+  uint32_t max_qps = 4096;
+};
+
+class Device {
+ public:
+  // nullptr and *error if the engine rejects the configuration.
+  static std::unique_ptr<Device> create(const DeviceConfig& config, std::unique_ptr<Port> port,
+                                        std::string* error);
+
+  const DeviceConfig& config() const { return config_; }
+  Port& port() { return *port_; }
+  const Port& port() const { return *port_; }
+  NetStack& net() { return net_; }
+  const NetStack& net() const { return net_; }
+  transport::Engine& engine() { return *engine_; }
+  const transport::Engine& engine() const { return *engine_; }
+
+  // One pass; returns how much it did (frames received and sent), 0 when idle.
+  unsigned poll(sched::Picos now);
+  // When the engine next needs a pass (sched::kNever: only when frames arrive).
+  sched::Picos next_deadline() const;
+
+  // Sends an ARP request / neighbour solicitation for ip unless it is known;
+  // true if it is known.
+  bool resolve(const wire::IpAddr& ip);
+
+  // Replaces the engine by one with `policy`. Only while the device has no
+  // verbs objects at all (false and *error otherwise); neighbours are kept.
+  bool set_policy(sched::Policy policy, std::string* error);
+
+ private:
+  Device(const DeviceConfig& config, std::unique_ptr<Port> port,
+         std::unique_ptr<transport::Engine> engine);
+  void sync_neighbors();
+
+  DeviceConfig config_;
+  std::unique_ptr<Port> port_;
+  NetStack net_;
+  std::unique_ptr<transport::Engine> engine_;
+  std::vector<uint8_t> reply_;
+};
+
+}  // namespace isoroce::dataplane

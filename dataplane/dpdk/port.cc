@@ -1,0 +1,194 @@
+#include "dataplane/dpdk/port.h"
+
+#include <rte_eth_ring.h>
+#include <rte_ring.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace isoroce::dataplane {
+namespace {
+
+constexpr uint16_t kRxDesc = 1024;
+constexpr uint16_t kTxDesc = 1024;
+constexpr unsigned kPoolCache = 256;
+constexpr unsigned kRingSize = 1024;
+
+std::string dpdk_error(const char* what, int rc) {
+  return std::string(what) + ": " + rte_strerror(rc < 0 ? -rc : rc);
+}
+
+}  // namespace
+
+Port::Port(std::string name, uint16_t port_id) : name_(std::move(name)), port_id_(port_id) {}
+
+std::unique_ptr<Port> Port::open(const std::string& name, uint16_t port_id, uint32_t max_frame,
+                                 std::string* error) {
+  std::unique_ptr<Port> p(new Port(name, port_id));
+  if (!p->setup(max_frame, error)) return nullptr;
+  return p;
+}
+
+bool Port::setup(uint32_t max_frame, std::string* error) {
+  rte_eth_dev_info info{};
+  if (int rc = rte_eth_dev_info_get(port_id_, &info); rc != 0) {
+    *error = dpdk_error("rte_eth_dev_info_get", rc);
+    return false;
+  }
+  driver_ = info.driver_name ? info.driver_name : "";
+  // Enough mbufs for the RX and TX rings, the TX queue and the per-lcore caches.
+  const unsigned n_mbufs = 2 * (kRxDesc + kTxDesc) + 2 * kPoolCache + 1023;
+  const uint32_t room = RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(max_frame, 2048);
+  if (room > UINT16_MAX) {
+    *error = "frame size " + std::to_string(max_frame) + " does not fit an mbuf";
+    return false;
+  }
+  pool_ = rte_pktmbuf_pool_create((name_ + "_pool").c_str(), n_mbufs, kPoolCache, 0,
+                                  static_cast<uint16_t>(room), rte_eth_dev_socket_id(port_id_));
+  if (pool_ == nullptr) {
+    *error = dpdk_error("mbuf pool (is -m large enough?)", rte_errno);
+    return false;
+  }
+  rte_eth_conf conf{};
+  const uint32_t mtu = max_frame > 18 ? max_frame - 18 : RTE_ETHER_MTU;  // Ethernet header + VLAN
+  if (mtu > RTE_ETHER_MTU && mtu <= info.max_mtu) conf.rxmode.mtu = mtu;
+  if (int rc = rte_eth_dev_configure(port_id_, 1, 1, &conf); rc != 0) {
+    *error = dpdk_error("rte_eth_dev_configure", rc);
+    return false;
+  }
+  uint16_t rxd = kRxDesc, txd = kTxDesc;
+  if (int rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id_, &rxd, &txd); rc != 0) {
+    *error = dpdk_error("rte_eth_dev_adjust_nb_rx_tx_desc", rc);
+    return false;
+  }
+  const int socket = rte_eth_dev_socket_id(port_id_);
+  if (int rc = rte_eth_rx_queue_setup(port_id_, 0, rxd, socket, nullptr, pool_); rc != 0) {
+    *error = dpdk_error("rte_eth_rx_queue_setup", rc);
+    return false;
+  }
+  if (int rc = rte_eth_tx_queue_setup(port_id_, 0, txd, socket, nullptr); rc != 0) {
+    *error = dpdk_error("rte_eth_tx_queue_setup", rc);
+    return false;
+  }
+  if (int rc = rte_eth_dev_start(port_id_); rc != 0) {
+    *error = dpdk_error("rte_eth_dev_start", rc);
+    return false;
+  }
+  started_ = true;
+  // IPv6 neighbour discovery arrives on multicast addresses; best effort.
+  (void)rte_eth_allmulticast_enable(port_id_);
+  rte_ether_addr mac{};
+  if (int rc = rte_eth_macaddr_get(port_id_, &mac); rc != 0) {
+    *error = dpdk_error("rte_eth_macaddr_get", rc);
+    return false;
+  }
+  if (rte_is_zero_ether_addr(&mac)) {
+    // Ring ports have no address: make a locally administered, unicast one
+    // from the port id, so two ports of a loopback pair differ.
+    const rte_ether_addr own = {{0x02, 0x15, 0x0c, 0x00, static_cast<uint8_t>(port_id_ >> 8),
+                                 static_cast<uint8_t>(port_id_ + 1)}};
+    (void)rte_eth_dev_default_mac_addr_set(port_id_, const_cast<rte_ether_addr*>(&own));
+    mac = own;
+  }
+  std::memcpy(mac_.data(), mac.addr_bytes, 6);
+  return true;
+}
+
+bool Port::make_ring_pair(const std::string& a, const std::string& b, uint16_t* port_a,
+                          uint16_t* port_b, std::string* error) {
+  const int socket = static_cast<int>(rte_socket_id());
+  rte_ring* ab = rte_ring_create((a + "_to_" + b).c_str(), kRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+  rte_ring* ba = rte_ring_create((b + "_to_" + a).c_str(), kRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+  if (ab == nullptr || ba == nullptr) {
+    *error = dpdk_error("rte_ring_create", rte_errno);
+    return false;
+  }
+  // Each port receives what the other sends.
+  const int pa = rte_eth_from_rings(("net_ring_" + a).c_str(), &ba, 1, &ab, 1, socket);
+  const int pb = rte_eth_from_rings(("net_ring_" + b).c_str(), &ab, 1, &ba, 1, socket);
+  if (pa < 0 || pb < 0) {
+    *error = dpdk_error("rte_eth_from_rings", rte_errno);
+    return false;
+  }
+  *port_a = static_cast<uint16_t>(pa);
+  *port_b = static_cast<uint16_t>(pb);
+  return true;
+}
+
+Port::~Port() {
+  if (building_ != nullptr) rte_pktmbuf_free(building_);
+  rte_pktmbuf_free_bulk(tx_.data(), tx_count_);
+  if (started_) {
+    (void)rte_eth_dev_stop(port_id_);
+    (void)rte_eth_dev_close(port_id_);
+  }
+  // The pool stays: a peer port's ring may still hold our mbufs until it closes.
+}
+
+uint16_t Port::rx_burst(rte_mbuf** pkts, uint16_t n) {
+  const uint16_t got = rte_eth_rx_burst(port_id_, 0, pkts, n);
+  counters_.rx_packets += got;
+  for (uint16_t i = 0; i < got; ++i) counters_.rx_bytes += pkts[i]->pkt_len;
+  return got;
+}
+
+bool Port::queue(rte_mbuf* m) {
+  if (tx_count_ == tx_.size()) flush();
+  if (tx_count_ == tx_.size()) {
+    rte_pktmbuf_free(m);
+    ++counters_.tx_dropped;
+    return false;
+  }
+  tx_[tx_count_++] = m;
+  return true;
+}
+
+bool Port::send_copy(std::span<const uint8_t> frame) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) {
+    ++counters_.no_mbuf;
+    return false;
+  }
+  char* p = rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size()));
+  if (p == nullptr || frame.size() > UINT16_MAX) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  std::memcpy(p, frame.data(), frame.size());
+  return queue(m);
+}
+
+uint16_t Port::flush() {
+  if (tx_count_ == 0) return 0;
+  const uint16_t sent = rte_eth_tx_burst(port_id_, 0, tx_.data(), tx_count_);
+  for (uint16_t i = 0; i < sent; ++i) {
+    ++counters_.tx_packets;
+    counters_.tx_bytes += tx_[i]->pkt_len;
+  }
+  std::copy(tx_.begin() + sent, tx_.begin() + tx_count_, tx_.begin());
+  tx_count_ = static_cast<uint16_t>(tx_count_ - sent);
+  return sent;
+}
+
+std::span<uint8_t> Port::tx_buffer(size_t len) {
+  if (tx_count_ == tx_.size() && flush() == 0) return {};  // the PMD is full: lose the grant
+  if (building_ == nullptr) {
+    building_ = rte_pktmbuf_alloc(pool_);
+    if (building_ == nullptr) {
+      ++counters_.no_mbuf;
+      return {};
+    }
+  }
+  if (len > rte_pktmbuf_tailroom(building_)) return {};
+  return {rte_pktmbuf_mtod(building_, uint8_t*), len};
+}
+
+void Port::tx_commit(sched::Picos /*departure*/, size_t len) {
+  rte_mbuf* m = building_;
+  building_ = nullptr;
+  m->data_len = static_cast<uint16_t>(len);
+  m->pkt_len = static_cast<uint32_t>(len);
+  queue(m);
+}
+
+}  // namespace isoroce::dataplane

@@ -1,0 +1,83 @@
+// One DPDK Ethernet port as an emulated RNIC device: the ethdev (any PMD, found
+// by name after EAL probed it, or one end of an in-process ring pair), its mbuf
+// pool, one RX and one TX queue, and the TX burst the engine's frames are built
+// into (the engine's TxSink). Setup returns an error string, never throws.
+#pragma once
+
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "transport/engine/engine.h"
+#include "transport/wire/packet.h"
+
+namespace isoroce::dataplane {
+
+struct PortCounters {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_packets = 0;
+  uint64_t tx_bytes = 0;
+  uint64_t tx_dropped = 0;      // the PMD refused them after retries (full ring)
+  uint64_t rx_segmented = 0;    // multi-segment frames linearized
+  uint64_t no_mbuf = 0;         // the pool was empty when a frame was to be built
+};
+
+class Port final : public transport::TxSink {
+ public:
+  static constexpr uint16_t kBurst = 32;
+
+  // Sets up `port_id` with a pool sized for frames of `max_frame` bytes.
+  // On failure returns nullptr and fills *error.
+  static std::unique_ptr<Port> open(const std::string& name, uint16_t port_id, uint32_t max_frame,
+                                    std::string* error);
+  // Creates two ring-backed ethdevs whose TX feeds the other's RX.
+  static bool make_ring_pair(const std::string& a, const std::string& b, uint16_t* port_a,
+                             uint16_t* port_b, std::string* error);
+  ~Port();
+  Port(const Port&) = delete;
+  Port& operator=(const Port&) = delete;
+
+  const std::string& name() const { return name_; }
+  uint16_t port_id() const { return port_id_; }
+  const wire::MacAddr& mac() const { return mac_; }
+  const std::string& driver() const { return driver_; }
+  const PortCounters& counters() const { return counters_; }
+
+  uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
+  // Queues a copy of `frame` for transmission (ARP/ICMP replies, solicitations).
+  bool send_copy(std::span<const uint8_t> frame);
+  // Hands the queued frames to the PMD; what it refuses stays queued for the
+  // next flush, up to the queue's size. Returns how many left.
+  uint16_t flush();
+  bool tx_pending() const { return tx_count_ > 0; }
+
+  // transport::TxSink
+  std::span<uint8_t> tx_buffer(size_t len) override;
+  void tx_commit(sched::Picos departure, size_t len) override;
+
+ private:
+  Port(std::string name, uint16_t port_id);
+  bool setup(uint32_t max_frame, std::string* error);
+  bool queue(rte_mbuf* m);
+
+  std::string name_;
+  uint16_t port_id_;
+  std::string driver_;
+  wire::MacAddr mac_{};
+  rte_mempool* pool_ = nullptr;
+  bool started_ = false;
+  rte_mbuf* building_ = nullptr;  // buffer handed out by tx_buffer, not committed yet
+  std::array<rte_mbuf*, 4 * kBurst> tx_{};
+  uint16_t tx_count_ = 0;
+  uint32_t flush_retries_ = 0;
+  PortCounters counters_;
+};
+
+}  // namespace isoroce::dataplane
