@@ -93,8 +93,14 @@ bool Daemon::start(int, std::string* error) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   if (rte_eal_init(static_cast<int>(args.size()), argv.data()) < 0) {
-    *error = std::string("EAL initialisation failed: ") + rte_strerror(rte_errno) +
-             " (arguments:" + joined + ")";
+    *error = std::string("EAL initialisation failed: ") + rte_strerror(rte_errno);
+    if (rte_errno == ENODEV && !config_.loopback) {
+      *error += " (a port's devargs names no DPDK driver, see the EAL lines above:";
+      for (size_t i = 0; i < config_.ports.size(); ++i)
+        *error += " port[" + std::to_string(i) + "] = " + config_.ports[i].devargs;
+      *error += ")";
+    }
+    *error += "; EAL arguments:" + joined;
     return false;
   }
   eal_ready_ = true;
@@ -182,6 +188,10 @@ bool Daemon::start(int, std::string* error) {
   ev.data.fd = signal_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, signal_fd_, &ev);
 
+  if (listen(listen_fd_, 64) != 0) {
+    *error = "listen " + config_.socket + ": " + std::strerror(errno);
+    return false;
+  }
   register_telemetry(this);
   for (size_t i = 0; i < devices_.size(); ++i) {
     const auto& c = devices_[i]->dev->config();
@@ -230,11 +240,7 @@ bool Daemon::open_socket(std::string* error) {
     }
   }
   chmod(config_.socket.c_str(), 0666);  // applications need not run as root
-  if (listen(listen_fd_, 64) != 0) {
-    *error = "listen " + config_.socket + ": " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  return true;  // listen() once everything is up: clients never see a half-started daemon
 }
 
 void Daemon::accept_client() {

@@ -1,0 +1,345 @@
+// isoroced with --loopback: two devices joined by an in-process net_ring pair.
+// Every verb across the ports with every byte checked, UD, isolation between
+// clients, reclaim after SIGKILL, telemetry, bad configuration.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "tests/daemon/harness.h"
+
+namespace isoroce::test {
+namespace {
+
+constexpr uint32_t kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                          IBV_ACCESS_REMOTE_ATOMIC;
+
+void fill(uint8_t* p, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(rng());
+}
+
+class Loopback : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    daemon_ = new DaemonProcess({"--loopback", "--policy", "tassel", "--link-gbps", "10"});
+  }
+  static void TearDownTestSuite() {
+    if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
+
+  // A connected RC pair: a on isoroce0, b on isoroce1.
+  struct Pair {
+    std::unique_ptr<Verbs> a, b;
+    uint32_t cq_a = 0, cq_b = 0, qp_a = 0, qp_b = 0;
+    Buffer *buf_a = nullptr, *buf_b = nullptr;
+  };
+  Pair make_pair(uint64_t buf_len = 1 << 20) {
+    Pair p;
+    p.a = std::make_unique<Verbs>(daemon_->socket(), "isoroce0");
+    p.b = std::make_unique<Verbs>(daemon_->socket(), "isoroce1");
+    EXPECT_TRUE(p.a->ok() && p.b->ok());
+    p.cq_a = p.a->create_cq();
+    p.cq_b = p.b->create_cq();
+    p.qp_a = p.a->create_qp(p.cq_a);
+    p.qp_b = p.b->create_qp(p.cq_b);
+    p.buf_a = p.a->reg(buf_len, kAll);
+    p.buf_b = p.b->reg(buf_len, kAll);
+    EXPECT_TRUE(p.qp_a && p.qp_b && p.buf_a && p.buf_b);
+    EXPECT_TRUE(p.a->connect_rc(p.qp_a, "10.0.0.2", p.qp_b, 100, 5000)["ok"].get<bool>());
+    EXPECT_TRUE(p.b->connect_rc(p.qp_b, "10.0.0.1", p.qp_a, 5000, 100)["ok"].get<bool>());
+    return p;
+  }
+
+  static DaemonProcess* daemon_;
+};
+DaemonProcess* Loopback::daemon_ = nullptr;
+
+TEST_F(Loopback, DevicesLookLikeRoceV2Nics) {
+  Verbs v(daemon_->socket(), "isoroce0");
+  ASSERT_TRUE(v.ok());
+  json d = v.call({{"op", "devices"}})["devices"];
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0]["name"], "isoroce0");
+  EXPECT_EQ(d[0]["gid"][0], "::ffff:10.0.0.1");
+  EXPECT_EQ(d[1]["gid"][0], "::ffff:10.0.0.2");
+  EXPECT_EQ(d[0]["policy"], "tassel");
+  EXPECT_NE(d[0]["mac"], d[1]["mac"]);
+}
+
+TEST_F(Loopback, WriteReadAtomicsAndSendsAcrossPortsIntact) {
+  Pair p = make_pair();
+  // RDMA WRITE of several sizes, each landing at its own offset in b's memory.
+  uint64_t off = 0;
+  uint64_t id = 1;
+  for (uint32_t len : {1u, 1000u, 1024u, 4096u, 65536u, 300000u}) {
+    fill(p.buf_a->data + off, len, len);
+    ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", id++}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                        {"sg", {sge(*p.buf_a, off, len)}}, {"remote_addr", p.buf_b->iova() + off},
+                                        {"rkey", p.buf_b->rkey}})["ok"].get<bool>());
+    auto wc = p.a->wait(p.cq_a, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0]["status"], 0) << wc[0].dump();
+    EXPECT_EQ(std::memcmp(p.buf_a->data + off, p.buf_b->data + off, len), 0) << "write of " << len;
+    off += len;
+  }
+  // SEND with immediate into a posted receive.
+  const uint32_t send_len = 5000;
+  fill(p.buf_a->data, send_len, 7);
+  ASSERT_TRUE(p.b->post_recv(p.qp_b, {{"wr_id", 77}, {"sg", {sge(*p.buf_b, 0, 8192)}}})["ok"].get<bool>());
+  ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", id++}, {"opcode", "send_imm"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"imm_data", 0xabcdef01u}, {"sg", {sge(*p.buf_a, 0, send_len)}}})["ok"].get<bool>());
+  auto rwc = p.b->wait(p.cq_b, 1);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0]["status"], 0);
+  EXPECT_EQ(rwc[0]["wr_id"], 77);
+  EXPECT_EQ(rwc[0]["byte_len"], send_len);
+  EXPECT_EQ(rwc[0]["imm_data"], 0xabcdef01u);
+  EXPECT_EQ(std::memcmp(p.buf_a->data, p.buf_b->data, send_len), 0);
+  ASSERT_EQ(p.a->wait(p.cq_a, 1).size(), 1u);
+  // RDMA READ of b's memory into a's.
+  fill(p.buf_b->data + 100000, 70000, 9);
+  ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", id++}, {"opcode", "read"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"sg", {sge(*p.buf_a, 200000, 70000)}},
+                                      {"remote_addr", p.buf_b->iova() + 100000}, {"rkey", p.buf_b->rkey}})["ok"].get<bool>());
+  auto wc = p.a->wait(p.cq_a, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0]["status"], 0);
+  EXPECT_EQ(std::memcmp(p.buf_a->data + 200000, p.buf_b->data + 100000, 70000), 0);
+  // Atomics on an aligned counter in b's memory; the original value lands in a's.
+  uint64_t counter = 41;
+  std::memcpy(p.buf_b->data + 512 * 1024, &counter, 8);
+  ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", id++}, {"opcode", "fetch_add"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"sg", {sge(*p.buf_a, 0, 8)}}, {"remote_addr", p.buf_b->iova() + 512 * 1024},
+                                      {"rkey", p.buf_b->rkey}, {"compare_add", 1}})["ok"].get<bool>());
+  ASSERT_EQ(p.a->wait(p.cq_a, 1).size(), 1u);
+  uint64_t orig;
+  std::memcpy(&orig, p.buf_a->data, 8);
+  std::memcpy(&counter, p.buf_b->data + 512 * 1024, 8);
+  EXPECT_EQ(orig, 41u);
+  EXPECT_EQ(counter, 42u);
+  ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", id++}, {"opcode", "cmp_swap"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"sg", {sge(*p.buf_a, 8, 8)}}, {"remote_addr", p.buf_b->iova() + 512 * 1024},
+                                      {"rkey", p.buf_b->rkey}, {"compare_add", 42}, {"swap", 1000}})["ok"].get<bool>());
+  ASSERT_EQ(p.a->wait(p.cq_a, 1).size(), 1u);
+  std::memcpy(&orig, p.buf_a->data + 8, 8);
+  std::memcpy(&counter, p.buf_b->data + 512 * 1024, 8);
+  EXPECT_EQ(orig, 42u);
+  EXPECT_EQ(counter, 1000u);
+  // And the other direction: b writes into a.
+  fill(p.buf_b->data + 600000, 40000, 11);
+  ASSERT_TRUE(p.b->post_send(p.qp_b, {{"wr_id", 1}, {"opcode", "write_imm"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"imm_data", 5}, {"sg", {sge(*p.buf_b, 600000, 40000)}},
+                                      {"remote_addr", p.buf_a->iova() + 600000}, {"rkey", p.buf_a->rkey}})["ok"].get<bool>());
+  // write_imm consumes a receive at a.
+  EXPECT_EQ(p.b->wait(p.cq_b, 1, 300).size(), 0u);  // RNR: no receive yet, retried forever
+  ASSERT_TRUE(p.a->post_recv(p.qp_a, {{"wr_id", 3}})["ok"].get<bool>());
+  auto awc = p.a->wait(p.cq_a, 1);
+  ASSERT_EQ(awc.size(), 1u);
+  EXPECT_EQ(awc[0]["opcode"], IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(awc[0]["imm_data"], 5);
+  ASSERT_EQ(p.b->wait(p.cq_b, 1).size(), 1u);
+  EXPECT_EQ(std::memcmp(p.buf_a->data + 600000, p.buf_b->data + 600000, 40000), 0);
+  // Per-QP counters show the traffic.
+  json q = p.a->call({{"op", "qp"}, {"qpn", p.qp_a}})["qp"];
+  EXPECT_GT(q["tx_packets"].get<uint64_t>(), 300u);
+  EXPECT_EQ(q["state"], "RTS");
+  EXPECT_EQ(q["errors"], 0);
+}
+
+TEST_F(Loopback, ManyOutstandingWritesKeepOrderAndData) {
+  Pair p = make_pair(4 << 20);
+  fill(p.buf_a->data, 4 << 20, 3);
+  const int n = 48;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t off = static_cast<uint64_t>(i) * 65536;
+    ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", i}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                        {"sg", {sge(*p.buf_a, off, 65536)}}, {"remote_addr", p.buf_b->iova() + off},
+                                        {"rkey", p.buf_b->rkey}})["ok"].get<bool>());
+  }
+  auto wc = p.a->wait(p.cq_a, n);
+  ASSERT_EQ(wc.size(), static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(wc[i]["wr_id"], i);
+    EXPECT_EQ(wc[i]["status"], 0);
+  }
+  EXPECT_EQ(std::memcmp(p.buf_a->data, p.buf_b->data, static_cast<size_t>(n) * 65536), 0);
+}
+
+TEST_F(Loopback, BadRkeyGetsRemoteAccessErrorAndDaemonCarriesOn) {
+  Pair p = make_pair();
+  ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", 9}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"sg", {sge(*p.buf_a, 0, 64)}}, {"remote_addr", p.buf_b->iova()},
+                                      {"rkey", p.buf_b->rkey ^ 0x5a5a00}})["ok"].get<bool>());
+  auto wc = p.a->wait(p.cq_a, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0]["status"], IBV_WC_REM_ACCESS_ERR) << wc[0].dump();
+  // Out of bounds of the MR.
+  Pair q = make_pair();
+  ASSERT_TRUE(q.a->post_send(q.qp_a, {{"wr_id", 1}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"sg", {sge(*q.buf_a, 0, 4096)}}, {"remote_addr", q.buf_b->iova() + (1 << 20) - 100},
+                                      {"rkey", q.buf_b->rkey}})["ok"].get<bool>());
+  wc = q.a->wait(q.cq_a, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0]["status"], IBV_WC_REM_ACCESS_ERR);
+  // Still serving: a fresh pair works.
+  Pair r = make_pair();
+  ASSERT_TRUE(r.a->post_send(r.qp_a, {{"wr_id", 1}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"sg", {sge(*r.buf_a, 0, 64)}}, {"remote_addr", r.buf_b->iova()},
+                                      {"rkey", r.buf_b->rkey}})["ok"].get<bool>());
+  wc = r.a->wait(r.cq_a, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0]["status"], 0);
+}
+
+TEST_F(Loopback, UdDatagramsCarryGrhAndSource) {
+  Verbs a(daemon_->socket(), "isoroce0"), b(daemon_->socket(), "isoroce1");
+  const uint32_t cq_a = a.create_cq(), cq_b = b.create_cq();
+  const uint32_t qa = a.create_qp(cq_a, "ud"), qb = b.create_qp(cq_b, "ud");
+  Buffer* ba = a.reg(65536, kAll);
+  Buffer* bb = b.reg(65536, kAll);
+  ASSERT_TRUE(qa && qb && ba && bb);
+  for (auto [v, q] : {std::pair{&a, qa}, std::pair{&b, qb}}) {
+    ASSERT_TRUE(v->call({{"op", "modify_qp"}, {"qpn", q}, {"attr", {{"qp_state", "INIT"}, {"pkey_index", 0}, {"port_num", 1}, {"qkey", 0x1111}}}})["ok"].get<bool>());
+    ASSERT_TRUE(v->call({{"op", "modify_qp"}, {"qpn", q}, {"attr", {{"qp_state", "RTR"}}}})["ok"].get<bool>());
+    ASSERT_TRUE(v->call({{"op", "modify_qp"}, {"qpn", q}, {"attr", {{"qp_state", "RTS"}, {"sq_psn", 1}}}})["ok"].get<bool>());
+  }
+  json ah = a.call({{"op", "create_ah"}, {"pd", a.pd()}, {"dgid", "10.0.0.2"}});
+  ASSERT_TRUE(ah["ok"].get<bool>()) << ah.dump();
+  fill(ba->data, 1000, 5);
+  ASSERT_TRUE(b.post_recv(qb, {{"wr_id", 1}, {"sg", {sge(*bb, 0, 2048)}}})["ok"].get<bool>());
+  ASSERT_TRUE(a.post_send(qa, {{"wr_id", 2}, {"opcode", "send"}, {"send_flags", IBV_SEND_SIGNALED},
+                               {"sg", {sge(*ba, 0, 1000)}}, {"ah", ah["ah"]}, {"remote_qpn", qb},
+                               {"remote_qkey", 0x1111}})["ok"].get<bool>());
+  auto wc = b.wait(cq_b, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0]["byte_len"], 1040);
+  EXPECT_EQ(wc[0]["src_qp"], qa);
+  EXPECT_TRUE(wc[0]["wc_flags"].get<uint32_t>() & IBV_WC_GRH);
+  EXPECT_EQ(std::memcmp(ba->data, bb->data + 40, 1000), 0);
+}
+
+TEST_F(Loopback, HandlesOfAnotherClientAreRejected) {
+  Pair p = make_pair();
+  Verbs intruder(daemon_->socket(), "isoroce0");
+  ASSERT_TRUE(intruder.ok());
+  const uint32_t cq = intruder.create_cq();
+  for (json req : {json{{"op", "post_send"}, {"qpn", p.qp_a}, {"wr", {{"opcode", "send"}}}},
+                   json{{"op", "destroy_qp"}, {"qpn", p.qp_a}},
+                   json{{"op", "poll_cq"}, {"cq", p.cq_a}},
+                   json{{"op", "dereg_mr"}, {"lkey", p.buf_a->lkey}},
+                   json{{"op", "create_qp"}, {"pd", p.a->pd()}, {"send_cq", cq}, {"recv_cq", cq}}}) {
+    json r = intruder.call(req);
+    EXPECT_FALSE(r["ok"].get<bool>()) << req.dump();
+    EXPECT_EQ(r["errno"], EINVAL) << req.dump();
+  }
+  // Garbage is answered, not fatal.
+  ASSERT_TRUE(ctrl::send_message(intruder.client().fd(), "{not json"));
+  std::string text;
+  std::vector<int> fds;
+  ASSERT_EQ(ctrl::recv_message(intruder.client().fd(), &text, &fds), ctrl::RecvStatus::kOk);
+  EXPECT_NE(text.find("\"errno\":71"), std::string::npos) << text;  // EPROTO
+  json r = intruder.call({{"op", "post_send"}, {"qpn", 1}, {"wr", {{"opcode", "bogus"}}}});
+  EXPECT_FALSE(r["ok"].get<bool>());
+  // The owner's QP still works.
+  ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", 1}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"sg", {sge(*p.buf_a, 0, 64)}}, {"remote_addr", p.buf_b->iova()},
+                                      {"rkey", p.buf_b->rkey}})["ok"].get<bool>());
+  EXPECT_EQ(p.a->wait(p.cq_a, 1).size(), 1u);
+}
+
+TEST_F(Loopback, KilledClientsResourcesAreReclaimedWithinOneSecond) {
+  auto count_qps = [&] {
+    Verbs v(daemon_->socket(), "isoroce0");
+    return v.call({{"op", "qps"}})["qps"].size();
+  };
+  const size_t before = count_qps();
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    Verbs v(daemon_->socket(), "isoroce0");
+    const uint32_t cq = v.create_cq();
+    bool ok = v.ok() && cq && v.reg(1 << 20, kAll);
+    for (int i = 0; i < 4; ++i) ok = ok && v.create_qp(cq);
+    const char c = ok ? 'y' : 'n';
+    (void)write(ready[1], &c, 1);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  EXPECT_EQ(count_qps(), before + 4);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (count_qps() != before && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(count_qps(), before) << "QPs of a SIGKILLed client are still there after 1 s";
+  close(ready[0]);
+  close(ready[1]);
+}
+
+TEST_F(Loopback, TelemetryAnswersThroughDpdkTelemetryPy) {
+  Pair p = make_pair();
+  const std::string cmd = "printf '/isoroce/devices\\n/isoroce/qp," + std::to_string(p.qp_a) +
+                          "\\n/isoroce/sched\\n' | timeout 20 /usr/bin/dpdk-telemetry.py -f " + daemon_->prefix();
+  FILE* f = popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  EXPECT_EQ(pclose(f), 0) << out;
+  EXPECT_NE(out.find("\"/isoroce/devices\": {\"isoroce0\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"qpn\": " + std::to_string(p.qp_a)), std::string::npos) << out;
+  EXPECT_NE(out.find("\"state\": \"RTS\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"policy\": \"tassel\""), std::string::npos) << out;
+}
+
+TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--port", "net_ring0", "--ip", "10.0.0.300/24"}, "port[0].ip"},
+      {{"--port", "net_ring0"}, "--ip"},
+      {{"--loopback", "--policy", "wfq"}, "--policy"},
+      {{"--port", "eth0", "--ip", "10.0.0.1"}, "port[0].devargs"},
+      {{"--loopback", "--lcores", "0"}, "lcores"},
+      {{"--port", "net_bogus0", "--ip", "10.0.0.1"}, "port[0]"},
+      {{}, "port"},
+  };
+  for (const Case& c : cases) {
+    DaemonProcess d(c.args);
+    EXPECT_FALSE(d.ok()) << "started with a bad configuration: " << c.says;
+    const std::string log = d.log();
+    EXPECT_NE(log.find(c.says), std::string::npos) << log;
+    EXPECT_TRUE(log.find("bad configuration") != std::string::npos ||
+                log.find("cannot start") != std::string::npos) << log;
+  }
+  // A config file with an unknown key.
+  const std::string path = "/tmp/isoroce-bad-" + std::to_string(getpid()) + ".toml";
+  FILE* f = fopen(path.c_str(), "w");
+  fputs("loopback = true\npolcy = \"fifo\"\n", f);
+  fclose(f);
+  DaemonProcess d({"--config", path});
+  EXPECT_FALSE(d.ok());
+  EXPECT_NE(d.log().find("polcy"), std::string::npos) << d.log();
+  unlink(path.c_str());
+}
+
+}  // namespace
+}  // namespace isoroce::test
