@@ -48,7 +48,7 @@ json Daemon::handle(Session& s, const json& req, std::vector<int>& fds) {
     auto qpn = u64(req, "qpn");
     if (!qpn) return fail(EINVAL, "qp: \"qpn\" missing");
     auto v = qp_view(static_cast<uint32_t>(*qpn));
-    if (!v) return fail(ENOENT, "qp " + std::to_string(*qpn));
+    if (!v) return fail(ENOENT, "qp: no QP " + std::to_string(*qpn) + " on any device");
     return ok({{"qp", *v}});
   }
   if (op == "set_rate" || op == "set_class" || op == "set_policy") return admin_op(s, op, req);
@@ -77,7 +77,7 @@ json Daemon::admin_op(Session&, const std::string& op, const json& req) {
   auto qpn = u64(req, "qpn");
   if (!qpn) return fail(EINVAL, op + ": \"qpn\" missing");
   DeviceEntry* d = find_qp(static_cast<uint32_t>(*qpn));
-  if (d == nullptr) return fail(ENOENT, op + ": QP " + std::to_string(*qpn));
+  if (d == nullptr) return fail(ENOENT, op + ": no QP " + std::to_string(*qpn) + " on any device");
   if (op == "set_rate") {
     auto bps = u64(req, "bps");
     if (!bps) return fail(EINVAL, "set_rate: \"bps\" missing (0 removes the limit)");

@@ -343,3 +343,70 @@ TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
 
 }  // namespace
 }  // namespace isoroce::test
+
+namespace isoroce::test {
+namespace {
+
+std::string run(const std::string& cmd, int* status) {
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  const int st = pclose(f);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+TEST(IsoroceCtl, InspectsAndSteersALiveDaemon) {
+  DaemonProcess d({"--loopback"});
+  ASSERT_TRUE(d.ok()) << d.log();
+  const std::string ctl = bin_path("isoroce-ctl") + " --socket " + d.socket() + " ";
+  int st;
+  std::string out = run(ctl + "devices", &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("isoroce1"), std::string::npos) << out;
+  EXPECT_NE(out.find("::ffff:10.0.0.2"), std::string::npos) << out;
+  // set-policy on an unused device, then the device reports it.
+  out = run(ctl + "set-policy isoroce1 tassel", &st);
+  EXPECT_EQ(st, 0) << out;
+  out = run(ctl + "--json sched", &st);
+  json j = json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["sched"]["isoroce1"]["policy"], "tassel");
+  EXPECT_EQ(j["sched"]["isoroce0"]["policy"], "fifo");
+  // A QP: rate and class are set and shown.
+  Verbs v(d.socket(), "isoroce0");
+  const uint32_t cq = v.create_cq();
+  const uint32_t qpn = v.create_qp(cq);
+  ASSERT_NE(qpn, 0u);
+  out = run(ctl + "set-rate " + std::to_string(qpn) + " 2.5G", &st);
+  EXPECT_EQ(st, 0) << out;
+  out = run(ctl + "set-class " + std::to_string(qpn) + " latency", &st);
+  EXPECT_EQ(st, 0) << out;
+  out = run(ctl + "qp " + std::to_string(qpn) + " --json", &st);
+  j = json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["qp"]["rate_bps"], 2'500'000'000u);
+  EXPECT_EQ(j["qp"]["class"], "latency");
+  EXPECT_EQ(j["qp"]["state"], "RESET");
+  // The device is in use now: set-policy refuses and says why.
+  out = run(ctl + "set-policy isoroce0 tassel", &st);
+  EXPECT_NE(st, 0);
+  EXPECT_NE(out.find("client"), std::string::npos) << out;
+  // Bad input: clear messages, non-zero exits.
+  out = run(ctl + "set-rate " + std::to_string(qpn) + " fast", &st);
+  EXPECT_NE(st, 0);
+  EXPECT_NE(out.find("not a rate"), std::string::npos) << out;
+  out = run(ctl + "qp 1", &st);
+  EXPECT_NE(st, 0);
+  EXPECT_NE(out.find("no QP 1"), std::string::npos) << out;
+  out = run(ctl + "set-class " + std::to_string(qpn) + " urgent", &st);
+  EXPECT_NE(st, 0);
+  out = run(bin_path("isoroce-ctl") + " --socket /nonexistent/x.sock status", &st);
+  EXPECT_NE(st, 0);
+  EXPECT_NE(out.find("cannot reach isoroced"), std::string::npos) << out;
+  EXPECT_EQ(d.stop(), 0) << d.log();
+}
+
+}  // namespace
+}  // namespace isoroce::test

@@ -1,0 +1,132 @@
+// isoroce-ctl: inspect and steer a running isoroced. Manual: docs/isoroce-ctl.md.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <string>
+
+#include "ctrl/client.h"
+#include "tools/ctl/rate.h"
+
+using nlohmann::json;
+using isoroce::ctrl::Client;
+
+namespace {
+
+int print_error(const json& r) {
+  std::fprintf(stderr, "isoroce-ctl: %s\n", r.value("error", std::string("request failed")).c_str());
+  return 1;
+}
+
+std::string num(const json& v) {
+  if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+void print_devices(const json& list) {
+  fmt::print("{:<10} {:<16} {:<14} {:<18} {:<20} {:>8} {:>6} {:<7} {:>4}\n", "device", "ip", "driver", "mac",
+             "gid", "gbps", "mtu", "policy", "qps");
+  for (const json& d : list)
+    fmt::print("{:<10} {:<16} {:<14} {:<18} {:<20} {:>8} {:>6} {:<7} {:>4}\n", num(d["name"]), num(d["ip"]),
+               num(d["driver"]), num(d["mac"]), num(d["gid"][0]), num(d["link_gbps"]), num(d["active_mtu"]),
+               num(d["policy"]), num(d["qps"]));
+}
+
+void print_qps(const json& list) {
+  fmt::print("{:<10} {:>8} {:<4} {:<5} {:>8} {:<10} {:>12} {:>14} {:>8} {:>6} {:>6} {:>12} {:<16}\n", "device",
+             "qpn", "type", "state", "dest", "class", "tx_packets", "tx_bytes", "retrans", "naks", "errors",
+             "rate_bps", "owner");
+  for (const json& q : list)
+    fmt::print("{:<10} {:>8} {:<4} {:<5} {:>8} {:<10} {:>12} {:>14} {:>8} {:>6} {:>6} {:>12} {:<16}\n",
+               num(q["device"]), num(q["qpn"]), num(q["type"]), num(q["state"]), num(q["dest_qpn"]),
+               q.value("class", std::string("-")), num(q["tx_packets"]), num(q["tx_bytes"]),
+               num(q["retransmits"]), num(q["naks_received"]), num(q["errors"]),
+               q["rate_bps"] == 0 ? std::string("-") : num(q["rate_bps"]),
+               q.contains("pid") ? fmt::format("{} ({})", num(q["comm"]), num(q["pid"])) : std::string("-"));
+}
+
+// key: value lines, nested objects indented.
+void print_tree(const json& j, int indent = 0) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it->is_object()) {
+      fmt::print("{:{}}{}:\n", "", indent, it.key());
+      print_tree(*it, indent + 2);
+    } else if (it->is_array() && !it->empty() && (*it)[0].is_object()) {
+      fmt::print("{:{}}{}:\n", "", indent, it.key());
+      for (const json& e : *it) {
+        print_tree(e, indent + 2);
+        fmt::print("\n");
+      }
+    } else {
+      fmt::print("{:{}}{}: {}\n", "", indent, it.key(), it->is_array() ? it->dump() : num(*it));
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"isoroce-ctl: inspect and steer a running isoroced (docs/isoroce-ctl.md)"};
+  std::string socket = isoroce::ctrl::default_socket_path();
+  bool as_json = false;
+  app.add_option("--socket", socket, "isoroced's control socket (ISOROCE_SOCKET, default /run/isoroce/isoroced.sock)");
+  app.add_flag("--json", as_json, "print the daemon's answer as JSON");
+  app.require_subcommand(1);
+  auto* status = app.add_subcommand("status", "daemon, workers, clients");
+  auto* devices = app.add_subcommand("devices", "the emulated RNIC devices");
+  auto* qps = app.add_subcommand("qps", "every QP with its owner and counters");
+  uint32_t qpn = 0;
+  auto* qp = app.add_subcommand("qp", "one QP");
+  qp->add_option("QPN", qpn, "QP number")->required();
+  auto* stats = app.add_subcommand("stats", "per-device counters (engine, port, ARP/ND/ping)");
+  auto* sched = app.add_subcommand("sched", "per-device transmit scheduler");
+  std::string dev, policy, rate_text, cls;
+  auto* set_policy = app.add_subcommand("set-policy", "a device's transmit scheduler (fifo, tassel); the device must be unused");
+  set_policy->add_option("DEVICE", dev, "isoroce0, ...")->required();
+  set_policy->add_option("POLICY", policy, "fifo or tassel")->required();
+  auto* set_rate = app.add_subcommand("set-rate", "a QP's rate limit (10G, 500M, 100K bits/s; 0 or none: unlimited)");
+  set_rate->add_option("QPN", qpn, "QP number")->required();
+  set_rate->add_option("RATE", rate_text, "bits per second with an optional K/M/G suffix")->required();
+  auto* set_class = app.add_subcommand("set-class", "a QP's flow class (latency, throughput, bandwidth)");
+  set_class->add_option("QPN", qpn, "QP number")->required();
+  set_class->add_option("CLASS", cls, "latency, throughput or bandwidth")->required();
+  for (auto* sub : app.get_subcommands({})) sub->add_flag("--json", as_json, "print JSON");
+  CLI11_PARSE(app, argc, argv);
+
+  json req;
+  if (*status) req = {{"op", "status"}};
+  if (*devices) req = {{"op", "devices"}};
+  if (*qps) req = {{"op", "qps"}};
+  if (*qp) req = {{"op", "qp"}, {"qpn", qpn}};
+  if (*stats) req = {{"op", "stats"}};
+  if (*sched) req = {{"op", "sched"}};
+  if (*set_policy) req = {{"op", "set_policy"}, {"device", dev}, {"policy", policy}};
+  if (*set_rate) {
+    uint64_t bps;
+    if (!isoroce::tools::parse_rate(rate_text, &bps)) {
+      std::fprintf(stderr, "isoroce-ctl: set-rate: '%s' is not a rate (10G, 500M, 100K, 0)\n", rate_text.c_str());
+      return 2;
+    }
+    req = {{"op", "set_rate"}, {"qpn", qpn}, {"bps", bps}};
+  }
+  if (*set_class) req = {{"op", "set_class"}, {"qpn", qpn}, {"class", cls}};
+
+  std::string error;
+  auto client = Client::connect(socket, &error);
+  if (!client) {
+    std::fprintf(stderr, "isoroce-ctl: %s\n", error.c_str());
+    return 1;
+  }
+  json r = client->call(req);
+  if (!r.value("ok", false)) return print_error(r);
+  r.erase("ok");
+  r.erase("id");
+  if (as_json) {
+    fmt::print("{}\n", r.dump(2));
+    return 0;
+  }
+  if (*devices) print_devices(r["devices"]);
+  else if (*qps) print_qps(r["qps"]);
+  else print_tree(r);
+  return 0;
+}
