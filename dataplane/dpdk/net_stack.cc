@@ -61,6 +61,10 @@ uint32_t sum_bytes(const uint8_t* p, size_t len, uint32_t sum = 0) {
   return sum + rte_raw_cksum(p, len);
 }
 
+// rte_raw_cksum sums 16-bit words in host order; the folded result is stored
+// as is (not byte-swapped), as DPDK stores its checksums.
+void put_checksum(uint8_t* p, uint16_t sum) { std::memcpy(p, &sum, 2); }
+
 uint16_t fold(uint32_t sum) {
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
   return static_cast<uint16_t>(~sum & 0xffff);
@@ -204,7 +208,7 @@ NetStack::Verdict NetStack::on_ipv4(std::span<const uint8_t> f, size_t l3,
   std::memcpy(r + 20, ip + ihl, total - ihl);
   r[20] = kIcmpEchoReply;
   store_be16(r + 22, 0);
-  store_be16(r + 22, fold(sum_bytes(r + 20, total - ihl)));
+  put_checksum(r + 22, fold(sum_bytes(r + 20, total - ihl)));
   reply->resize(std::max<size_t>(reply->size(), 60));
   ++counters_.echo_answered;
   return Verdict::kConsumed;
@@ -273,7 +277,7 @@ NetStack::Verdict NetStack::on_icmpv6(std::span<const uint8_t> f, size_t l3, siz
     na[24] = kNdOptTargetLl;
     na[25] = 1;
     std::memcpy(na + 26, mac_.data(), 6);
-    store_be16(na + 2, icmpv6_checksum(r, na, 32));
+    put_checksum(na + 2, icmpv6_checksum(r, na, 32));
     ++counters_.nd_solicits_answered;
     return Verdict::kConsumed;
   }
@@ -287,7 +291,7 @@ NetStack::Verdict NetStack::on_icmpv6(std::span<const uint8_t> f, size_t l3, siz
   std::memcpy(r + 24, src.data(), 16);
   r[kIpv6Len] = kIcmpv6EchoReply;
   store_be16(r + kIpv6Len + 2, 0);
-  store_be16(r + kIpv6Len + 2, icmpv6_checksum(r, r + kIpv6Len, len));
+  put_checksum(r + kIpv6Len + 2, icmpv6_checksum(r, r + kIpv6Len, len));
   ++counters_.echo_answered;
   return Verdict::kConsumed;
 }
@@ -325,7 +329,7 @@ std::vector<uint8_t> NetStack::solicit(const IpAddr& target) {
   ns[24] = kNdOptSourceLl;
   ns[25] = 1;
   std::memcpy(ns + 26, mac_.data(), 6);
-  store_be16(ns + 2, icmpv6_checksum(r, ns, 32));
+  put_checksum(ns + 2, icmpv6_checksum(r, ns, 32));
   return out;
 }
 
