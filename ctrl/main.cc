@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports (default 0,1)");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
   app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");
+  bool check = false;
+  app.add_flag("--check", check, "validate the configuration, print the ports and EAL arguments, and exit");
   app.add_option("eal", eal, "EAL arguments after --");
   app.allow_extras(false);
   CLI11_PARSE(app, argc, argv);
@@ -70,6 +72,18 @@ int main(int argc, char** argv) {
     return bad({"--link-gbps", "several values need as many --port"});
   }
   if (auto e = ctrl::validate(&c)) return bad(*e);
+  if (check) {
+    std::printf("socket %s, policy %s, lcores %s\n", c.socket.c_str(), std::string(sched::to_string(c.policy)).c_str(),
+                c.lcores.c_str());
+    for (size_t i = 0; i < c.ports.size(); ++i)
+      std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
+                  c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
+                  std::string(sched::to_string(*c.ports[i].policy)).c_str());
+    std::string eal_line;
+    for (const auto& a : ctrl::eal_arguments(c)) eal_line += " " + a;
+    std::printf("EAL:%s\n", eal_line.c_str());
+    return 0;
+  }
 
   ctrl::Daemon daemon(c);
   std::string error;

@@ -410,3 +410,22 @@ TEST(IsoroceCtl, InspectsAndSteersALiveDaemon) {
 
 }  // namespace
 }  // namespace isoroce::test
+
+namespace isoroce::test {
+namespace {
+
+TEST(DaemonConfig, SampleConfigsInDocsAreValid) {
+  for (const char* name : {"isoroced-loopback.toml", "isoroced-veth.toml", "isoroced-nic.toml"}) {
+    const std::string cmd = daemon_path() + " --check --config " + ISOROCE_DOCS_DIR + "/" + name + " 2>&1";
+    FILE* f = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+    EXPECT_EQ(pclose(f), 0) << name << ": " << out;
+    EXPECT_NE(out.find("isoroce0:"), std::string::npos) << out;
+    EXPECT_NE(out.find("EAL:"), std::string::npos) << out;
+  }
+}
+
+}  // namespace
+}  // namespace isoroce::test
