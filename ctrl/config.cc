@@ -163,7 +163,8 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
   if (!levels.count(c->log_level)) return ConfigError{"log_level", "must be error, warning, info or debug"};
   if (c->file_prefix.empty() || c->file_prefix.find('/') != std::string::npos)
     return ConfigError{"file_prefix", "must be a non-empty name without '/'"};
-  if (c->idle_sleep_us > 100'000) return ConfigError{"idle_sleep_us", "must be at most 100000"};
+  if (c->idle_sleep_us < 10 || c->idle_sleep_us > 100'000)
+    return ConfigError{"idle_sleep_us", "must be in 10..100000"};
   if (c->lcores.empty()) return ConfigError{"lcores", "must name at least two lcores (control and one worker)"};
   std::set<std::string> devs;
   std::set<wire::IpAddr> ips;

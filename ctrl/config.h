@@ -35,7 +35,7 @@ struct DaemonConfig {
   std::string lcores = "0,1";  // EAL -l: the first is the control thread, the rest poll
   std::string log_level = "info";  // error, warning, info, debug
   std::string file_prefix = "isoroced";  // EAL --file-prefix (also names the telemetry socket)
-  uint32_t idle_sleep_us = 200;
+  uint32_t idle_sleep_us = 1000;  // longest sleep of an idle worker (it backs off from 10 us)
   std::vector<std::string> eal_args;  // given after `--` or as eal_args = [...]
 };
 

@@ -65,6 +65,7 @@ void Worker::run() {
     if (work != 0) {
       busy_passes_.fetch_add(1, std::memory_order_relaxed);
       empty_passes_ = 0;
+      sleep_bound_ = idle_.min_sleep;
       continue;
     }
     if (++empty_passes_ < idle_.spin_polls) {
@@ -81,7 +82,8 @@ void Worker::idle_wait(sched::Picos now) {
   sched::Picos deadline = sched::kNever;
   for (const Device* d : devices_) deadline = std::min(deadline, d->next_deadline());
   if (deadline <= now) return;  // a timer or a paced packet is due: keep polling
-  const sched::Picos sleep = std::min(deadline - now, idle_.max_sleep);
+  const sched::Picos sleep = std::min(deadline - now, sleep_bound_);
+  sleep_bound_ = std::min(idle_.max_sleep, std::max(idle_.min_sleep, sleep_bound_ * 2));
   if (sleep < 2'000'000) return;  // under 2 us a sleep costs more than it saves
   timespec ts{0, static_cast<long>(sleep / 1000)};
   nanosleep(&ts, nullptr);

@@ -6,7 +6,9 @@
 // Loop order (eRPC's event loop, DPDK l2fwd): control ring, then per device rx
 // burst, timers, scheduler, tx flush. A loop that finds nothing to do backs
 // off: it spins `spin_polls` passes, then sleeps until the engines' next
-// deadline, at most `max_sleep`, so an idle daemon costs little CPU.
+// deadline, at most a bound that starts at `min_sleep` and doubles with each
+// idle sleep up to `max_sleep`, so an idle daemon costs little CPU and a
+// briefly idle one wakes fast.
 #pragma once
 
 #include <rte_ring.h>
@@ -24,7 +26,8 @@ namespace isoroce::dataplane {
 
 struct IdleConfig {
   uint32_t spin_polls = 2000;                  // empty passes before sleeping
-  sched::Picos max_sleep = 200'000'000;        // 200 us
+  sched::Picos min_sleep = 10'000'000;         // 10 us
+  sched::Picos max_sleep = 1'000'000'000;      // 1 ms
 };
 
 struct WorkerStats {
@@ -70,6 +73,7 @@ class Worker {
   rte_ring* ring_ = nullptr;
   std::atomic<bool> stop_{false};
   uint32_t empty_passes_ = 0;
+  sched::Picos sleep_bound_ = 0;
   // Written by the worker, read by telemetry (relaxed: counters only).
   std::atomic<uint64_t> passes_{0}, busy_passes_{0}, sleeps_{0}, commands_{0};
 };

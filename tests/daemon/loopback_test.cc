@@ -11,7 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "tests/daemon/harness.h"
@@ -425,6 +427,39 @@ TEST(DaemonConfig, SampleConfigsInDocsAreValid) {
     EXPECT_NE(out.find("isoroce0:"), std::string::npos) << out;
     EXPECT_NE(out.find("EAL:"), std::string::npos) << out;
   }
+}
+
+}  // namespace
+}  // namespace isoroce::test
+
+namespace isoroce::test {
+namespace {
+
+uint64_t cpu_ticks(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::istringstream in(s.substr(s.rfind(')') + 2));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return utime + stime;
+}
+
+TEST(DaemonIdle, IdleDaemonUsesUnderFivePercentOfACore) {
+  DaemonProcess d({"--loopback"});
+  ASSERT_TRUE(d.ok()) << d.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const uint64_t t0 = cpu_ticks(d.pid());
+  const auto w0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  const uint64_t t1 = cpu_ticks(d.pid());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  const double share = static_cast<double>(t1 - t0) / static_cast<double>(sysconf(_SC_CLK_TCK)) / wall;
+  RecordProperty("idle_cpu_share", std::to_string(share));
+  EXPECT_LT(share, 0.05) << "an idle daemon used " << share * 100 << " % of a core";
 }
 
 }  // namespace
