@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One command on a fresh Debian 12 machine (as root): install dependencies,
-# build, and run the main job. Until the daemon exists the main job is:
-# decode the real RoCEv2 captures in ../shared/testdata/roce-captures (hardware
+# build, and run the main job: decode the real RoCEv2 captures in ../shared/testdata/roce-captures (hardware
 # RNIC and Linux rxe) and a generated capture of every opcode; then simulate a
 # latency-sensitive flow beside a 1 MB bandwidth flow on one 100 Gb/s link with
-# the fifo policy (what a hardware RNIC does) and with tassel, in virtual time.
+# the fifo policy (what a hardware RNIC does) and with tassel, in virtual time;
+# then start isoroced with two DPDK ports joined by a ring pair, show its
+# devices, and stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -20,3 +21,12 @@ for policy in "" _tassel; do
   echo "== isoroce-sim tools/sim/examples/latency_vs_bandwidth${policy}.toml"
   build/bin/isoroce-sim "tools/sim/examples/latency_vs_bandwidth${policy}.toml"
 done
+
+echo "== isoroced --loopback (two DPDK net_ring ports), isoroce-ctl devices"
+sock=$(mktemp -u /tmp/isoroced-quickstart.XXXXXX.sock)
+build/bin/isoroced --loopback --policy tassel --socket "$sock" --file-prefix isoroce_quickstart &
+daemon=$!
+for _ in $(seq 100); do [ -S "$sock" ] && build/bin/isoroce-ctl --socket "$sock" status >/dev/null 2>&1 && break; sleep 0.1; done
+build/bin/isoroce-ctl --socket "$sock" devices
+kill -TERM "$daemon"
+wait "$daemon"
