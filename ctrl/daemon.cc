@@ -282,7 +282,13 @@ void Daemon::serve(Session& s) {
   if (req.is_discarded() || !req.is_object() || !req.contains("op") || !req["op"].is_string()) {
     reply = {{"ok", false}, {"errno", EPROTO}, {"error", "a request is a JSON object with a string \"op\""}};
   } else {
-    reply = handle(s, req, fds);
+    try {
+      reply = handle(s, req, fds);
+    } catch (const std::exception& e) {
+      // A field of the wrong type (nlohmann::json::type_error) and the like:
+      // the request is refused, the daemon carries on.
+      reply = {{"ok", false}, {"errno", EINVAL}, {"error", std::string("malformed request: ") + e.what()}};
+    }
     if (req.contains("id")) reply["id"] = req["id"];
   }
   for (int f : fds) close(f);  // handlers dup what they keep

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -460,6 +461,71 @@ TEST(DaemonIdle, IdleDaemonUsesUnderFivePercentOfACore) {
   const double share = static_cast<double>(t1 - t0) / static_cast<double>(sysconf(_SC_CLK_TCK)) / wall;
   RecordProperty("idle_cpu_share", std::to_string(share));
   EXPECT_LT(share, 0.05) << "an idle daemon used " << share * 100 << " % of a core";
+}
+
+}  // namespace
+}  // namespace isoroce::test
+
+namespace isoroce::test {
+namespace {
+
+// Requests of every operation with fields of random types and values, some
+// naming real handles: each is answered, and the daemon keeps serving.
+TEST_F(Loopback, RandomRequestsAreAnsweredAndNeverStopTheDaemon) {
+  Pair p = make_pair();
+  std::mt19937_64 rng(20261122);
+  const std::vector<std::string> ops = {
+      "hello", "status", "devices", "qps", "qp", "stats", "sched", "set_rate", "set_class", "set_policy",
+      "open", "alloc_pd", "dealloc_pd", "reg_mr", "dereg_mr", "create_cq", "destroy_cq", "poll_cq",
+      "create_srq", "modify_srq", "destroy_srq", "post_srq_recv", "create_ah", "destroy_ah", "create_qp",
+      "modify_qp", "query_qp", "destroy_qp", "post_send", "post_recv", "bogus", ""};
+  const std::vector<std::string> keys = {
+      "pd", "cq", "qpn", "lkey", "srq", "ah", "device", "policy", "class", "bps", "cqe", "max", "length",
+      "offset", "iova", "access", "send_cq", "recv_cq", "type", "max_send_wr", "dgid", "attr", "wr", "sg",
+      "opcode", "qp_state", "path_mtu", "ah_attr", "remote_addr", "rkey", "max_wr", "srq_limit"};
+  std::function<json(int)> value = [&](int depth) -> json {
+    switch (rng() % (depth > 2 ? 7 : 10)) {
+      case 0: return static_cast<uint64_t>(rng());
+      case 1: return static_cast<int64_t>(rng()) ;
+      case 2: return static_cast<uint32_t>(rng() % 8);
+      case 3: return std::vector<std::string>{"isoroce0", "RTS", "INIT", "ERR", "rc", "ud", "write", "10.0.0.2", "latency", "tassel", ""}[rng() % 11];
+      case 4: return rng() % 2 == 0;
+      case 5: return nullptr;
+      case 6: return json{p.qp_a, p.cq_a, p.a->pd(), p.buf_a->lkey}[rng() % 4];
+      case 7: {
+        json a = json::array();
+        for (int i = 0, n = static_cast<int>(rng() % 4); i < n; ++i) a.push_back(value(depth + 1));
+        return a;
+      }
+      default: {
+        json o = json::object();
+        for (int i = 0, n = static_cast<int>(rng() % 5); i < n; ++i) o[keys[rng() % keys.size()]] = value(depth + 1);
+        return o;
+      }
+    }
+  };
+  Verbs fuzzer(daemon_->socket(), "isoroce0");
+  ASSERT_TRUE(fuzzer.ok());
+  int malformed = 0, succeeded = 0;
+  for (int i = 0; i < 3000; ++i) {
+    json req = {{"op", ops[rng() % ops.size()]}};
+    for (int k = 0, n = static_cast<int>(rng() % 6); k < n; ++k) req[keys[rng() % keys.size()]] = value(0);
+    json r = fuzzer.call(req);
+    ASSERT_TRUE(r.contains("ok")) << req.dump() << " -> " << r.dump();
+    if (r.value("errno", 0) == ECONNRESET || r.value("errno", 0) == EPIPE) FAIL() << "daemon gone after " << req.dump();
+    malformed += r.value("error", std::string()).rfind("malformed request", 0) == 0;
+    succeeded += r["ok"].get<bool>();
+  }
+  // Both kinds happened: requests with fields of the wrong type, and real work.
+  EXPECT_GT(malformed, 0);
+  EXPECT_GT(succeeded, 100);
+  // The daemon and the first pair still work.
+  ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", 1}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                      {"sg", {sge(*p.buf_a, 0, 64)}}, {"remote_addr", p.buf_b->iova()},
+                                      {"rkey", p.buf_b->rkey}})["ok"].get<bool>());
+  auto wc = p.a->wait(p.cq_a, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0]["status"], 0);
 }
 
 }  // namespace
