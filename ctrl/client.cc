@@ -43,6 +43,13 @@ std::unique_ptr<Client> Client::connect(const std::string& path, std::string* er
 Client::~Client() { close(fd_); }
 
 nlohmann::json Client::call(const nlohmann::json& req, std::span<const int> fds) {
+  std::vector<int> got;
+  nlohmann::json reply = call(req, fds, &got);
+  for (int f : got) close(f);
+  return reply;
+}
+
+nlohmann::json Client::call(const nlohmann::json& req, std::span<const int> fds, std::vector<int>* received) {
   nlohmann::json r = req;
   r["id"] = next_id_++;
   auto broken = [](int err) {
@@ -50,9 +57,7 @@ nlohmann::json Client::call(const nlohmann::json& req, std::span<const int> fds)
   };
   if (!send_message(fd_, r.dump(), fds)) return broken(errno ? errno : EPIPE);
   std::string text;
-  std::vector<int> got;
-  const RecvStatus st = recv_message(fd_, &text, &got);
-  for (int f : got) close(f);
+  const RecvStatus st = recv_message(fd_, &text, received);
   if (st == RecvStatus::kClosed) return broken(ECONNRESET);
   if (st == RecvStatus::kError) return broken(errno);
   nlohmann::json reply = nlohmann::json::parse(text, nullptr, false);

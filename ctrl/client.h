@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace isoroce::ctrl {
 
@@ -21,6 +22,9 @@ class Client {
   // Sends req (with fds) and returns the reply. A broken connection gives
   // {"ok": false, "errno": EPIPE/ECONNRESET, "error": ...}.
   nlohmann::json call(const nlohmann::json& req, std::span<const int> fds = {});
+  // The same; descriptors that came with the reply are appended to *received
+  // (the caller closes them).
+  nlohmann::json call(const nlohmann::json& req, std::span<const int> fds, std::vector<int>* received);
 
   int fd() const { return fd_; }
 
