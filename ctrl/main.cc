@@ -29,9 +29,19 @@ int main(int argc, char** argv) {
   app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");
   bool check = false;
   app.add_flag("--check", check, "validate the configuration, print the ports and EAL arguments, and exit");
-  app.add_option("eal", eal, "EAL arguments after --");
+  app.footer("EAL arguments go after --, e.g. isoroced --loopback -- --no-huge -m 512");
   app.allow_extras(false);
-  CLI11_PARSE(app, argc, argv);
+  // Everything after the first "--" is for the EAL. Split here: CLI11 2.1's
+  // repeatable options would otherwise take those words as their own values.
+  int ours = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      ours = i;
+      eal.assign(argv + i + 1, argv + argc);
+      break;
+    }
+  }
+  CLI11_PARSE(app, ours, argv);
 
   ctrl::DaemonConfig c;
   auto bad = [](const ctrl::ConfigError& e) {

@@ -73,6 +73,8 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     ++counters_.rx_out_of_sequence;
     if (!q.nak_seq_sent) {
       q.nak_seq_sent = true;
+      ++counters_.naks_sent;
+      ++q.stats.naks_sent;
       queue_nak(now, q, nak(NakCode::kPsnSequenceError), q.resp_psn, false);
     }
     return;
