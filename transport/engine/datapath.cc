@@ -59,6 +59,22 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     return;
   }
   const wire::OpcodeInfo& op = *pkt.op;
+  if (op.transport == wire::Transport::kCnp) {
+    // A CNP for one of our RC QPs from its peer: the reaction point (dcqcn.cc).
+    if (q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip) {
+      on_cnp(now, *q);
+      return;
+    }
+    ++counters_.rx_dropped;
+    return;
+  }
+  // DCQCN notification point: CE on a data packet (a request or a READ
+  // response) of an RC QP from its peer; never on an ACK or a CNP.
+  if (config_.dcqcn.enabled && pkt.ecn() == 0x3 && op.transport == wire::Transport::kRc &&
+      q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip && op.kind != wire::OpKind::kAck &&
+      op.kind != wire::OpKind::kAtomicAck) [[unlikely]] {
+    np_on_ce(now, *q);
+  }
   switch (op.transport) {
     case wire::Transport::kUd:
       if (q->qp.type() != IBV_QPT_UD) break;
@@ -76,7 +92,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       }
       return;
     default:
-      break;  // UC and CNPs are not handled by this engine
+      break;  // UC is not handled by this engine
   }
   ++counters_.rx_dropped;
 }
@@ -96,6 +112,7 @@ void EngineImpl::advance(Picos now) {
     if (q == nullptr || gen_[t.slot] != t.generation) continue;
     if (q->timer_at == t.when) q->timer_at = sched::kNever;
     on_timer(now, *q);
+    if (config_.dcqcn.enabled) dcqcn_timer(now, *q);
   }
 }
 
@@ -186,13 +203,16 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       TxDesc d;
       if (g.kind == sched::GrantKind::kData) d = granted_[next_desc++];
       if (q == nullptr) continue;
-      const size_t len_hint =
-          g.kind == sched::GrantKind::kControl ? ack_frame_bytes() - kEthWireOverhead : d.frame_len;
+      // A control grant is the QP's CNP if one is queued and the grant has its size.
+      const bool cnp = g.kind == sched::GrantKind::kControl && q->cnp_queued && g.bytes == cnp_frame_bytes();
+      const size_t len_hint = g.kind == sched::GrantKind::kControl
+                                  ? (cnp ? cnp_frame_bytes() : ack_frame_bytes()) - kEthWireOverhead
+                                  : d.frame_len;
       if (g.kind == sched::GrantKind::kData && d.kind == TxKind::kNone) continue;
       std::span<uint8_t> buf = sink.tx_buffer(len_hint);
       if (buf.size() < len_hint) {
         ++counters_.tx_no_buffer;
-        if (g.kind == sched::GrantKind::kControl) q->ctrl_queued = false;
+        if (g.kind == sched::GrantKind::kControl) (cnp ? q->cnp_queued : q->ctrl_queued) = false;
         if (d.kind == TxKind::kUdSend) {  // the datagram is lost, the send still completes
           complete_send(*q, q->sq[d.wqe], IBV_WC_SUCCESS);
           q->sq.pop();
@@ -201,7 +221,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       }
       size_t len = 0;
       switch (d.kind) {
-        case TxKind::kNone: len = build_control(now, *q, buf); break;
+        case TxKind::kNone: len = cnp ? build_cnp(*q, buf) : build_control(now, *q, buf); break;
         case TxKind::kRequest: len = build_request(*q, d, buf); break;
         case TxKind::kResponse: len = build_response(*q, d, buf); break;
         case TxKind::kUdSend:
@@ -211,6 +231,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
           break;
       }
       if (len == 0) continue;
+      if (d.kind != TxKind::kNone) dcqcn_sent(now, *q, len + kEthWireOverhead);
       sink.tx_commit(g.departure, len);
       ++counters_.tx_frames;
       counters_.tx_bytes += len;
