@@ -93,6 +93,32 @@ TEST(Incast, WithPfcQueueSitsAtTheBufferAndPausesInsteadOfDropping) {
   for (const auto& f : r.flows) EXPECT_TRUE(f.integrity_ok) << describe(f);
 }
 
+// The Justitia paper's incast case (section 6.7), neither vs DCQCN only
+// (docs/isolation.md; the Justitia rows come with the justitia policy).
+// Expect: with DCQCN the latency flow's p99 falls several times and nothing is
+// dropped; without it the switch drops and the bulk flows exhaust their retries.
+TEST(Incast, JustitiaCaseNeitherVersusDcqcn) {
+  const SimReport neither = run_scenario(example("incast_justitia_neither.toml"));
+  const SimReport dcqcn = run_scenario(example("incast_justitia_dcqcn.toml"));
+  const FlowReport& ln = flow(neither, "lat");
+  const FlowReport& ld = flow(dcqcn, "lat");
+  std::printf("  latency flow p50/p99 us: neither %.1f/%.1f, dcqcn %.1f/%.1f\n", ln.lat.p50_us, ln.lat.p99_us,
+              ld.lat.p50_us, ld.lat.p99_us);
+  EXPECT_LT(ld.lat.p99_us * 4, ln.lat.p99_us);
+  EXPECT_GT(ld.messages, 4 * ln.messages);
+  EXPECT_GT(neither.fabric.ports[5].drops, 0u);
+  EXPECT_EQ(dcqcn.fabric.ports[5].drops, 0u);
+  // With DCQCN the four bulk senders share the port evenly on the wire.
+  std::vector<double> gbps;
+  for (size_t h = 0; h < 4; ++h)
+    gbps.push_back(static_cast<double>(dcqcn.fabric.uplinks[h].bytes) * 8 / (dcqcn.virtual_us * 1e3));
+  double sum = 0, sq = 0;
+  for (double g : gbps) sum += g, sq += g * g;
+  EXPECT_GE(sum * sum / (4 * sq), 0.95);
+  EXPECT_GE(sum, 90.0);
+  for (const auto& f : dcqcn.flows) EXPECT_EQ(f.errors, 0u) << describe(f);
+}
+
 TEST(Incast, DcqcnRunIsDeterministic) {
   Scenario s = example("incast_dcqcn.toml");
   s.duration = 2'000'000'000;  // 2 ms
