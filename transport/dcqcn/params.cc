@@ -46,6 +46,10 @@ bool parse_number(std::string_view s, T* out) {
 
 std::string fmt_double(double v) {
   char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "%.17g", v);
   // Shortest text that reads back to the same double.
   for (int prec = 1; prec <= 17; ++prec) {

@@ -28,6 +28,8 @@ TEST(DcqcnParams, SetsEveryParameterAndRoundTrips) {
   EXPECT_EQ(set_param(p, "g=0.00390625"), "");
   EXPECT_DOUBLE_EQ(p.g, 1.0 / 256);
   EXPECT_EQ(get_param(p, "g"), "0.00390625");
+  EXPECT_EQ(get_param(p, "rp_timer_us"), "300");
+  EXPECT_EQ(get_param(p, "hai_mbps"), "50");
   EXPECT_EQ(set_param(p, "byte_counter_bytes", "0"), "");
   EXPECT_EQ(p.byte_counter_bytes, 0u);
   EXPECT_EQ(set_param(p, "enabled", "true"), "");
