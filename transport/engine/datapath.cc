@@ -60,8 +60,9 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   }
   const wire::OpcodeInfo& op = *pkt.op;
   if (op.transport == wire::Transport::kCnp) {
-    // A CNP for one of our RC QPs from its peer: the reaction point (dcqcn.cc).
-    if (q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip) {
+    // A CNP for one of our RC QPs from its peer, or for a UD QP (which has no
+    // peer): the reaction point (dcqcn.cc).
+    if ((q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip) || q->qp.type() == IBV_QPT_UD) {
       on_cnp(now, *q);
       return;
     }
@@ -74,6 +75,15 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip && op.kind != wire::OpKind::kAck &&
       op.kind != wire::OpKind::kAtomicAck) [[unlikely]] {
     np_on_ce(now, *q);
+  } else if (config_.dcqcn.enabled && pkt.ecn() == 0x3 && op.transport == wire::Transport::kUd &&
+             q->qp.type() == IBV_QPT_UD && pkt.deth && pkt.deth->qkey == q->qp.attr().qkey) [[unlikely]] {
+    // UD: the CNP goes to the datagram's source QP, at its address (the
+    // neighbour entry's MAC, else the frame's source MAC).
+    Peer src;
+    src.ip = pkt.src_ip;
+    auto it = neighbors_.find(pkt.src_ip);
+    src.mac = it != neighbors_.end() ? it->second : pkt.src_mac;
+    np_on_ce(now, *q, &src, pkt.deth->src_qp);
   }
   switch (op.transport) {
     case wire::Transport::kUd:

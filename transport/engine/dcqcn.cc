@@ -10,7 +10,7 @@ namespace isoroce::transport::detail {
 
 uint32_t EngineImpl::cnp_frame_bytes() const { return frame_len(wire::op::kCnp, 0) + kEthWireOverhead; }
 
-void EngineImpl::np_on_ce(Picos now, QpCtx& q) {
+void EngineImpl::np_on_ce(Picos now, QpCtx& q, const Peer* ud_peer, uint32_t ud_qpn) {
   ++counters_.ce_received;
   ++q.ce_received;
   const ibv_qp_state st = q.qp.state();
@@ -28,13 +28,19 @@ void EngineImpl::np_on_ce(Picos now, QpCtx& q) {
   }
   q.cnp_queued = true;
   q.last_cnp = now;
+  if (ud_peer != nullptr) {
+    q.cnp_peer = *ud_peer;
+    q.cnp_qpn = ud_qpn;
+  }
 }
 
 // Opcode 0x81, BECN, dest QP = the sender's QPN, 16 reserved bytes, ICRC
 // (IBTA annex A17.9.3); DSCP cnp_dscp, not ECN-capable.
 size_t EngineImpl::build_cnp(QpCtx& q, std::span<uint8_t> out) {
   q.cnp_queued = false;
-  wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kCnp, wire::Psn(0), q.qp.dest_qpn().value(), false);
+  const bool ud = q.qp.type() == IBV_QPT_UD;
+  wire::FrameSpec spec = frame_spec(q, ud ? q.cnp_peer : q.peer, wire::op::kCnp, wire::Psn(0),
+                                    ud ? q.cnp_qpn : q.qp.dest_qpn().value(), false);
   spec.traffic_class = static_cast<uint8_t>(config_.dcqcn.cnp_dscp << 2);
   spec.becn = true;
   spec.ack_req = false;

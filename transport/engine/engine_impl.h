@@ -121,8 +121,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
                              uint32_t dest_qpn, bool data) const;
 
   // ---- dcqcn.cc
-  // A data packet of q arrived with CE: queue a CNP to its sender (NP).
-  void np_on_ce(Picos now, QpCtx& q);
+  // A data packet of q arrived with CE: queue a CNP to its sender (NP): the
+  // RC peer, or for UD the datagram's source (ud_peer, ud_qpn).
+  void np_on_ce(Picos now, QpCtx& q, const Peer* ud_peer = nullptr, uint32_t ud_qpn = 0);
   uint32_t cnp_frame_bytes() const;  // a CNP on the link, overhead included
   size_t build_cnp(QpCtx& q, std::span<uint8_t> out);
   void on_cnp(Picos now, QpCtx& q);

@@ -192,6 +192,8 @@ struct QpCtx {
   dcqcn::ReactionPoint rp;         // configured at the QP's first CNP
   bool cnp_queued = false;         // a CNP waits in the scheduler's control queue
   Picos last_cnp = sched::kNever;  // when this QP last queued a CNP
+  Peer cnp_peer;                   // UD: where the queued CNP goes
+  uint32_t cnp_qpn = 0;            // UD: its dest QP (the sender's QPN)
   uint64_t ce_received = 0, cnps_sent = 0, cnps_received = 0;
 };
 

@@ -1,7 +1,7 @@
 // DCQCN in the engine. Notification point with hand-built packets ("Receive X
 // / Expect Y" against one engine whose peers are this test): CNP format, one
-// CNP per min_time_between_cnps_us per QP, the right QP, never for CE on an ACK
-// or a CNP. Reaction point: a CNP cuts the QP's rate, and two engines with
+// CNP per min_time_between_cnps_us per QP, the right QP (RC and UD), never for
+// CE on an ACK or a CNP. Reaction point: a CNP cuts the QP's rate, and two engines with
 // every data frame marked CE slow down and recover.
 #include <gtest/gtest.h>
 
@@ -193,6 +193,45 @@ TEST(EngineDcqcnNp, DisabledSendsNoCnp) {
   auto out = n.receive_at(10 * kUs, n.write(n.a, 500, 0x3));
   EXPECT_EQ(Np::count(out, 0x81), 0u);
   EXPECT_EQ(n.net[1].counters().cnps_sent, 0u);
+}
+
+TEST(EngineDcqcnNp, CeOnAUdDatagramSendsACnpToItsSourceQp) {
+  Np n;
+  Side u = make_side(n.net[1], n.opt, IBV_QPT_UD);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qkey = 0x1234;
+  ASSERT_EQ(n.net[1].modify_qp(u.qpn, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(n.net[1].modify_qp(u.qpn, a, IBV_QP_STATE), 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(n.net[1].modify_qp(u.qpn, a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  static const uint8_t data[8] = {};
+  auto dgram = [&](uint32_t qkey) {
+    auto f = n.spec(u, wire::op::kUdSendOnly, 1, 0x3);
+    f.deth = wire::DethFields{qkey, 0x99};
+    f.payload = data;
+    return f;
+  };
+  // Receive: a CE-marked datagram with a wrong Q_Key; Expect: no CNP.
+  EXPECT_EQ(Np::count(n.receive_at(10 * kUs, dgram(0x4321)), 0x81), 0u);
+  // Receive: one with the QP's Q_Key from QP 0x99; Expect: a CNP to 0x99 at its address.
+  auto out = n.receive_at(20 * kUs, dgram(0x1234));
+  ASSERT_EQ(Np::count(out, 0x81), 1u);
+  EXPECT_EQ(out[0].dest_qp.value(), 0x99u);
+  EXPECT_EQ(out[0].dst_ip, n.net[0].config().ip);
+  EXPECT_EQ(out[0].dst_mac, n.net[0].config().mac);
+  EXPECT_EQ(n.net[1].qp_dcqcn(u.qpn).cnps_sent, 1u);
+  // Receive: a CNP for the UD QP; Expect: its rate is cut at the next check.
+  auto cnp = n.spec(u, wire::op::kCnp, 0, 0);
+  cnp.becn = true;
+  n.receive_at(30 * kUs, cnp);
+  n.net[1].advance(34 * kUs);
+  EXPECT_TRUE(n.net[1].qp_dcqcn(u.qpn).limiting);
+  EXPECT_EQ(n.net[1].qp_dcqcn(u.qpn).decreases, 1u);
 }
 
 TEST(EngineDcqcnRp, CnpCutsTheQpsRateAtTheNextCheck) {
