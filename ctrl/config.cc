@@ -105,7 +105,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                            std::to_string(e.source().begin.line) + ")"};
   }
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "lcores", "log_level",
-                                  "file_prefix", "idle_sleep_us", "loopback", "eal_args", "port"}))
+                                  "file_prefix", "idle_sleep_us", "loopback", "eal_args", "port", "dcqcn"}))
     return e;
   std::optional<sched::Policy> policy;
   for (auto e : {read(t, "", "socket", &c->socket), read(t, "", "link_gbps", &c->link_gbps),
@@ -115,6 +115,20 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                  read_policy(t, "", &policy)})
     if (e) return e;
   if (policy) c->policy = *policy;
+  if (const toml::node* n = t.get("dcqcn")) {
+    const toml::table* d = n->as_table();
+    if (d == nullptr) return ConfigError{"dcqcn", "must be a table of DCQCN parameters (docs/dcqcn.md)"};
+    for (auto&& [k, v] : *d) {
+      std::string text;
+      if (v.is_boolean()) text = *v.value<bool>() ? "true" : "false";
+      else if (v.is_integer()) text = std::to_string(*v.value<int64_t>());
+      else if (v.is_floating_point()) text = std::to_string(*v.value<double>());
+      else if (v.is_string()) text = *v.value<std::string>();
+      else return ConfigError{"dcqcn." + std::string(k.str()), "must be a number or a boolean"};
+      if (std::string e = dcqcn::set_param(c->dcqcn, k.str(), text); !e.empty())
+        return ConfigError{"dcqcn." + std::string(k.str()), e};
+    }
+  }
   if (const toml::node* n = t.get("eal_args")) {
     const toml::array* a = n->as_array();
     if (a == nullptr) return ConfigError{"eal_args", "must be an array of strings"};
@@ -166,6 +180,7 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
   if (c->idle_sleep_us < 10 || c->idle_sleep_us > 100'000)
     return ConfigError{"idle_sleep_us", "must be in 10..100000"};
   if (c->lcores.empty()) return ConfigError{"lcores", "must name at least two lcores (control and one worker)"};
+  if (std::string e = dcqcn::validate(c->dcqcn); !e.empty()) return ConfigError{"dcqcn", e};
   std::set<std::string> devs;
   std::set<wire::IpAddr> ips;
   for (size_t i = 0; i < c->ports.size(); ++i) {
@@ -185,6 +200,8 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     if (p.mtu == 0) p.mtu = c->mtu;
     if (!mtus.count(p.mtu)) return ConfigError{path + "mtu", "must be 256, 512, 1024, 2048 or 4096"};
     if (!p.policy) p.policy = c->policy;
+    if (c->dcqcn.enabled && *p.policy == sched::Policy::kFifo)
+      return ConfigError{path + "policy", "DCQCN (dcqcn.enabled) needs a rate-limiting policy (tassel), not fifo"};
   }
   return std::nullopt;
 }

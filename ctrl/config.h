@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sched/scheduler.h"
+#include "transport/dcqcn/params.h"
 #include "transport/wire/packet.h"
 
 namespace isoroce::ctrl {
@@ -37,6 +38,7 @@ struct DaemonConfig {
   std::string file_prefix = "isoroced";  // EAL --file-prefix (also names the telemetry socket)
   uint32_t idle_sleep_us = 1000;  // longest sleep of an idle worker (it backs off from 10 us)
   std::vector<std::string> eal_args;  // given after `--` or as eal_args = [...]
+  dcqcn::Params dcqcn;      // [dcqcn] table / --dcqcn NAME=VALUE (docs/dcqcn.md)
 };
 
 // The setting at fault and what is wrong with it.

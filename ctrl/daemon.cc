@@ -144,6 +144,7 @@ bool Daemon::start(int, std::string* error) {
     dc.link_bps = static_cast<uint64_t>(pc.link_gbps * 1e9);
     dc.policy = *pc.policy;
     dc.mtu = mtu_enum(pc.mtu);
+    dc.dcqcn = config_.dcqcn;
     dc.key_seed = 0x15070ce000ull + i * 7919 + static_cast<uint64_t>(getpid());
     dc.qpn_seed = static_cast<uint32_t>(0x100 + i * 0x10000);
     auto port = dataplane::Port::open(dc.name, port_ids[i], max_frame(pc.mtu), error);

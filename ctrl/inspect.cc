@@ -25,7 +25,9 @@ json engine_counters(const transport::EngineCounters& c) {
           {"timeouts", c.timeouts},           {"naks_sent", c.naks_sent},
           {"naks_received", c.naks_received}, {"rnr_naks_sent", c.rnr_naks_sent},
           {"rnr_naks_received", c.rnr_naks_received}, {"acks_sent", c.acks_sent},
-          {"cq_overruns", c.cq_overruns}};
+          {"cq_overruns", c.cq_overruns},     {"ce_received", c.ce_received},
+          {"cnps_sent", c.cnps_sent},         {"cnps_suppressed", c.cnps_suppressed},
+          {"cnps_received", c.cnps_received}};
 }
 
 }  // namespace
@@ -56,8 +58,14 @@ json Daemon::qp_json(DeviceEntry& d, uint32_t qpn, sched::Picos) {
          {"rx_packets", c->rx_packets}, {"rx_bytes", c->rx_bytes},
          {"retransmits", c->retransmits}, {"naks_sent", c->naks_sent},
          {"naks_received", c->naks_received}, {"rnr_naks_sent", c->rnr_naks_sent},
-         {"rnr_naks_received", c->rnr_naks_received}, {"cnps_sent", 0}, {"cnps_received", 0},
-         {"errors", c->errors}};
+         {"rnr_naks_received", c->rnr_naks_received}, {"errors", c->errors}};
+    const transport::QpDcqcnState dc = e.qp_dcqcn(wire::Qpn(qpn));
+    j["ce_received"] = dc.ce_received;
+    j["cnps_sent"] = dc.cnps_sent;
+    j["cnps_received"] = dc.cnps_received;
+    if (d.dev->config().dcqcn.enabled)
+      j["dcqcn"] = {{"limiting", dc.limiting}, {"rate_bps", dc.rate_bps}, {"target_bps", dc.target_bps},
+                    {"alpha", dc.alpha}, {"decreases", dc.decreases}, {"increases", dc.increases}};
   });
   if (j.is_null()) return j;
   std::lock_guard lock(registry_mu_);
@@ -96,6 +104,7 @@ json Daemon::devices_view() {
                     {"link_up", link.link_status == RTE_ETH_LINK_UP},
                     {"active_mtu", 128 << c.mtu},
                     {"policy", sched::to_string(c.policy)},
+                    {"dcqcn", c.dcqcn.enabled},
                     {"qps", qps},
                     {"neighbors", neighbors},
                     {"clients", d.sessions}});

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports (default 0,1)");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
   app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");
+  std::vector<std::string> dcqcn;
+  app.add_option("--dcqcn", dcqcn, "a DCQCN parameter NAME=VALUE, e.g. enabled=true (repeat; docs/dcqcn.md)");
   bool check = false;
   app.add_flag("--check", check, "validate the configuration, print the ports and EAL arguments, and exit");
   app.footer("EAL arguments go after --, e.g. isoroced --loopback -- --no-huge -m 512");
@@ -60,6 +62,9 @@ int main(int argc, char** argv) {
   if (!file_prefix.empty()) c.file_prefix = file_prefix;
   if (loopback) c.loopback = true;
   if (!eal.empty()) c.eal_args = eal;
+  for (const std::string& kv : dcqcn) {
+    if (std::string e = dcqcn::set_param(c.dcqcn, kv); !e.empty()) return bad({"--dcqcn " + kv, e});
+  }
   if (!ports.empty()) {
     if (ips.size() != ports.size())
       return bad({"--ip", "give one --ip per --port (" + std::to_string(ports.size()) + " port(s), " +

@@ -90,7 +90,8 @@ class Scheduler {
   virtual bool enqueue_control(Picos now, QpId qp, std::uint32_t bytes) = 0;
 
   // Sets `qp`'s rate limit in bits per second (kUnlimited: none). Takes effect from
-  // the QP's next packet to be released. fifo records it and ignores it.
+  // the QP's next packet to be released; a higher limit also shortens the wait
+  // still ahead of the QP (tassel). fifo records it and ignores it.
   virtual void set_rate(Picos now, QpId qp, std::uint64_t bps) = 0;
   virtual std::uint64_t rate(QpId qp) const = 0;
 

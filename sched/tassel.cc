@@ -119,7 +119,24 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   const bool is_active = s.where_ != Where::kIdle;
   if (is_active && was_limited) active_bps_ -= rates_[qp];
   rates_[qp] = bps;
+  const ByteCost old_cost = s.cost_;
   s.cost_ = bps == kUnlimited ? 0 : byte_cost(bps);
+  // A faster limit shortens the wait still ahead of the QP: its next start was
+  // the finish of its last packet at the old rate (congestion control raising a
+  // QP from a very low rate must not wait out a packet time of that rate).
+  if (was_limited && s.cost_ != 0 && s.cost_ < old_cost && s.time_ > v_ &&
+      (s.where_ == Where::kIdle || s.where_ == Where::kTimeline)) {
+    const Picos left = static_cast<Picos>(static_cast<unsigned __int128>(s.time_ - v_) * s.cost_ / old_cost);
+    if (s.where_ == Where::kIdle) {
+      s.time_ = v_ + left;
+    } else {
+      remove_from_queue(qp);
+      active_bps_ += bps;
+      update_sigma();
+      place_limited(qp, v_ + left);
+      return;
+    }
+  }
   if (!is_active) return;
   if (bps != kUnlimited) active_bps_ += bps;
   update_sigma();

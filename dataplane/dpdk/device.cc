@@ -17,6 +17,7 @@ transport::EngineConfig engine_config(const DeviceConfig& config, const wire::Ma
   ec.sched_lookahead = config.lookahead;
   ec.max_qps = config.max_qps;
   ec.active_mtu = config.mtu;
+  ec.dcqcn = config.dcqcn;
   return ec;
 }
 

@@ -30,6 +30,7 @@ struct DeviceConfig {
   uint64_t key_seed = 1;
   uint32_t qpn_seed = 1;
   uint32_t max_qps = 4096;
+  dcqcn::Params dcqcn;
 };
 
 class Device {

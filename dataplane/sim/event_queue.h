@@ -19,6 +19,7 @@ using sched::kNever;
 enum class EventKind : uint16_t {
   kLinkArrival = 1,  // a = link id, b = frame id: the frame's last bit reaches the far end
   kPortTxDone = 2,   // a = switch port: its frame in service has left
+  kPfcPause = 3,     // a = port, b = 1 pause / 0 resume: reaches the host's NIC
   kFirstUser = 16,
   kHostService = 16,  // a = host, b = generation
   kAppPost = 17,      // a = host: the host's next pending post is due

@@ -13,6 +13,30 @@ double EcnConfig::probability(uint64_t q) const {
   return pmax * static_cast<double>(q - kmin_bytes) / static_cast<double>(kmax_bytes - kmin_bytes);
 }
 
+void QueueHistogram::record(Picos now, uint64_t new_len) {
+  if (now > last_change && last_len > 0) {
+    if (time.empty()) time.assign(buckets, 0);
+    time[std::min<size_t>(last_len / bucket, buckets - 1)] += now - last_change;
+  }
+  last_change = std::max(last_change, now);
+  last_len = new_len;
+  max_len = std::max(max_len, new_len);
+}
+
+double QueueHistogram::percentile(double q, Picos end) const {
+  if (end == 0) return 0;
+  Picos busy = 0;
+  for (Picos t : time) busy += t;
+  const double want = q * static_cast<double>(end);
+  double cum = static_cast<double>(end - std::min(end, busy));  // time at length 0
+  if (cum >= want) return 0;
+  for (size_t i = 0; i < time.size(); ++i) {
+    cum += static_cast<double>(time[i]);
+    if (cum >= want) return static_cast<double>(std::min<uint64_t>((i + 1) * bucket, max_len));
+  }
+  return static_cast<double>(max_len);
+}
+
 std::string_view validate(const FabricConfig& c) {
   if (c.ports.empty()) return "the fabric needs at least one port";
   for (const auto& p : c.ports)
@@ -30,6 +54,8 @@ std::string_view validate(const FabricConfig& c) {
     if (f->burst == 0) return "a fault burst is 0";
   }
   if (c.faults.reorder.p > 0 && c.faults.reorder_delay == 0) return "reorder delay is 0";
+  if (c.pfc.enabled && (c.pfc.xoff_bytes == 0 || c.pfc.xon_bytes > c.pfc.xoff_bytes))
+    return "PFC needs 0 < xon <= xoff";
   return {};
 }
 
@@ -50,6 +76,8 @@ Fabric::Fabric(EventQueue& events, const FabricConfig& config) : events_(events)
       l.stats = id == uplink_id(i) ? &stats_.uplinks[i] : &stats_.downlinks[i];
     }
     ports_[i].rng = Rng(component_seed(config_.seed, component::kSwitchPort + i));
+    ports_[i].hist.bucket = std::max<uint64_t>(1024, (config_.buffer_bytes + 4095) / 4096);
+    ports_[i].hist.buckets = static_cast<size_t>(config_.buffer_bytes / ports_[i].hist.bucket + 2);
   }
 }
 
@@ -118,10 +146,60 @@ Picos Fabric::transmit(uint32_t link_id, Picos start, FrameId frame) {
 }
 
 void Fabric::send(Picos now, uint32_t port, Picos departure, FrameId frame) {
+  Link& l = links_[uplink_id(port)];
+  if (l.paused || !l.held.empty()) [[unlikely]] {
+    // PFC: the NIC holds the frame until its link may send again.
+    l.held.emplace_back(std::max(now, departure), frame);
+    return;
+  }
   transmit(uplink_id(port), std::max(now, departure), frame);
 }
 
-void Fabric::enqueue(Picos now, uint32_t port, FrameId frame) {
+void Fabric::set_paused(Picos now, uint32_t port, bool paused) {
+  Link& l = links_[uplink_id(port)];
+  if (paused == l.paused) return;
+  l.paused = paused;
+  if (paused) {
+    l.paused_since = now;
+    return;
+  }
+  stats_.ports[port].pause_time += now - l.paused_since;
+  if (!l.held.empty()) events_.push(now, EventKind::kPfcPause, port, 2);  // drain
+}
+
+void Fabric::queue_changed(Picos now, uint32_t port) {
+  SwitchPort& p = ports_[port];
+  p.hist.record(now, p.queued_bytes);
+}
+
+void Fabric::ingress_changed(Picos now, uint32_t ingress) {
+  if (!config_.pfc.enabled) return;
+  SwitchPort& in = ports_[ingress];
+  if (!in.pause_sent && in.ingress_bytes > config_.pfc.xoff_bytes) {
+    in.pause_sent = true;
+    ++stats_.ports[ingress].pauses;
+    events_.push(now + config_.link_delay, EventKind::kPfcPause, ingress, 1);
+  } else if (in.pause_sent && in.ingress_bytes <= config_.pfc.xon_bytes) {
+    in.pause_sent = false;
+    events_.push(now + config_.link_delay, EventKind::kPfcPause, ingress, 0);
+  }
+}
+
+void Fabric::finish(Picos now) {
+  for (uint32_t i = 0; i < ports_.size(); ++i) {
+    SwitchPort& p = ports_[i];
+    p.hist.record(now, p.queued_bytes);
+    stats_.ports[i].queue_p50_bytes = p.hist.percentile(0.50, now);
+    stats_.ports[i].queue_p99_bytes = p.hist.percentile(0.99, now);
+    Link& l = links_[uplink_id(i)];
+    if (l.paused) {
+      stats_.ports[i].pause_time += now - l.paused_since;
+      l.paused_since = now;
+    }
+  }
+}
+
+void Fabric::enqueue(Picos now, uint32_t port, FrameId frame, uint32_t ingress) {
   SwitchPort& p = ports_[port];
   PortStats& s = stats_.ports[port];
   const size_t len = pool_.size(frame);
@@ -130,7 +208,7 @@ void Fabric::enqueue(Picos now, uint32_t port, FrameId frame) {
     pool_.release(frame);
     return;
   }
-  if (config_.ecn.enabled) {
+  if (config_.ecn.enabled && !config_.ecn.on_dequeue) {
     auto bytes = pool_.span(frame);
     const uint8_t ecn = ecn_of(bytes);
     if (ecn == kEcnEct0 || ecn == kEcnEct1) {
@@ -142,9 +220,13 @@ void Fabric::enqueue(Picos now, uint32_t port, FrameId frame) {
     }
   }
   p.queue.push_back(frame);
+  p.ingress.push_back(ingress);
   p.queued_bytes += len;
   ++s.enqueued;
   s.max_queue_bytes = std::max(s.max_queue_bytes, p.queued_bytes);
+  queue_changed(now, port);
+  ports_[ingress].ingress_bytes += len;
+  ingress_changed(now, ingress);
   if (!p.busy) start_port(now, port);
 }
 
@@ -152,9 +234,19 @@ void Fabric::start_port(Picos now, uint32_t port) {
   SwitchPort& p = ports_[port];
   const FrameId frame = p.queue.front();
   p.queue.pop_front();
+  p.in_service_ingress = p.ingress.front();
+  p.ingress.pop_front();
   p.busy = true;
   p.in_service_len = pool_.size(frame);
   PortStats& s = stats_.ports[port];
+  if (config_.ecn.enabled && config_.ecn.on_dequeue) {
+    auto bytes = pool_.span(frame);
+    const uint8_t ecn = ecn_of(bytes);
+    if ((ecn == kEcnEct0 || ecn == kEcnEct1) && p.rng.chance(config_.ecn.probability(p.queued_bytes - p.in_service_len))) {
+      set_ce(bytes);
+      ++s.ecn_marked;
+    }
+  }
   ++s.tx_frames;
   s.tx_bytes += p.in_service_len;
   const Picos end = transmit(downlink_id(port), now, frame);
@@ -178,7 +270,7 @@ void Fabric::handle(const Event& ev) {
           pool_.release(frame);
           return;
         }
-        enqueue(ev.time, static_cast<uint32_t>(out), frame);
+        enqueue(ev.time, static_cast<uint32_t>(out), frame, port);
       } else {
         if (Endpoint* ep = endpoints_[port]) ep->on_frame(ev.time, pool_.span(frame));
         pool_.release(frame);
@@ -188,9 +280,26 @@ void Fabric::handle(const Event& ev) {
     case EventKind::kPortTxDone: {
       SwitchPort& p = ports_[ev.a];
       p.queued_bytes -= p.in_service_len;
+      ports_[p.in_service_ingress].ingress_bytes -= p.in_service_len;
       p.in_service_len = 0;
       p.busy = false;
+      queue_changed(ev.time, ev.a);
+      ingress_changed(ev.time, p.in_service_ingress);
       if (!p.queue.empty()) start_port(ev.time, ev.a);
+      return;
+    }
+    case EventKind::kPfcPause: {
+      if (ev.b != 2) {
+        set_paused(ev.time, ev.a, ev.b == 1);
+        return;
+      }
+      // Drain: the link is free; send the next held frame, then come back.
+      Link& l = links_[uplink_id(ev.a)];
+      if (l.paused || l.held.empty()) return;
+      const auto [dep, frame] = l.held.front();
+      l.held.pop_front();
+      const Picos end = transmit(uplink_id(ev.a), std::max(ev.time, dep), frame);
+      if (!l.held.empty()) events_.push(end, EventKind::kPfcPause, ev.a, 2);
       return;
     }
     default:

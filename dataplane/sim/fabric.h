@@ -53,7 +53,36 @@ struct EcnConfig {
   uint64_t kmin_bytes = 0;
   uint64_t kmax_bytes = 0;
   double pmax = 0.0;
+  // Mark when the frame leaves the queue (by the bytes behind it), as the HPCC
+  // ns-3 switch does, instead of on enqueue: the mark then reaches the
+  // receiver without the queueing delay.
+  bool on_dequeue = false;
   double probability(uint64_t queued_bytes) const;
+};
+
+// Priority flow control (802.1Qbb, one priority), per switch ingress port:
+// when the bytes that came in on a port and still sit in the switch exceed
+// xoff, the switch pauses that port's upstream link (the host's NIC stops
+// starting frames one link delay later); below xon it resumes it.
+struct PfcConfig {
+  bool enabled = false;
+  uint64_t xoff_bytes = 0;
+  uint64_t xon_bytes = 0;
+};
+
+// Time-weighted distribution of a queue's length (bytes), in buckets of
+// `bucket` bytes, allocated on first use.
+struct QueueHistogram {
+  uint64_t bucket = 1024;
+  size_t buckets = 4097;
+  std::vector<Picos> time;  // time[i]: picoseconds spent with length in [i * bucket, (i + 1) * bucket), length > 0
+  Picos last_change = 0;
+  uint64_t last_len = 0;
+  uint64_t max_len = 0;
+  void record(Picos now, uint64_t new_len);
+  // The length (bytes) the queue stayed at or below for fraction q of [0, end):
+  // 0 if it was empty that long, else the upper edge of a bucket (at most max_len).
+  double percentile(double q, Picos end) const;
 };
 
 struct PortConfig {
@@ -71,6 +100,7 @@ struct FabricConfig {
   EcnConfig ecn;
   FaultConfig faults;  // on every link, both directions
   uint64_t seed = 1;
+  PfcConfig pfc;
 };
 
 // Empty if the config is usable, else what is wrong with it.
@@ -102,6 +132,12 @@ struct PortStats {
   uint64_t drops = 0;       // tail drops at the buffer limit
   uint64_t ecn_marked = 0;
   uint64_t max_queue_bytes = 0;
+  // Queue length over the run (time-weighted), filled by Fabric::finish().
+  double queue_p50_bytes = 0, queue_p99_bytes = 0;
+  // PFC: pause frames this port's ingress sent upstream, and how long its
+  // upstream link (the host's uplink) was paused.
+  uint64_t pauses = 0;
+  Picos pause_time = 0;
 };
 
 struct FabricStats {
@@ -128,6 +164,8 @@ class Fabric {
 
   // Handles a fabric event (kind below EventKind::kFirstUser).
   void handle(const Event& ev);
+  // Closes the time-weighted statistics at `now` (queue percentiles, pause time).
+  void finish(Picos now);
 
   // Frames anywhere in the fabric (links, switch queues) or held by a sender.
   size_t in_flight() const { return pool_.in_use(); }
@@ -148,6 +186,10 @@ class Fabric {
     Rng rng;
     uint32_t loss_left = 0, corrupt_left = 0, dup_left = 0, reorder_left = 0;
     LinkStats* stats = nullptr;
+    // PFC (uplinks only): frames held while paused, in order.
+    bool paused = false;
+    Picos paused_since = 0;
+    std::deque<std::pair<Picos, FrameId>> held;  // (requested departure, frame)
   };
   struct SwitchPort {
     std::deque<FrameId> queue;
@@ -155,14 +197,24 @@ class Fabric {
     bool busy = false;
     size_t in_service_len = 0;
     Rng rng;
+    // PFC: the ingress port of each queued frame (parallel to queue) and of
+    // the frame in service; bytes in the switch that came in on this port.
+    std::deque<uint32_t> ingress;
+    uint32_t in_service_ingress = 0;
+    uint64_t ingress_bytes = 0;
+    bool pause_sent = false;
+    QueueHistogram hist;
   };
 
   // Serializes the frame on link `id` from `start` (or when the link frees);
   // schedules its arrival (or loses it). Returns the end of serialization.
   Picos transmit(uint32_t link_id, Picos start, FrameId frame);
   bool draw(Link& l, const FaultRate& f, uint32_t& left);
-  void enqueue(Picos now, uint32_t port, FrameId frame);
+  void enqueue(Picos now, uint32_t port, FrameId frame, uint32_t ingress);
   void start_port(Picos now, uint32_t port);
+  void queue_changed(Picos now, uint32_t port);
+  void ingress_changed(Picos now, uint32_t ingress);
+  void set_paused(Picos now, uint32_t port, bool paused);
 
   static uint32_t uplink_id(uint32_t port) { return 2 * port; }
   static uint32_t downlink_id(uint32_t port) { return 2 * port + 1; }

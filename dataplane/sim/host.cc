@@ -1,5 +1,6 @@
 // A host: one transport::Engine driven in virtual time, its NIC on the fabric,
 // and the application CPU that posts work requests for the flows.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -31,6 +32,7 @@ std::optional<ScenarioError> Host::init() {
                   : cfg_.mtu == 2048 ? IBV_MTU_2048
                                      : IBV_MTU_4096;
   ec.max_qps = kMaxQpsPerHost + 96;
+  ec.dcqcn = cfg_.dcqcn;
   const std::string key = "host[" + std::to_string(index_) + "]";
   auto engine = transport::Engine::create(ec);
   if (!engine.ok())
@@ -185,6 +187,20 @@ HostReport Host::report() const {
   r.name = cfg_.name;
   r.engine = engine_->counters();
   r.stalls = stalls_;
+  r.dcqcn = cfg_.dcqcn.enabled;
+  if (r.dcqcn) {
+    for (const auto& [key, ref] : w_.qps) {
+      if (key >> 32 != index_) continue;
+      QpDcqcnReport q;
+      q.qpn = static_cast<uint32_t>(key);
+      q.flow = w_.scenario.flows[ref.flow].name;
+      q.requester = ref.requester;
+      q.state = engine_->qp_dcqcn(wire::Qpn(q.qpn));
+      r.dcqcn_qps.push_back(std::move(q));
+    }
+    std::sort(r.dcqcn_qps.begin(), r.dcqcn_qps.end(),
+              [](const QpDcqcnReport& a, const QpDcqcnReport& b) { return a.qpn < b.qpn; });
+  }
   return r;
 }
 

@@ -56,10 +56,20 @@ struct FlowReport {
   double end_us = 0;      // last completion, or the end of the run
 };
 
+// One QP's DCQCN state at the end of the run.
+struct QpDcqcnReport {
+  uint32_t qpn = 0;
+  std::string flow;
+  bool requester = false;  // the flow's source side (the sender of its data)
+  transport::QpDcqcnState state;
+};
+
 struct HostReport {
   std::string name;
   transport::EngineCounters engine;
   uint64_t stalls = 0;  // the engine asked to be called again at a time not after now
+  bool dcqcn = false;   // DCQCN enabled on this host
+  std::vector<QpDcqcnReport> dcqcn_qps;  // by QPN, when enabled
 };
 
 struct SimReport {

@@ -161,6 +161,11 @@ std::optional<ScenarioError> validate(const Scenario& s) {
       return err(std::string("faults.") + name, "must be a probability in [0, 1]");
     if (f->burst == 0) return err(std::string("faults.") + name + "_burst", "must be at least 1");
   }
+  if (s.pfc.enabled) {
+    if (s.pfc.xoff_bytes == 0) return err("switch.pfc.xoff_kb", "must be above 0");
+    if (s.pfc.xon_bytes > s.pfc.xoff_bytes) return err("switch.pfc.xon_kb", "is above xoff_kb");
+    if (s.pfc.xoff_bytes >= s.buffer_bytes) return err("switch.pfc.xoff_kb", "must be below buffer_kb");
+  }
   if (s.faults.reorder.p > 0 && s.faults.reorder_delay == 0)
     return err("faults.reorder_delay_ns", "must be above 0 when reorder is on");
 
@@ -173,6 +178,10 @@ std::optional<ScenarioError> validate(const Scenario& s) {
       return err(host_key(i, "name"),
                  "must be 1 to 64 letters, digits, '_', '-' or '.' (got " + quoted(h.name) + ")");
     if (h.link_bps == 0) return err(host_key(i, "link_gbps"), "must be above 0");
+    if (h.dcqcn.enabled && h.policy == sched::Policy::kFifo)
+      return err(host_key(i, "dcqcn.enabled"),
+                 "DCQCN needs a rate-limiting policy: set policy = \"tassel\" (fifo ignores rate limits)");
+    if (auto e = dcqcn::validate(h.dcqcn); !e.empty()) return err(host_key(i, "dcqcn"), e);
     if (h.link_bps > 1'600'000'000'000ull) return err(host_key(i, "link_gbps"), "above 1600");
     if (!valid_mtu(h.mtu)) return err(host_key(i, "mtu"), "must be 256, 512, 1024, 2048 or 4096");
     for (size_t j = 0; j < i; ++j) {
@@ -284,6 +293,7 @@ FabricConfig fabric_config(const Scenario& s) {
   c.link_delay = s.link_delay;
   c.buffer_bytes = s.buffer_bytes;
   c.ecn = s.ecn;
+  c.pfc = s.pfc;
   c.faults = s.faults;
   c.seed = s.seed;
   return c;

@@ -12,6 +12,7 @@
 
 #include "dataplane/sim/fabric.h"
 #include "sched/scheduler.h"
+#include "transport/dcqcn/params.h"
 #include "transport/wire/packet.h"
 
 namespace isoroce::sim {
@@ -46,6 +47,7 @@ struct HostConfig {
   sched::Policy policy = sched::Policy::kFifo;
   Picos msg_cost = 0;  // between a flow deciding to post and the post, per message
   uint32_t mtu = 4096;  // the port's active MTU (jumbo frames on every link)
+  dcqcn::Params dcqcn;  // [host.dcqcn]; enabled needs policy tassel
 };
 
 struct FlowConfig {
@@ -84,6 +86,7 @@ struct Scenario {
   FaultConfig faults;
   std::vector<HostConfig> hosts;
   std::vector<FlowConfig> flows;
+  PfcConfig pfc;  // [switch] pfc = { xoff_kb, xon_kb }
 };
 
 struct ScenarioError {

@@ -85,6 +85,7 @@ SimReport Simulator::run() {
     switch (ev.kind) {
       case EventKind::kLinkArrival:
       case EventKind::kPortTxDone:
+      case EventKind::kPfcPause:
         w.fabric->handle(ev);
         break;
       case EventKind::kHostService:
@@ -109,6 +110,7 @@ SimReport Simulator::run() {
 
   for (const auto& f : w.flows) report.flows.push_back(f->report(now));
   for (const auto& h : w.hosts) report.hosts.push_back(h->report());
+  w.fabric->finish(now);
   report.fabric = w.fabric->stats();
   report.events = events;
   report.virtual_us = static_cast<double>(now) / 1e6;

@@ -33,7 +33,7 @@ void fill(uint8_t* p, size_t n, uint32_t seed) {
 class Loopback : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess({"--loopback", "--policy", "tassel", "--link-gbps", "10"});
+    daemon_ = new DaemonProcess({"--loopback", "--policy", "tassel", "--link-gbps", "10", "--dcqcn", "enabled=true"});
   }
   static void TearDownTestSuite() {
     if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
@@ -159,6 +159,10 @@ TEST_F(Loopback, WriteReadAtomicsAndSendsAcrossPortsIntact) {
   EXPECT_GT(q["tx_packets"].get<uint64_t>(), 300u);
   EXPECT_EQ(q["state"], "RTS");
   EXPECT_EQ(q["errors"], 0);
+  // DCQCN is on and nothing marks CE on a ring pair: no CNPs, the rate unlimited.
+  ASSERT_TRUE(q.contains("dcqcn")) << q.dump();
+  EXPECT_FALSE(q["dcqcn"]["limiting"].get<bool>());
+  EXPECT_EQ(q["cnps_received"], 0);
 }
 
 TEST_F(Loopback, ManyOutstandingWritesKeepOrderAndData) {
@@ -324,6 +328,9 @@ TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
       {{"--loopback", "--lcores", "0"}, "lcores"},
       {{"--port", "net_bogus0", "--ip", "10.0.0.1"}, "port[0]"},
       {{}, "port"},
+      {{"--loopback", "--dcqcn", "enabled=true"}, "DCQCN (dcqcn.enabled) needs a rate-limiting policy"},
+      {{"--loopback", "--policy", "tassel", "--dcqcn", "g=7"}, "--dcqcn g=7"},
+      {{"--loopback", "--policy", "tassel", "--dcqcn", "nonsense=1"}, "unknown parameter"},
   };
   for (const Case& c : cases) {
     DaemonProcess d(c.args);

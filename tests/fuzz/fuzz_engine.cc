@@ -4,7 +4,8 @@
 // valid ICRC so it reaches the responder and completer logic, not just the
 // parser. The engine also has work of its own in flight (WRITE, READ, atomic,
 // SEND), so responses meet a live completer. ASan/UBSan catch memory errors;
-// the canaries around the registered buffer catch writes outside the MR.
+// the canaries around the registered buffer catch writes outside the MR. The
+// last input byte picks the engine: fifo, or tassel with DCQCN (CE and CNPs).
 #include <arpa/inet.h>
 
 #include <cstdint>
@@ -77,11 +78,19 @@ struct World {
   wire::MacAddr peer_mac = {2, 0, 0, 0, 0, 2};
   Picos now = 0;
 
-  World() {
+  // dcqcn: tassel policy with DCQCN on (CNPs out for CE, reaction to CNPs in,
+  // a small byte counter), else the default fifo engine.
+  explicit World(bool dcqcn) {
     EngineConfig c;
     c.ip = wire::ipv4_mapped(0x0a000001);
     c.mac = {2, 0, 0, 0, 0, 1};
     c.max_qps = 16;
+    if (dcqcn) {
+      c.policy = sched::Policy::kTassel;
+      c.dcqcn.enabled = true;
+      c.dcqcn.byte_counter_bytes = 4096;
+      c.dcqcn.min_time_between_cnps_us = 0;
+    }
     e = std::move(Engine::create(c).value());
     e->set_neighbor(peer_ip, peer_mac);
     const PdHandle pd = e->alloc_pd().value();
@@ -168,7 +177,7 @@ struct World {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  World w;
+  World w(size > 0 && (data[size - 1] & 1));
   Reader r(data, size);
   std::vector<uint8_t> payload, frame;
   while (!r.empty()) {
@@ -184,6 +193,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     f.dest_qp = (flags & 4) ? wire::Qpn(r.u32()) : (op >= wire::op::kUdSendOnly && op < 0x80 ? w.ud : w.rc);
     // PSNs near what each side expects, so the sequence logic is exercised.
     const int32_t delta = static_cast<int8_t>(r.u8());
+    f.traffic_class = static_cast<uint8_t>(26 << 2 | (delta & 3));  // ECN from the same byte: CE sometimes
     const bool response = op >= wire::op::kRcReadResponseFirst && op <= wire::op::kRcAtomicAck;
     f.psn = wire::Psn((response ? 1000u : 100u) + static_cast<uint32_t>(delta));
     const uint64_t va = (flags & 8) ? r.u64() : w.iova + (r.u32() % (kBuf + 64)) - 32;

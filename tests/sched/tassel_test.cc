@@ -313,5 +313,37 @@ TEST(Tassel, IgnoresBadActivations) {
   EXPECT_EQ(sched->active_qps(), 0u);
 }
 
+// Receive: a QP at 1 Mb/s sends a 4096 B packet at 0 (its next may start at
+// 32.768 ms); at 1 us its limit goes to 10 Gb/s (congestion control recovering).
+// Expect: the wait left shrinks by the same factor: the next packet at
+// 1 us + (32.768 ms - 1 us) / 10^4, not at 32.768 ms. A slower limit does not
+// stretch a wait already computed.
+TEST(Tassel, FasterLimitShortensTheWaitAhead) {
+  Config config{.link_bps = kLink, .max_qps = 1};
+  auto sched = make_scheduler(Policy::kTassel, config);
+  sched->set_rate(0, 0, 1'000'000);
+  struct Endless : PacketSource {
+    Packet on_grant(QpId, std::uint32_t) override { return {4'096, true}; }
+  } src;
+  sched->activate(0, 0, {4'096, true});
+  Grant out[4];
+  ASSERT_EQ(sched->dequeue(0, out, src), 1u);
+  EXPECT_EQ(out[0].departure, 0u);
+  EXPECT_GT(sched->next_deadline(), 30 * kMs);  // the wheel's resolution: not exact this far ahead
+  sched->set_rate(kUs, 0, 10'000'000'000);
+  const Picos want = kUs + (32'768'000'000 - kUs) / 10'000;
+  EXPECT_LT(sched->next_deadline(), 2 * want);
+  std::size_t n = 0;
+  for (int i = 0; i < 100 && n == 0; ++i) n = sched->dequeue(std::max(kUs, sched->next_deadline()), out, src);
+  ASSERT_EQ(n, 1u);
+  EXPECT_NEAR(static_cast<double>(out[0].departure), static_cast<double>(want), 1'000.0);
+  // Slower again: the next start (F of that packet at 10 Gb/s) is kept.
+  const Picos next = sched->next_deadline();
+  sched->set_rate(out[0].departure + 1, 0, 1'000'000);
+  EXPECT_EQ(sched->next_deadline(), next);
+  EXPECT_LT(next, want + 10 * kUs);
+}
+
 }  // namespace
 }  // namespace isoroce::sched
+

@@ -34,13 +34,43 @@ ordered_json engine_json(const transport::EngineCounters& c) {
                       {"rnr_naks_sent", c.rnr_naks_sent},
                       {"rnr_naks_received", c.rnr_naks_received},
                       {"acks_sent", c.acks_sent},
-                      {"cq_overruns", c.cq_overruns}};
+                      {"cq_overruns", c.cq_overruns},
+                      {"ce_received", c.ce_received},
+                      {"cnps_sent", c.cnps_sent},
+                      {"cnps_suppressed", c.cnps_suppressed},
+                      {"cnps_received", c.cnps_received}};
 }
 
 ordered_json link_json(const sim::LinkStats& l) {
   return ordered_json{{"frames", l.frames},         {"bytes", l.bytes},
                       {"lost", l.lost},             {"corrupted", l.corrupted},
                       {"duplicated", l.duplicated}, {"reordered", l.reordered}};
+}
+
+ordered_json queue_json(double p50, double p99, uint64_t max) {
+  return ordered_json{{"p50", round_to(p50 / 1024, 3)},
+                      {"p99", round_to(p99 / 1024, 3)},
+                      {"max", round_to(static_cast<double>(max) / 1024, 3)}};
+}
+
+ordered_json dcqcn_json(const sim::HostReport& h) {
+  ordered_json qps = ordered_json::array();
+  for (const auto& q : h.dcqcn_qps) {
+    const auto& s = q.state;
+    qps.push_back(ordered_json{{"qpn", q.qpn},
+                               {"flow", q.flow},
+                               {"side", q.requester ? "src" : "dst"},
+                               {"limiting", s.limiting},
+                               {"rate_gbps", round_to(static_cast<double>(s.rate_bps) / 1e9, 6)},
+                               {"target_gbps", round_to(static_cast<double>(s.target_bps) / 1e9, 6)},
+                               {"alpha", round_to(s.alpha, 9)},
+                               {"ce_received", s.ce_received},
+                               {"cnps_sent", s.cnps_sent},
+                               {"cnps_received", s.cnps_received},
+                               {"decreases", s.decreases},
+                               {"increases", s.increases}});
+  }
+  return ordered_json{{"cnps_sent", h.engine.cnps_sent}, {"cnps_received", h.engine.cnps_received}, {"qps", qps}};
 }
 
 }  // namespace
@@ -90,21 +120,32 @@ ordered_json report_to_json(const sim::SimReport& r, const ReportOptions& opts) 
 
   ordered_json hosts = ordered_json::array();
   ordered_json ports = ordered_json::array();
-  uint64_t drops = 0, marks = 0;
+  uint64_t drops = 0, marks = 0, pauses = 0;
+  sim::Picos pause_time = 0;
+  sim::PortStats worst;  // the port with the largest p99 queue
   sim::LinkStats faults;
   for (size_t i = 0; i < r.hosts.size(); ++i) {
     const auto& h = r.hosts[i];
     hosts.push_back(ordered_json{{"name", h.name}, {"engine", engine_json(h.engine)}, {"stalls", h.stalls}});
+    if (h.dcqcn) hosts.back()["dcqcn"] = dcqcn_json(h);
     if (i < r.fabric.ports.size()) {
       const auto& p = r.fabric.ports[i];
       drops += p.drops;
       marks += p.ecn_marked;
+      pauses += p.pauses;
+      pause_time += p.pause_time;
+      if (p.queue_p99_bytes > worst.queue_p99_bytes ||
+          (p.queue_p99_bytes == worst.queue_p99_bytes && p.max_queue_bytes > worst.max_queue_bytes))
+        worst = p;
       ports.push_back(ordered_json{{"to", h.name},
                                    {"tx_frames", p.tx_frames},
                                    {"tx_bytes", p.tx_bytes},
                                    {"drops", p.drops},
                                    {"ecn_marked", p.ecn_marked},
                                    {"max_queue_bytes", p.max_queue_bytes},
+                                   {"queue_kb", queue_json(p.queue_p50_bytes, p.queue_p99_bytes, p.max_queue_bytes)},
+                                   {"pauses", p.pauses},
+                                   {"pause_us", round_to(static_cast<double>(p.pause_time) / 1e6, 6)},
                                    {"uplink", link_json(r.fabric.uplinks[i])},
                                    {"downlink", link_json(r.fabric.downlinks[i])}});
       for (const auto* l : {&r.fabric.uplinks[i], &r.fabric.downlinks[i]}) {
@@ -127,6 +168,9 @@ ordered_json report_to_json(const sim::SimReport& r, const ReportOptions& opts) 
       {"switch",
        {{"drops", drops},
         {"ecn_marked", marks},
+        {"queue_kb", queue_json(worst.queue_p50_bytes, worst.queue_p99_bytes, worst.max_queue_bytes)},
+        {"pauses", pauses},
+        {"pause_us", round_to(static_cast<double>(pause_time) / 1e6, 6)},
         {"unknown_destination", r.fabric.unknown_destination},
         {"ports", ports}}},
       {"faults",
@@ -172,6 +216,33 @@ std::string report_to_table(const sim::SimReport& r, const ReportOptions& opts) 
     }
   out += fmt::format("switch: {} tail drops, {} ECN marks; links: {} lost, {} corrupted, {} duplicated, {} reordered\n",
                      drops, marks, lost, corrupted, dup, reord);
+  {
+    double p50 = 0, p99 = 0;
+    uint64_t max = 0, pauses = 0;
+    sim::Picos pause_time = 0;
+    for (const auto& p : r.fabric.ports) {
+      if (p.queue_p99_bytes > p99 || (p.queue_p99_bytes == p99 && p.max_queue_bytes > max)) {
+        p50 = p.queue_p50_bytes;
+        p99 = p.queue_p99_bytes;
+        max = p.max_queue_bytes;
+      }
+      pauses += p.pauses;
+      pause_time += p.pause_time;
+    }
+    out += fmt::format("switch queue (worst port, KB over time): p50 {:.1f}, p99 {:.1f}, max {:.1f}", p50 / 1024,
+                       p99 / 1024, static_cast<double>(max) / 1024);
+    if (pauses) out += fmt::format("; PFC: {} pauses, {:.3f} us paused", pauses, static_cast<double>(pause_time) / 1e6);
+    out += "\n";
+  }
+  for (const auto& h : r.hosts) {
+    if (!h.dcqcn) continue;
+    out += fmt::format("dcqcn {}: {} CNPs sent, {} received", h.name, h.engine.cnps_sent, h.engine.cnps_received);
+    for (const auto& q : h.dcqcn_qps)
+      if (q.requester && q.state.cnps_received)
+        out += fmt::format("; {} qp {:#x} {:.3f} Gb/s (alpha {:.4f}, {} cuts)", q.flow, q.qpn,
+                           static_cast<double>(q.state.rate_bps) / 1e9, q.state.alpha, q.state.decreases);
+    out += "\n";
+  }
   out += fmt::format("sim: seed {}, {} events, {:.3f} us virtual", r.seed, r.events, r.virtual_us);
   if (opts.wall_time) out += fmt::format(", {:.1f} ms wall", r.wall_ms);
   out += r.all_finished ? ", all flows finished\n" : ", stopped at duration_us\n";

@@ -132,17 +132,69 @@ E enum_value(const Table& t, std::string_view k, std::string_view def, bool (*pa
 void parse_switch(const Table& top, sim::Scenario& s) {
   const toml::table* raw = top.table("switch");
   if (!raw) return;
-  Table t(*raw, "switch", {"buffer_kb", "ecn"});
+  Table t(*raw, "switch", {"buffer_kb", "ecn", "pfc"});
   s.buffer_bytes = static_cast<uint64_t>(std::llround(t.number("buffer_kb", 4096, 1.0 / 1024, 1 << 20) * 1024));
   if (const toml::table* e = t.table("ecn")) {
-    Table ecn(*e, "switch.ecn", {"kmin_kb", "kmax_kb", "pmax"});
+    Table ecn(*e, "switch.ecn", {"kmin_kb", "kmax_kb", "pmax", "at"});
     for (auto k : {"kmin_kb", "kmax_kb", "pmax"})
       if (!ecn.has(k)) fail(ecn.key(k), "missing (ecn needs kmin_kb, kmax_kb and pmax)", t.get("ecn"));
     s.ecn.enabled = true;
     s.ecn.kmin_bytes = static_cast<uint64_t>(std::llround(ecn.number("kmin_kb", 0, 0, 1 << 20) * 1024));
     s.ecn.kmax_bytes = static_cast<uint64_t>(std::llround(ecn.number("kmax_kb", 0, 0, 1 << 20) * 1024));
     s.ecn.pmax = ecn.number("pmax", 0, 0, 1);
+    const std::string at = ecn.string("at", std::string("enqueue"));
+    if (at != "enqueue" && at != "dequeue")
+      fail(ecn.key("at"), "unknown value \"" + at + "\" (one of enqueue, dequeue)", ecn.get("at"));
+    s.ecn.on_dequeue = at == "dequeue";
     if (s.ecn.kmin_bytes > s.ecn.kmax_bytes) fail(ecn.key("kmin_kb"), "is above kmax_kb", ecn.get("kmin_kb"));
+  }
+  if (const toml::table* p = t.table("pfc")) {
+    Table pfc(*p, "switch.pfc", {"xoff_kb", "xon_kb"});
+    for (auto k : {"xoff_kb", "xon_kb"})
+      if (!pfc.has(k)) fail(pfc.key(k), "missing (pfc needs xoff_kb and xon_kb)", t.get("pfc"));
+    s.pfc.enabled = true;
+    s.pfc.xoff_bytes = static_cast<uint64_t>(std::llround(pfc.number("xoff_kb", 0, 1.0 / 1024, 1 << 20) * 1024));
+    s.pfc.xon_bytes = static_cast<uint64_t>(std::llround(pfc.number("xon_kb", 0, 0, 1 << 20) * 1024));
+    if (s.pfc.xon_bytes > s.pfc.xoff_bytes) fail(pfc.key("xon_kb"), "is above xoff_kb", pfc.get("xon_kb"));
+  }
+}
+
+// [host.dcqcn]: every dcqcn::Params name, typed (booleans for switches, numbers
+// otherwise), set through the parser the daemon and isoroce-dcqcn share.
+void parse_dcqcn(const Table& host, sim::HostConfig& h) {
+  const toml::table* raw = host.table("dcqcn");
+  if (!raw) return;
+  const std::string path = host.key("dcqcn");
+  for (auto&& [k, v] : *raw) {
+    const std::string name(k.str());
+    const dcqcn::ParamInfo* info = nullptr;
+    for (const auto& i : dcqcn::param_table())
+      if (i.name == name) info = &i;
+    if (!info) {
+      std::string list;
+      for (const auto& i : dcqcn::param_table()) list += (list.empty() ? "" : ", ") + std::string(i.name);
+      fail(path + "." + name, "unknown key (known here: " + list + ")", &v);
+    }
+    std::string text;
+    if (info->type == dcqcn::ParamType::kBool) {
+      if (!v.is_boolean()) fail(path + "." + name, "must be true or false, not " + type_name(v), &v);
+      text = v.as_boolean()->get() ? "true" : "false";
+    } else if (v.is_integer()) {
+      text = std::to_string(v.as_integer()->get());
+    } else if (v.is_floating_point()) {
+      if (info->type == dcqcn::ParamType::kUint) fail(path + "." + name, "must be an integer", &v);
+      std::ostringstream o;
+      o.precision(17);
+      o << v.as_floating_point()->get();
+      text = o.str();
+    } else {
+      fail(path + "." + name, "must be a number, not " + type_name(v), &v);
+    }
+    if (auto e = dcqcn::set_param(h.dcqcn, name, text); !e.empty()) {
+      // The parser names the parameter first ("g: must be in ..."); keep the message part.
+      const size_t colon = e.find(": ");
+      fail(path + "." + name, colon == std::string::npos ? e : e.substr(colon + 2), &v);
+    }
   }
 }
 
@@ -164,7 +216,7 @@ void parse_faults(const Table& top, sim::Scenario& s) {
 }
 
 void parse_host(const toml::table& raw, size_t i, sim::Scenario& s) {
-  Table t(raw, "host[" + std::to_string(i) + "]", {"name", "ip", "link_gbps", "policy", "msg_cost_ns", "mtu"});
+  Table t(raw, "host[" + std::to_string(i) + "]", {"name", "ip", "link_gbps", "policy", "msg_cost_ns", "mtu", "dcqcn"});
   sim::HostConfig h;
   h.name = t.string("name");
   h.ip_text = t.string("ip");
@@ -174,6 +226,7 @@ void parse_host(const toml::table& raw, size_t i, sim::Scenario& s) {
   h.policy = enum_value<sched::Policy>(t, "policy", "fifo", sched::parse_policy, "fifo, tassel");
   h.msg_cost = to_picos(t.number("msg_cost_ns", 0, 0, 1e9), 1e3);
   h.mtu = static_cast<uint32_t>(t.integer("mtu", 4096, 256, 4096));
+  parse_dcqcn(t, h);
   s.hosts.push_back(std::move(h));
 }
 
@@ -357,7 +410,10 @@ std::string scenario_to_toml(const sim::Scenario& s) {
   if (s.ecn.enabled)
     o << "ecn = { kmin_kb = " << num(static_cast<double>(s.ecn.kmin_bytes) / 1024)
       << ", kmax_kb = " << num(static_cast<double>(s.ecn.kmax_bytes) / 1024) << ", pmax = " << num(s.ecn.pmax)
-      << " }\n";
+      << (s.ecn.on_dequeue ? ", at = \"dequeue\"" : "") << " }\n";
+  if (s.pfc.enabled)
+    o << "pfc = { xoff_kb = " << num(static_cast<double>(s.pfc.xoff_bytes) / 1024)
+      << ", xon_kb = " << num(static_cast<double>(s.pfc.xon_bytes) / 1024) << " }\n";
   o << "\n[faults]\n";
   const std::pair<const char*, const sim::FaultRate*> faults[] = {
       {"loss", &s.faults.loss}, {"reorder", &s.faults.reorder},
@@ -368,6 +424,13 @@ std::string scenario_to_toml(const sim::Scenario& s) {
     o << "\n[[host]]\nname = " << q(h.name) << "\nip = " << q(h.ip_text)
       << "\nlink_gbps = " << num(static_cast<double>(h.link_bps) / 1e9) << "\npolicy = " << q(sched::to_string(h.policy))
       << "\nmsg_cost_ns = " << num(static_cast<double>(h.msg_cost) / 1e3) << "\nmtu = " << h.mtu << "\n";
+    bool custom = h.dcqcn.enabled;
+    for (const auto& i : dcqcn::param_table())
+      custom |= dcqcn::get_param(h.dcqcn, i.name) != dcqcn::get_param(dcqcn::Params{}, i.name);
+    if (custom) {
+      o << "[host.dcqcn]\n";
+      for (const auto& i : dcqcn::param_table()) o << i.name << " = " << dcqcn::get_param(h.dcqcn, i.name) << "\n";
+    }
   }
   for (const auto& f : s.flows) {
     o << "\n[[flow]]\nname = " << q(f.name) << "\nsrc = " << q(f.src) << "\ndst = ";

@@ -61,6 +61,32 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   ++q->stats.rx_packets;
   q->stats.rx_bytes += frame.size();
   const wire::OpcodeInfo& op = *pkt.op;
+  if (op.transport == wire::Transport::kCnp) {
+    // A CNP for one of our RC QPs from its peer, or for a UD QP (which has no
+    // peer): the reaction point (dcqcn.cc).
+    if ((q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip) || q->qp.type() == IBV_QPT_UD) {
+      on_cnp(now, *q);
+      return;
+    }
+    ++counters_.rx_dropped;
+    return;
+  }
+  // DCQCN notification point: CE on a data packet (a request or a READ
+  // response) of an RC QP from its peer; never on an ACK or a CNP.
+  if (config_.dcqcn.enabled && pkt.ecn() == 0x3 && op.transport == wire::Transport::kRc &&
+      q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip && op.kind != wire::OpKind::kAck &&
+      op.kind != wire::OpKind::kAtomicAck) [[unlikely]] {
+    np_on_ce(now, *q);
+  } else if (config_.dcqcn.enabled && pkt.ecn() == 0x3 && op.transport == wire::Transport::kUd &&
+             q->qp.type() == IBV_QPT_UD && pkt.deth && pkt.deth->qkey == q->qp.attr().qkey) [[unlikely]] {
+    // UD: the CNP goes to the datagram's source QP, at its address (the
+    // neighbour entry's MAC, else the frame's source MAC).
+    Peer src;
+    src.ip = pkt.src_ip;
+    auto it = neighbors_.find(pkt.src_ip);
+    src.mac = it != neighbors_.end() ? it->second : pkt.src_mac;
+    np_on_ce(now, *q, &src, pkt.deth->src_qp);
+  }
   switch (op.transport) {
     case wire::Transport::kUd:
       if (q->qp.type() != IBV_QPT_UD) break;
@@ -78,7 +104,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       }
       return;
     default:
-      break;  // UC and CNPs are not handled by this engine
+      break;  // UC is not handled by this engine
   }
   ++counters_.rx_dropped;
 }
@@ -98,6 +124,7 @@ void EngineImpl::advance(Picos now) {
     if (q == nullptr || gen_[t.slot] != t.generation) continue;
     if (q->timer_at == t.when) q->timer_at = sched::kNever;
     on_timer(now, *q);
+    if (config_.dcqcn.enabled) dcqcn_timer(now, *q);
   }
 }
 
@@ -188,13 +215,16 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       TxDesc d;
       if (g.kind == sched::GrantKind::kData) d = granted_[next_desc++];
       if (q == nullptr) continue;
-      const size_t len_hint =
-          g.kind == sched::GrantKind::kControl ? ack_frame_bytes() - kEthWireOverhead : d.frame_len;
+      // A control grant is the QP's CNP if one is queued and the grant has its size.
+      const bool cnp = g.kind == sched::GrantKind::kControl && q->cnp_queued && g.bytes == cnp_frame_bytes();
+      const size_t len_hint = g.kind == sched::GrantKind::kControl
+                                  ? (cnp ? cnp_frame_bytes() : ack_frame_bytes()) - kEthWireOverhead
+                                  : d.frame_len;
       if (g.kind == sched::GrantKind::kData && d.kind == TxKind::kNone) continue;
       std::span<uint8_t> buf = sink.tx_buffer(len_hint);
       if (buf.size() < len_hint) {
         ++counters_.tx_no_buffer;
-        if (g.kind == sched::GrantKind::kControl) q->ctrl_queued = false;
+        if (g.kind == sched::GrantKind::kControl) (cnp ? q->cnp_queued : q->ctrl_queued) = false;
         if (d.kind == TxKind::kUdSend) {  // the datagram is lost, the send still completes
           complete_send(*q, q->sq[d.wqe], IBV_WC_SUCCESS);
           q->sq.pop();
@@ -203,7 +233,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       }
       size_t len = 0;
       switch (d.kind) {
-        case TxKind::kNone: len = build_control(now, *q, buf); break;
+        case TxKind::kNone: len = cnp ? build_cnp(*q, buf) : build_control(now, *q, buf); break;
         case TxKind::kRequest: len = build_request(*q, d, buf); break;
         case TxKind::kResponse: len = build_response(*q, d, buf); break;
         case TxKind::kUdSend:
@@ -213,6 +243,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
           break;
       }
       if (len == 0) continue;
+      if (d.kind != TxKind::kNone) dcqcn_sent(now, *q, len + kEthWireOverhead);
       sink.tx_commit(g.departure, len);
       ++counters_.tx_frames;
       counters_.tx_bytes += len;

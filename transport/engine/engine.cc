@@ -26,6 +26,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
       config.max_qps > config.device.max_qp || mtu_bytes_valid(config.active_mtu) == 0) {
     return Result<std::unique_ptr<Engine>>::error(EINVAL);
   }
+  // DCQCN's rates need a policy that enforces them (fifo records and ignores limits).
+  if (config.dcqcn.enabled &&
+      (config.policy == sched::Policy::kFifo || !dcqcn::validate(config.dcqcn).empty())) {
+    return Result<std::unique_ptr<Engine>>::error(EINVAL);
+  }
   auto sched = sched::make_scheduler(config.policy, sc);
   if (!sched) return Result<std::unique_ptr<Engine>>::error(EINVAL);
   return std::unique_ptr<Engine>(new EngineImpl(config, std::move(sched)));
@@ -403,8 +408,12 @@ void EngineImpl::reset_qp(QpCtx& q) {
   fresh.srq = q.srq;
   fresh.sq = Ring<SendWqe>(q.sq.capacity());
   fresh.rq = Ring<RecvWqe>(q.rq.capacity());
+  // The rate limit outlives a reset; DCQCN's state does not.
+  fresh.user_rate_bps = q.user_rate_bps;
+  fresh.applied_rate_bps = q.applied_rate_bps;
   ++gen_[q.slot];
   q = std::move(fresh);
+  apply_rate(tx_now_, q);
 }
 
 void EngineImpl::enter_error(Picos now, QpCtx& q) {
@@ -550,7 +559,9 @@ int EngineImpl::post_recv(wire::Qpn qpn, const RecvWr& wr) {
 int EngineImpl::set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) {
   QpCtx* q = find_qp(qpn);
   if (q == nullptr) return EINVAL;
-  sched_->set_rate(now, q->slot, bps);
+  q->user_rate_bps = bps;
+  q->applied_rate_bps = ~uint64_t{0};  // always pass it on, as before DCQCN
+  apply_rate(now, *q);
   return 0;
 }
 

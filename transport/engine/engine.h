@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "sched/scheduler.h"
+#include "transport/dcqcn/params.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/mr_table.h"
 #include "transport/verbs/pd_table.h"
@@ -61,6 +62,9 @@ struct EngineConfig {
   bool ecn_capable = true;       // send data with ECT(0) so switches can mark CE
   // Requester: ask for an ACK at least every this many packets of a message.
   uint32_t ack_req_every = 16;
+  // DCQCN congestion control (docs/dcqcn.md). Enabled needs a policy that
+  // enforces rate limits: create() refuses it with fifo (EINVAL).
+  dcqcn::Params dcqcn;
 };
 
 struct Sge {
@@ -153,6 +157,24 @@ struct EngineCounters {
   uint64_t rnr_naks_received = 0;
   uint64_t acks_sent = 0;
   uint64_t cq_overruns = 0;
+  // DCQCN (zero unless EngineConfig::dcqcn.enabled).
+  uint64_t ce_received = 0;      // data packets (requests, READ responses) marked CE
+  uint64_t cnps_sent = 0;
+  uint64_t cnps_suppressed = 0;  // CE packets answered by no CNP (min_time_between_cnps_us)
+  uint64_t cnps_received = 0;
+};
+
+// One QP's DCQCN state and counters (Engine::qp_dcqcn).
+struct QpDcqcnState {
+  bool limiting = false;      // the reaction point limits the QP's rate now
+  uint64_t rate_bps = 0;      // DCQCN's rate (the line rate when not limiting)
+  uint64_t target_bps = 0;
+  double alpha = 0;
+  uint64_t ce_received = 0;
+  uint64_t cnps_sent = 0;
+  uint64_t cnps_received = 0;
+  uint64_t decreases = 0;
+  uint64_t increases = 0;
 };
 
 // What one QP did (telemetry, isoroce-ctl qp).
@@ -225,6 +247,8 @@ class Engine {
 
   virtual const EngineCounters& counters() const = 0;
   virtual const EngineConfig& config() const = 0;
+  // DCQCN state of one QP (all zero for an unknown QPN).
+  virtual QpDcqcnState qp_dcqcn(wire::Qpn qpn) const = 0;
 };
 
 }  // namespace isoroce::transport

@@ -56,6 +56,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
 
   const EngineCounters& counters() const override { return counters_; }
   const EngineConfig& config() const override { return config_; }
+  QpDcqcnState qp_dcqcn(wire::Qpn qpn) const override;
 
  private:
   // ---- engine.cc
@@ -121,6 +122,22 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   uint32_t frame_len(uint8_t opcode, uint32_t payload) const;  // Ethernet frame bytes
   wire::FrameSpec frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode, wire::Psn psn,
                              uint32_t dest_qpn, bool data) const;
+
+  // ---- dcqcn.cc
+  // A data packet of q arrived with CE: queue a CNP to its sender (NP): the
+  // RC peer, or for UD the datagram's source (ud_peer, ud_qpn).
+  void np_on_ce(Picos now, QpCtx& q, const Peer* ud_peer = nullptr, uint32_t ud_qpn = 0);
+  uint32_t cnp_frame_bytes() const;  // a CNP on the link, overhead included
+  size_t build_cnp(QpCtx& q, std::span<uint8_t> out);
+  void on_cnp(Picos now, QpCtx& q);
+  // Runs q's reaction point timers due by now and re-arms its timer.
+  void dcqcn_timer(Picos now, QpCtx& q);
+  // q sent a data frame of len bytes (the byte counter).
+  void dcqcn_sent(Picos now, QpCtx& q, size_t len) {
+    if (q.rp.on_sent(now, len)) [[unlikely]] apply_rate(now, q);
+  }
+  // Gives the scheduler min(user limit, DCQCN rate) if it changed.
+  void apply_rate(Picos now, QpCtx& q);
 
   EngineConfig config_;
   std::unique_ptr<sched::Scheduler> sched_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "transport/engine/engine.h"
+#include "transport/dcqcn/reaction_point.h"
 #include "transport/engine/ring.h"
 #include "transport/verbs/cq.h"
 #include "transport/verbs/srq.h"
@@ -186,6 +187,15 @@ struct QpCtx {
   bool resp_failed = false;        // a fatal NAK is queued: drop further requests
 
   QpCounters stats;
+  // Rate limit and DCQCN (dcqcn.cc).
+  uint64_t user_rate_bps = 0;      // set_qp_rate (0: none)
+  uint64_t applied_rate_bps = 0;   // what the scheduler has: min(user, DCQCN)
+  dcqcn::ReactionPoint rp;         // configured at the QP's first CNP
+  bool cnp_queued = false;         // a CNP waits in the scheduler's control queue
+  Picos last_cnp = sched::kNever;  // when this QP last queued a CNP
+  Peer cnp_peer;                   // UD: where the queued CNP goes
+  uint32_t cnp_qpn = 0;            // UD: its dest QP (the sender's QPN)
+  uint64_t ce_received = 0, cnps_sent = 0, cnps_received = 0;
 };
 
 struct AhCtx {
