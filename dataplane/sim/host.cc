@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "dataplane/sim/reference_flow.h"
 #include "dataplane/sim/sim_internal.h"
 
 namespace isoroce::sim::detail {
@@ -31,6 +32,8 @@ std::optional<ScenarioError> Host::init() {
                   : cfg_.mtu == 2048 ? IBV_MTU_2048
                                      : IBV_MTU_4096;
   ec.max_qps = kMaxQpsPerHost + 96;
+  ec.max_msgs_per_sec = cfg_.max_msgs_per_sec;
+  ec.justitia = cfg_.justitia;
   const std::string key = "host[" + std::to_string(index_) + "]";
   auto engine = transport::Engine::create(ec);
   if (!engine.ok())
@@ -63,6 +66,18 @@ std::optional<ScenarioError> Host::alloc_region(uint64_t len, uint32_t access, R
 }
 
 void Host::bind_cq(transport::CqHandle cq, Flow* flow, int side) { cqs_.push_back({cq, flow, side}); }
+void Host::bind_cq(transport::CqHandle cq, ReferenceFlow* ref) { cqs_.push_back({cq, nullptr, -1, ref}); }
+
+void Host::collect_events() {
+  for (const transport::AsyncEvent& e : engine_->take_async_events()) {
+    if (e.type != transport::AsyncEventType::kLatencyTargetMissed) continue;
+    ++admission_warnings_;
+    const sched::JustitiaStats* js = engine_->scheduler().justitia_stats();
+    log_.push_back("host " + cfg_.name + ": latency-class QP " + std::to_string(e.id) +
+                   " created while Current99 " + std::to_string(js ? js->current99 / 1'000'000.0 : 0.0) +
+                   " us > Target99 " + std::to_string(js ? js->target99 / 1'000'000.0 : 0.0) + " us");
+  }
+}
 
 void Host::on_frame(Picos now, std::span<uint8_t> frame) {
   if (w_.tap) w_.tap(TapFrame{now, index_, false, frame});
@@ -110,7 +125,10 @@ size_t Host::poll_cqs(Picos now) {
       const Binding b = cqs_[i];
       const int n = engine_->poll_cq(b.cq, std::span<ibv_wc>(wcs, kPollBurst));
       if (n <= 0) break;
-      for (int k = 0; k < n; ++k) b.flow->on_completion(now, b.side, wcs[k]);
+      for (int k = 0; k < n; ++k) {
+        if (b.ref) b.ref->on_completion(now, wcs[k]);
+        else b.flow->on_completion(now, b.side, wcs[k]);
+      }
       total += static_cast<size_t>(n);
       if (static_cast<size_t>(n) < kPollBurst) break;
     }
@@ -185,6 +203,16 @@ HostReport Host::report() const {
   r.name = cfg_.name;
   r.engine = engine_->counters();
   r.stalls = stalls_;
+  if (const sched::JustitiaStats* js = engine_->scheduler().justitia_stats()) {
+    r.has_justitia = true;
+    r.justitia = *js;
+  }
+  if (ref_) {
+    r.ref_probes = ref_->probes();
+    r.ref_latency = ref_->latency();
+  }
+  r.admission_warnings = admission_warnings_;
+  r.log = log_;
   return r;
 }
 

@@ -60,6 +60,13 @@ struct HostReport {
   std::string name;
   transport::EngineCounters engine;
   uint64_t stalls = 0;  // the engine asked to be called again at a time not after now
+  // Policy justitia: the scheduler's state at the end, the reference flow, soft admission.
+  bool has_justitia = false;
+  sched::JustitiaStats justitia;
+  uint64_t ref_probes = 0;          // reference latencies measured
+  LatencySummary ref_latency;       // of all of them
+  uint64_t admission_warnings = 0;  // latency QPs created while Current99 > Target99
+  std::vector<std::string> log;     // one line per warning
 };
 
 struct SimReport {
