@@ -150,6 +150,10 @@ void JustitiaScheduler::update_mode(Picos now) {
   const std::uint32_t bytes = l != 0 ? params_.split_bytes : params_.token_bytes;
   if (bytes != chunk_bytes_) {
     if (bytes < chunk_bytes_) {
+      // Probes taken behind big tokens say nothing about the small ones: Current99
+      // starts afresh when latency flows appear.
+      window_.clear();
+      current99_ = 0;
       // A latency flow became active: what is left of a big token is re-split (packets
       // not granted yet are not on the NIC, unlike in the paper's user-space pacer).
       for (std::uint32_t u = ring_.head; u != kNil; u = units_[u].next_)
@@ -185,7 +189,9 @@ void JustitiaScheduler::refill(Picos now) {
     last_gen_ = gen_at_ + (k - 1) * tau_;
     gen_at_ += k * tau_;
   }
-  while (tokens_ > 0 && !waiting_.empty()) {
+  // One flow holds a token at a time: the bucket, not the ring, absorbs what the link
+  // could not carry yet, so a latency message waits for one chunk at most.
+  while (tokens_ > 0 && !waiting_.empty() && holders_ == 0) {
     const std::uint32_t unit = waiting_.pop_front(units_.data());
     Flow& f = flows_[unit - max_qps_];
     --tokens_;
@@ -195,6 +201,7 @@ void JustitiaScheduler::refill(Picos now) {
     ++f.round;
     if (f.bytes_credit > 0 && f.ops_credit > 0) {
       f.place = Place::kReady;
+      ++holders_;
       ring_.push_back(units_.data(), unit);
     } else {  // still paying the last chunk's overdraft
       waiting_.push_back(units_.data(), unit);
@@ -276,8 +283,12 @@ void JustitiaScheduler::enqueue_qp(Picos now, QpId qp) {
 void JustitiaScheduler::flow_idle(std::uint32_t fid) {
   Flow& f = flows_[fid];
   const std::uint32_t unit = max_qps_ + fid;
-  if (f.place == Place::kReady) ring_.remove(units_.data(), unit);
-  else if (f.place == Place::kWaiting) waiting_.remove(units_.data(), unit);
+  if (f.place == Place::kReady) {
+    ring_.remove(units_.data(), unit);
+    --holders_;
+  } else if (f.place == Place::kWaiting) {
+    waiting_.remove(units_.data(), unit);
+  }
   f.place = Place::kIdle;
   f.bytes_credit = std::min<std::int64_t>(f.bytes_credit, 0);
   f.ops_credit = 0;
@@ -359,6 +370,7 @@ void JustitiaScheduler::end_turn(std::uint32_t fid) {
   Flow& f = flows_[fid];
   const std::uint32_t unit = max_qps_ + fid;
   ring_.remove(units_.data(), unit);
+  --holders_;
   f.bytes_credit = std::min<std::int64_t>(f.bytes_credit, 0);
   f.ops_credit = 0;
   f.place = Place::kWaiting;
@@ -447,7 +459,7 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
 
 Picos JustitiaScheduler::next_deadline() const {
   if (!control_.empty() || !ring_.empty()) return link_.free_at();
-  if (!waiting_.empty()) return std::max(link_.free_at(), tokens_ > 0 ? link_.free_at() : gen_at_);
+  if (!waiting_.empty()) return std::max(link_.free_at(), tokens_ > 0 && holders_ == 0 ? link_.free_at() : gen_at_);
   return kNever;
 }
 

@@ -10,7 +10,8 @@
 // - Throughput and bandwidth flows send only with tokens. A generator issues one
 //   token every tau = TokenBytes / SafeUtil (banking max_tokens at most), handed round
 //   robin (weighted: a flow of weight w takes w tokens per round) to the flows waiting
-//   for one. A token is worth TokenBytes bytes and TokenOps messages; a flow holding
+//   for one, one flow holding a token at a time (the bank, not a queue of chunks,
+//   absorbs what the link could not carry yet). A token is worth TokenBytes bytes and TokenOps messages; a flow holding
 //   one is served like a QP with a message of that size (the "chunk"), and goes back
 //   to wait when a bandwidth flow has spent the bytes or a throughput flow the
 //   messages (overdraft of the last packet is carried to the next token).
@@ -141,6 +142,7 @@ class JustitiaScheduler final : public Scheduler {
   Picos gen_at_ = 0;              // when the next token is issued
   Picos last_gen_ = 0;            // when the last one was
   std::uint32_t tokens_ = 0;
+  std::uint32_t holders_ = 0;     // flows in the ring holding a token (at most one)
   std::uint64_t tokens_issued_ = 0;
   std::uint32_t backlogged_[2] = {0, 0};  // throughput, bandwidth flows with a backlog
 

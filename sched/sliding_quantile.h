@@ -39,6 +39,11 @@ class SlidingQuantile {
     return sorted_[rank - 1];
   }
 
+  void clear() {
+    sorted_.clear();
+    next_ = 0;
+  }
+
   std::size_t size() const { return sorted_.size(); }
   std::size_t window() const { return ring_.size(); }
 

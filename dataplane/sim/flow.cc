@@ -657,6 +657,12 @@ void Flow::on_tx_frame(const QpRef& ref, const BthView& bth) {
   }
 }
 
+void Flow::count_wire(const QpRef& ref, const BthView& bth, size_t frame_len) {
+  // Toward the responder: requests (or UD sends); from it: READ responses (0x0d..0x10).
+  const bool data = !ref.requester || (bth.opcode >= 0x0d && bth.opcode <= 0x10);
+  if (data) wire_bytes_ += frame_len + 24;  // preamble, FCS, inter-frame gap: what the link carries
+}
+
 FlowReport Flow::report(Picos run_end) const {
   FlowReport r;
   r.name = cfg_.name;
@@ -676,6 +682,7 @@ FlowReport Flow::report(Picos run_end) const {
     const double ps = static_cast<double>(t1 - t0);
     r.goodput_gbps = static_cast<double>(r.bytes) * 8.0 * 1000.0 / ps;
     r.msgs_per_sec = static_cast<double>(messages_) * 1e12 / ps;
+    r.wire_gbps = static_cast<double>(wire_bytes_) * 8.0 * 1000.0 / ps;
   }
   if (!lat_.empty()) {
     std::vector<Picos> v = lat_;

@@ -177,7 +177,10 @@ void Host::sniff(std::span<const uint8_t> frame) {
   if (!bth || bth->dst_mac_tail == 0) return;
   const uint32_t dst_host = bth->dst_mac_tail - 1u;
   const QpRef* ref = w_.find_qp(dst_host, bth->dest_qp);
-  if (ref) w_.flows[ref->flow]->on_tx_frame(*ref, *bth);
+  if (ref) {
+    w_.flows[ref->flow]->on_tx_frame(*ref, *bth);
+    w_.flows[ref->flow]->count_wire(*ref, *bth, frame.size());
+  }
 }
 
 void Host::app_post(Picos now, Flow* flow, uint32_t q) {

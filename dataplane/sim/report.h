@@ -32,6 +32,7 @@ struct FlowReport {
   uint64_t bytes = 0;     // messages * size
   double goodput_gbps = 0;
   double msgs_per_sec = 0;
+  double wire_gbps = 0;   // link rate of its data frames (headers included, unfinished messages too)
   LatencySummary lat;     // post to requester completion
 
   // Seen on the wire (frames this flow's QPs sent), so per flow even when

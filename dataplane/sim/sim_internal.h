@@ -149,6 +149,8 @@ class Flow {
   void post(Picos now, uint32_t q); // the host's CPU posts the next reserved message of q
   void on_completion(Picos now, int side, const ibv_wc& wc);
   void on_tx_frame(const QpRef& ref, const BthView& bth);
+  // Link bytes of the flow's data frames (requests, UD sends, READ responses).
+  void count_wire(const QpRef& ref, const BthView& bth, size_t frame_len);
   FlowReport report(Picos run_end) const;
   bool finished() const { return finished_; }
 
@@ -233,6 +235,7 @@ class Flow {
   uint64_t checked_ = 0, failures_ = 0;
   std::string first_failure_;
   uint64_t delivered_ = 0, ud_dups_ = 0;
+  uint64_t wire_bytes_ = 0;
 };
 
 }  // namespace isoroce::sim::detail

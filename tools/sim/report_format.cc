@@ -92,6 +92,7 @@ ordered_json report_to_json(const sim::SimReport& r, const ReportOptions& opts) 
         {"bytes", f.bytes},
         {"goodput_gbps", round_to(f.goodput_gbps, 4)},
         {"msgs_per_sec", round_to(f.msgs_per_sec, 1)},
+        {"wire_gbps", round_to(f.wire_gbps, 4)},
         {"lat_us",
          {{"p50", round_to(f.lat.p50_us, 4)},
           {"p99", round_to(f.lat.p99_us, 4)},
