@@ -215,12 +215,15 @@ void JustitiaScheduler::on_reference_latency(Picos now, Picos latency) {
   current99_ = window_.quantile(0.99);
   const std::uint32_t l = latency_active(now);
   const std::uint32_t bt = std::max<std::uint32_t>(1, backlogged_[0] + backlogged_[1]);
+  if (unattainable_ && l > lat_at_give_up_) {  // a new latency flow: try again
+    unattainable_ = false;
+    miss_since_ = kNever;
+  }
   if (l == 0) {
     safe_util_ = max_rate_;
-  } else if (unattainable_ && l <= lat_at_give_up_) {
+  } else if (unattainable_) {
     safe_util_ = max_rate_;
   } else if (current99_ > params_.target99) {
-    unattainable_ = false;
     const std::uint64_t floor =
         static_cast<std::uint64_t>(static_cast<u128>(max_rate_) * bt / (static_cast<u128>(l) + bt));
     safe_util_ = std::max(safe_util_ / 2, floor);
@@ -232,7 +235,6 @@ void JustitiaScheduler::on_reference_latency(Picos now, Picos latency) {
       safe_util_ = max_rate_;
     }
   } else {
-    unattainable_ = false;
     miss_since_ = kNever;
     safe_util_ = std::min(max_rate_, safe_util_ + params_.increase_step_bps);
   }
