@@ -42,9 +42,8 @@ JustitiaScheduler::JustitiaScheduler(const Config& config)
   }
   chunk_bytes_ = params_.token_bytes;
   chunk_ops_ = full_token_ops_;
-  tokens_ = params_.max_tokens;
+  bank_ = static_cast<std::int64_t>(params_.max_tokens) * chunk_bytes_;
   set_tau(0);
-  gen_at_ = tau_;
 }
 
 std::size_t JustitiaScheduler::fixed_bytes() const {
@@ -138,78 +137,110 @@ std::uint32_t JustitiaScheduler::latency_active(Picos now) {
 // Token size and SafeUtil follow whether latency flows are active.
 void JustitiaScheduler::update_mode(Picos now) {
   const std::uint32_t l = latency_active(now);
-  bool changed = false;
-  if (l == 0 && safe_util_ != max_rate_) {
-    safe_util_ = max_rate_;
-    changed = true;
-  }
+  const std::uint32_t bytes = l != 0 ? params_.split_bytes : params_.token_bytes;
+  if ((l != 0 || safe_util_ == max_rate_) && bytes == chunk_bytes_) return;
+  accrue(now);  // at the old rate
   if (l == 0) {
+    safe_util_ = max_rate_;
     unattainable_ = false;
     miss_since_ = kNever;
   }
-  const std::uint32_t bytes = l != 0 ? params_.split_bytes : params_.token_bytes;
   if (bytes != chunk_bytes_) {
     if (bytes < chunk_bytes_) {
       // Probes taken behind big tokens say nothing about the small ones: Current99
       // starts afresh when latency flows appear.
       window_.clear();
       current99_ = 0;
-      // A latency flow became active: what is left of a big token is re-split (packets
-      // not granted yet are not on the NIC, unlike in the paper's user-space pacer).
+      // What is left of a big token is re-split (packets not granted yet are not on
+      // the NIC, unlike in the paper's user-space pacer).
       for (std::uint32_t u = ring_.head; u != kNil; u = units_[u].next_)
         if (u >= max_qps_) {
           Flow& f = flows_[u - max_qps_];
           f.bytes_credit = std::min<std::int64_t>(f.bytes_credit, bytes);
         }
     }
+    // Only small tokens are banked when latency flows appear (the bank refills to
+    // bank_cap() while they are idle or the bandwidth flows are not backlogged).
+    if (bytes < chunk_bytes_) bank_ = std::min<std::int64_t>(bank_, static_cast<std::int64_t>(params_.max_tokens) * bytes);
     chunk_bytes_ = bytes;
     const std::uint64_t ops = static_cast<std::uint64_t>(full_token_ops_) * bytes / params_.token_bytes;
     chunk_ops_ = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, ops));
-    changed = true;
   }
-  if (changed) set_tau(now);
+  set_tau(now);
 }
 
-void JustitiaScheduler::set_tau(Picos now) {
+// SafeUtil or the token size changed (the bank has been accrued up to now).
+void JustitiaScheduler::set_tau(Picos) {
   const u128 t = (static_cast<u128>(chunk_bytes_) * 8 * kPicosPerSecond + safe_util_ - 1) / safe_util_;
   tau_ = static_cast<Picos>(std::max<u128>(1, t));
-  // The token being generated comes one new tau after the last one (not before now).
-  gen_at_ = std::max(last_gen_ + tau_, now);
+  update_gen();
+}
+
+void JustitiaScheduler::accrue(Picos now) {
+  if (now <= bank_at_) return;
+  constexpr u128 kBitPicosPerByte = 8 * static_cast<u128>(kPicosPerSecond);
+  const u128 x = static_cast<u128>(now - bank_at_) * safe_util_ + bank_frac_;
+  bank_at_ = now;
+  const std::int64_t cap = bank_cap();
+  const u128 bytes = x / kBitPicosPerByte;
+  if (bytes >= static_cast<u128>(cap) || bank_ + static_cast<std::int64_t>(bytes) >= cap) {
+    bank_ = cap;
+    bank_frac_ = 0;
+  } else {
+    bank_ += static_cast<std::int64_t>(bytes);
+    bank_frac_ = static_cast<std::uint64_t>(x % kBitPicosPerByte);
+  }
+}
+
+// When the bank next holds a whole token.
+void JustitiaScheduler::update_gen() {
+  if (bank_ >= static_cast<std::int64_t>(chunk_bytes_)) {
+    gen_at_ = bank_at_;
+    return;
+  }
+  const u128 need = static_cast<u128>(chunk_bytes_ - bank_) * 8 * kPicosPerSecond - bank_frac_;
+  gen_at_ = bank_at_ + static_cast<Picos>((need + safe_util_ - 1) / safe_util_);
+}
+
+// A flow stops holding a token: unspent bytes go back to the bank.
+void JustitiaScheduler::refund(Flow& f) {
+  if (f.bytes_credit > 0) {
+    const std::int64_t cap = bank_cap();
+    bank_ = std::min(cap, bank_ + f.bytes_credit);
+    update_gen();
+  }
+  f.bytes_credit = 0;
+  f.ops_credit = 0;
 }
 
 void JustitiaScheduler::refill(Picos now) {
   update_mode(now);
-  while (tokens_ < params_.max_tokens && gen_at_ <= now) {
-    ++tokens_;
-    last_gen_ = gen_at_;
-    gen_at_ += tau_;
-  }
-  if (tokens_ >= params_.max_tokens && gen_at_ <= now) {  // full: the generator skips its ticks
-    const Picos k = (now - gen_at_) / tau_ + 1;
-    last_gen_ = gen_at_ + (k - 1) * tau_;
-    gen_at_ += k * tau_;
-  }
-  // One flow holds a token at a time: the bucket, not the ring, absorbs what the link
+  accrue(now);
+  // One flow holds a token at a time: the bank, not the ring, absorbs what the link
   // could not carry yet, so a latency message waits for one chunk at most.
-  while (tokens_ > 0 && !waiting_.empty() && holders_ == 0) {
+  const std::int64_t chunk = chunk_bytes_;
+  while (bank_ >= chunk && !waiting_.empty() && holders_ == 0) {
     const std::uint32_t unit = waiting_.pop_front(units_.data());
     Flow& f = flows_[unit - max_qps_];
-    --tokens_;
+    bank_ -= chunk;
     ++tokens_issued_;
-    f.bytes_credit += chunk_bytes_;
+    f.bytes_credit += chunk;
     f.ops_credit += chunk_ops_;
     ++f.round;
-    if (f.bytes_credit > 0 && f.ops_credit > 0) {
+    if (f.bytes_credit >= qps_[f.qps.head].bytes_) {
       f.place = Place::kReady;
       ++holders_;
       ring_.push_back(units_.data(), unit);
-    } else {  // still paying the last chunk's overdraft
-      waiting_.push_back(units_.data(), unit);
+    } else {  // a token smaller than its next packet: it takes the next one too
+      push_waiting_front(unit);
     }
   }
+  update_gen();
 }
 
 void JustitiaScheduler::on_reference_latency(Picos now, Picos latency) {
+  update_mode(now);
+  accrue(now);
   window_.add(latency);
   ++samples_;
   current99_ = window_.quantile(0.99);
@@ -252,7 +283,7 @@ const JustitiaStats* JustitiaScheduler::justitia_stats() const {
   s.target99 = params_.target99;
   s.token_bytes = chunk_bytes_;
   s.token_ops = chunk_ops_;
-  s.tokens = tokens_;
+  s.tokens = static_cast<std::uint32_t>(bank_ / chunk_bytes_);
   s.tokens_issued = tokens_issued_;
   s.latency_flows = lat_active_;
   s.throughput_flows = backlogged_[0];
@@ -292,8 +323,7 @@ void JustitiaScheduler::flow_idle(std::uint32_t fid) {
     waiting_.remove(units_.data(), unit);
   }
   f.place = Place::kIdle;
-  f.bytes_credit = std::min<std::int64_t>(f.bytes_credit, 0);
-  f.ops_credit = 0;
+  refund(f);
   --backlogged_[f.cls == FlowClass::kThroughput ? 0 : 1];
 }
 
@@ -373,8 +403,7 @@ void JustitiaScheduler::end_turn(std::uint32_t fid) {
   const std::uint32_t unit = max_qps_ + fid;
   ring_.remove(units_.data(), unit);
   --holders_;
-  f.bytes_credit = std::min<std::int64_t>(f.bytes_credit, 0);
-  f.ops_credit = 0;
+  f.ops_credit = 0;  // what is left of the bytes (less than its next packet) stays with it
   f.place = Place::kWaiting;
   if (f.round < f.weight) {
     push_waiting_front(unit);  // the rest of its weight: the next token is its own
@@ -408,7 +437,8 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
     const std::uint32_t fid = is_flow ? unit - max_qps_ : kNil;
     const QpId qp = is_flow ? flows_[fid].qps.head : unit;
     Qp& q = qps_[qp];
-    if (is_flow && flows_[fid].ops_credit <= 0 && q.starts_) {
+    if (is_flow && (flows_[fid].bytes_credit < static_cast<std::int64_t>(q.bytes_) ||
+                    (flows_[fid].ops_credit <= 0 && q.starts_))) {
       end_turn(fid);
       continue;
     }
@@ -454,14 +484,17 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
         }
       }
     }
-    if (is_flow && (f.bytes_credit <= 0 || (f.ops_credit <= 0 && qps_[f.qps.head].starts_))) end_turn(fid);
+    if (is_flow) {
+      const Qp& h = qps_[f.qps.head];
+      if (f.bytes_credit < static_cast<std::int64_t>(h.bytes_) || (f.ops_credit <= 0 && h.starts_)) end_turn(fid);
+    }
   }
   return n;
 }
 
 Picos JustitiaScheduler::next_deadline() const {
   if (!control_.empty() || !ring_.empty()) return link_.free_at();
-  if (!waiting_.empty()) return std::max(link_.free_at(), tokens_ > 0 && holders_ == 0 ? link_.free_at() : gen_at_);
+  if (!waiting_.empty()) return std::max(link_.free_at(), holders_ == 0 ? gen_at_ : link_.free_at());
   return kNever;
 }
 

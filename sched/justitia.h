@@ -8,13 +8,15 @@
 // - Latency-class QPs are never paced: they are served round robin with the rest,
 //   one message per turn, as a hardware RNIC serves QPs (the fifo policy).
 // - Throughput and bandwidth flows send only with tokens. A generator issues one
-//   token every tau = TokenBytes / SafeUtil (banking max_tokens at most), handed round
+//   token every tau = TokenBytes / SafeUtil (banking max_tokens at most; what a flow
+//   leaves unspent when it runs out of packets goes back to the bank), handed round
 //   robin (weighted: a flow of weight w takes w tokens per round) to the flows waiting
 //   for one, one flow holding a token at a time (the bank, not a queue of chunks,
-//   absorbs what the link could not carry yet). A token is worth TokenBytes bytes and TokenOps messages; a flow holding
-//   one is served like a QP with a message of that size (the "chunk"), and goes back
-//   to wait when a bandwidth flow has spent the bytes or a throughput flow the
-//   messages (overdraft of the last packet is carried to the next token).
+//   absorbs what the link could not carry yet). A token is worth TokenBytes bytes and
+//   TokenOps messages; the flow holding one is served like a QP with a message of that
+//   size (the "chunk") while its credit covers its next packet (deficit round robin:
+//   less than a packet stays with the flow for its next token), and goes back to
+//   wait when a bandwidth flow has spent the bytes or a throughput flow the messages.
 //   TokenBytes is split_bytes (5 KB) while a latency flow is active, token_bytes
 //   (1 MB) otherwise, so a latency message waits for at most one small chunk. Since
 //   the scheduler grants packets, splitting a message into chunks is just granting its
@@ -108,6 +110,13 @@ class JustitiaScheduler final : public Scheduler {
   std::uint32_t latency_active(Picos now);
   void update_mode(Picos now);
   void set_tau(Picos now);
+  void accrue(Picos now);
+  void update_gen();
+  void refund(Flow& f);
+  // The bank holds max_tokens big tokens' bytes, whatever the token size now: with
+  // many flows whose leftovers move in step, a bank of a few small tokens would
+  // overflow while they send two packets a token and run dry while they send one.
+  std::int64_t bank_cap() const { return static_cast<std::int64_t>(params_.max_tokens) * params_.token_bytes; }
   void refill(Picos now);
   bool wait_for_processor(Picos at, const Qp& q);
   void push_waiting_front(std::uint32_t unit);
@@ -139,9 +148,13 @@ class JustitiaScheduler final : public Scheduler {
   std::uint32_t chunk_bytes_;     // TokenBytes now
   std::uint32_t chunk_ops_;       // TokenOps now
   Picos tau_ = 1;
-  Picos gen_at_ = 0;              // when the next token is issued
-  Picos last_gen_ = 0;            // when the last one was
-  std::uint32_t tokens_ = 0;
+  // The token bank, in bytes: it fills at SafeUtil (one token's bytes every tau) up to
+  // max_tokens tokens; a token handed out takes TokenBytes; what a flow leaves unspent
+  // when it runs out of packets comes back.
+  std::int64_t bank_ = 0;
+  Picos bank_at_ = 0;             // accrued up to then
+  std::uint64_t bank_frac_ = 0;   // bits x picoseconds short of the next byte
+  Picos gen_at_ = 0;              // when the bank next holds a whole token
   std::uint32_t holders_ = 0;     // flows in the ring holding a token (at most one)
   std::uint64_t tokens_issued_ = 0;
   std::uint32_t backlogged_[2] = {0, 0};  // throughput, bandwidth flows with a backlog

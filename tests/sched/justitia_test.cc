@@ -230,6 +230,32 @@ TEST(Justitia, TokensSplitWhileLatencyFlowsAreActive) {
   EXPECT_LE(worst, 3 * 330'000u);
 }
 
+// Receive: QP 0 (application 1) has one 64 KB message, QP 1 (application 2) is
+// endlessly backlogged; the bank holds one 1 MB token. Expect: QP 0 takes the token,
+// runs out of packets after 64 KB and its unspent bytes go back to the bank, so QP 1
+// starts right after it instead of waiting for the next token (80 us later).
+TEST(Justitia, UnspentTokenBytesGoBack) {
+  JustitiaParams p;
+  p.max_tokens = 1;
+  Config config = justitia_config(2, p);
+  auto sched = make_scheduler(Policy::kJustitia, config);
+  sched->set_class(0, 0, FlowClass::kBandwidth, 1, 1);
+  sched->set_class(0, 1, FlowClass::kBandwidth, 2, 1);
+  FakeLink link(*sched, config, [](QpId qp, std::uint64_t i) {
+    if (qp == 0) return i < 16 ? Packet{4'096, i == 15} : Packet{};
+    return Packet{4'096, i % 256 == 255};
+  });
+  link.keep_log(true);
+  link.start(0);
+  link.start(1);
+  link.run_until(100 * kUs);
+  const auto& log = link.log();
+  ASSERT_GE(log.size(), 17u);
+  for (std::size_t i = 0; i < 16; ++i) EXPECT_EQ(log[i].qp, 0u);
+  EXPECT_EQ(log[16].qp, 1u);
+  EXPECT_EQ(log[16].departure, 16 * 327'680u);  // back to back
+}
+
 // Pseudocode 1: Receive: probes above Target99 with one latency and one bandwidth
 // flow active. Expect: SafeUtil halves to the floor (B+T)/(L+B+T) = 1/2 and no lower;
 // a probe within Target99 adds increase_step; tau follows; with no latency flow
