@@ -104,7 +104,8 @@ void JustitiaScheduler::set_class(Picos now, QpId qp, FlowClass cls, std::uint32
   const bool was_active = q.active_;
   const Packet pkt{q.bytes_, q.ends_};
   if (was_active) deactivate(now, qp);
-  assign(qp, flow_key(app, cls), cls, weight);
+  const std::uint64_t a = app == kOwnApp ? kDefaultAppBit | qp : app;
+  assign(qp, flow_key(a, cls), cls, weight);
   if (was_active) activate(now, qp, pkt);
 }
 

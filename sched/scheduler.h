@@ -82,6 +82,8 @@ struct Config {
 std::string_view validate(const Config& config);
 
 inline constexpr std::uint64_t kUnlimited = 0;  // a rate of 0 means no limit
+// set_class's application for a QP that is an application of its own (the default).
+inline constexpr std::uint32_t kOwnApp = 0xffff'ffff;
 
 class Scheduler {
  public:
@@ -122,7 +124,8 @@ class Scheduler {
 
   // ---- isolation (Policy::kJustitia; the other policies ignore these) ----
   // `qp`'s flow class and application: QPs of one application and class form one
-  // logical flow; weight (>= 1) is the application's share of the tokens.
+  // logical flow (kOwnApp: the QP alone, as before any call); weight (>= 1) is the
+  // application's share of the tokens.
   virtual void set_class(Picos /*now*/, QpId /*qp*/, FlowClass /*cls*/, std::uint32_t /*app*/,
                          std::uint32_t /*weight*/) {}
   // One latency of the policy's reference flow (post to completion).

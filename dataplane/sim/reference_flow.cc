@@ -8,7 +8,7 @@
 namespace isoroce::sim::detail {
 
 namespace {
-constexpr uint32_t kRefApp = 0xffff'ffff;  // the policy's own "application"
+constexpr uint32_t kRefApp = 0xffff'fffe;  // the policy's own "application" (not sched::kOwnApp)
 }  // namespace
 
 ReferenceFlow::ReferenceFlow(World& w, uint32_t index, Host* src, Host* dst)

@@ -135,6 +135,9 @@ TEST(Justitia, ApplicationsAreOneFlowWhateverTheirQps) {
   auto* js = static_cast<JustitiaScheduler*>(sched.get());
   EXPECT_EQ(js->flow_of(1), js->flow_of(4));
   EXPECT_NE(js->flow_of(0), js->flow_of(1));
+  sched->set_class(0, 4, FlowClass::kBandwidth, kOwnApp, 1);  // as the engine does when the QP goes
+  EXPECT_NE(js->flow_of(4), js->flow_of(1));
+  sched->set_class(0, 4, FlowClass::kBandwidth, 2, 1);
   FakeLink link(*sched, config, messages(4'096, 256));
   for (QpId q = 0; q < 5; ++q) link.start(q);
   link.run_until(2 * kMs);

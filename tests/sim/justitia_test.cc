@@ -3,8 +3,10 @@
 // justitia and with the flow alone. Every comparison is also made the other way
 // (fifo shows the anomaly), so each test fails if the policy stops isolating.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -214,6 +216,35 @@ TEST(JustitiaAcceptance, Deterministic) {
   tools::ReportOptions o;
   o.wall_time = false;
   EXPECT_EQ(tools::report_to_json(run_scenario(s), o).dump(), tools::report_to_json(run_scenario(s), o).dump());
+}
+
+// isoroce-sim --policy and --only: one scenario under another policy, a flow alone.
+TEST(JustitiaScenario, CliPolicyAndOnly) {
+  auto run = [](const std::string& args, std::string* out) {
+    FILE* p = popen((std::string(ISOROCE_SIM_TOOL) + " " + ISOROCE_JUSTITIA_SCENARIOS +
+                     "/fig01_latency_vs_bandwidth.toml --json --no-wall " + args + " 2>&1").c_str(), "r");
+    if (!p) return -1;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out->append(buf, n);
+    const int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  std::string out;
+  ASSERT_EQ(run("--policy fifo --only lat", &out), 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["flows"].size(), 1u);
+  EXPECT_EQ(j["flows"][0]["name"], "lat");
+  EXPECT_FALSE(j["hosts"][0].contains("justitia"));
+  out.clear();
+  ASSERT_EQ(run("", &out), 0) << out;
+  EXPECT_TRUE(nlohmann::json::parse(out)["hosts"][0].contains("justitia"));
+  out.clear();
+  EXPECT_EQ(run("--policy wfq", &out), 1);
+  EXPECT_NE(out.find("unknown policy"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run("--only nosuch", &out), 1);
+  EXPECT_NE(out.find("no flow named"), std::string::npos) << out;
 }
 
 TEST(JustitiaScenario, KeysParseValidateAndDump) {
