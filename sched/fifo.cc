@@ -1,9 +1,14 @@
 #include "sched/fifo.h"
 
+#include <algorithm>
+
 namespace isoroce::sched {
 
 FifoScheduler::FifoScheduler(const Config& config)
-    : config_(config), qps_(config.max_qps), link_(config.link_bps), control_(config.control_capacity) {}
+    : config_(config), qps_(config.max_qps), link_(config.link_bps), control_(config.control_capacity) {
+  if (config.max_msgs_per_sec != 0)
+    msg_cost_ = std::max<Picos>(1, (kPicosPerSecond + config.max_msgs_per_sec / 2) / config.max_msgs_per_sec);
+}
 
 std::size_t FifoScheduler::fixed_bytes() const {
   return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry);
@@ -54,12 +59,20 @@ std::size_t FifoScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource
     const QpId qp = ring_.head;
     if (qp == kNil) break;
     Slot& s = qps_[qp];
+    if (msg_cost_ != 0 && s.starts_message_) {  // the message processor takes it first
+      if (proc_free_ > at) {
+        link_.idle_until(proc_free_);
+        continue;
+      }
+      proc_free_ = at + msg_cost_;
+    }
     out[n++] = {qp, s.bytes_, at, GrantKind::kData};
     link_.occupy(at, s.bytes_);
     const bool message_done = s.ends_message_;
     const Packet next = src.on_grant(qp, s.bytes_);
     s.bytes_ = next.bytes;
     s.ends_message_ = next.ends_message;
+    s.starts_message_ = message_done;
     if (next.bytes == 0) {
       ring_.pop_front(qps_.data());
       --active_;

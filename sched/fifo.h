@@ -37,6 +37,7 @@ class FifoScheduler final : public Scheduler {
     std::uint32_t prev_ = kNil;
     std::uint32_t bytes_ = 0;  // ready packet; 0: idle
     bool ends_message_ = true;
+    bool starts_message_ = true;  // the ready packet starts a message (Config::max_msgs_per_sec)
     std::uint64_t rate_bps_ = 0;
   };
   static_assert(sizeof(Slot) == 24);
@@ -47,6 +48,8 @@ class FifoScheduler final : public Scheduler {
   LinkModel link_;
   ControlQueue control_;
   std::size_t active_ = 0;
+  Picos msg_cost_ = 0;    // 1 / Config::max_msgs_per_sec; 0: no message processor limit
+  Picos proc_free_ = 0;   // the message processor is busy until then
 };
 
 }  // namespace isoroce::sched

@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include "sched/fifo.h"
+#include "sched/justitia.h"
 #include "sched/tassel.h"
 
 namespace isoroce::sched {
@@ -11,6 +12,8 @@ std::string_view to_string(Policy policy) {
       return "fifo";
     case Policy::kTassel:
       return "tassel";
+    case Policy::kJustitia:
+      return "justitia";
   }
   return "?";
 }
@@ -20,6 +23,8 @@ bool parse_policy(std::string_view text, Policy* policy) {
     *policy = Policy::kFifo;
   } else if (text == "tassel") {
     *policy = Policy::kTassel;
+  } else if (text == "justitia") {
+    *policy = Policy::kJustitia;
   } else {
     return false;
   }
@@ -43,6 +48,9 @@ std::unique_ptr<Scheduler> make_scheduler(Policy policy, const Config& config) {
       return std::make_unique<FifoScheduler>(config);
     case Policy::kTassel:
       return std::make_unique<TasselScheduler>(config);
+    case Policy::kJustitia:
+      if (!validate(config.justitia).empty()) return nullptr;
+      return std::make_unique<JustitiaScheduler>(config);
   }
   return nullptr;
 }

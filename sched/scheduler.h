@@ -22,6 +22,7 @@
 #include <span>
 #include <string_view>
 
+#include "sched/justitia_params.h"
 #include "sched/time.h"
 
 namespace isoroce::sched {
@@ -31,10 +32,11 @@ using QpId = std::uint32_t;  // dense index, 0 .. Config::max_qps - 1
 enum class Policy : std::uint8_t {
   kFifo,    // hardware RNIC baseline: round robin over QPs, one whole message each
   kTassel,  // per-QP rate limits (WF2Q+ on a timing wheel), work-conserving otherwise
+  kJustitia,  // Justitia isolation: latency QPs unpaced, the others on multi-resource tokens
 };
 
 std::string_view to_string(Policy policy);
-// Parses "fifo" or "tassel"; false if neither.
+// Parses "fifo", "tassel" or "justitia"; false if none.
 bool parse_policy(std::string_view text, Policy* policy);
 
 // A QP's next packet: its size on the link, and whether it ends a message (WQE).
@@ -69,12 +71,19 @@ struct Config {
   std::uint32_t max_qps = 1024;
   Picos lookahead = 0;                   // grant packets departing up to now + lookahead
   std::uint32_t control_capacity = 4096;  // control packets queued at once
+  // The NIC's message processor: at most this many messages start per second (a
+  // packet that starts a message waits for it); 0 = no limit. fifo and justitia
+  // model it; tassel does not.
+  std::uint64_t max_msgs_per_sec = 0;
+  JustitiaParams justitia{};  // Policy::kJustitia only
 };
 
 // Empty if `config` is usable, else what is wrong with it.
 std::string_view validate(const Config& config);
 
 inline constexpr std::uint64_t kUnlimited = 0;  // a rate of 0 means no limit
+// set_class's application for a QP that is an application of its own (the default).
+inline constexpr std::uint32_t kOwnApp = 0xffff'ffff;
 
 class Scheduler {
  public:
@@ -113,6 +122,17 @@ class Scheduler {
   // Scheduler memory: bytes of state per QP, and bytes independent of the QP count.
   virtual std::size_t bytes_per_qp() const = 0;
   virtual std::size_t fixed_bytes() const = 0;
+
+  // ---- isolation (Policy::kJustitia; the other policies ignore these) ----
+  // `qp`'s flow class and application: QPs of one application and class form one
+  // logical flow (kOwnApp: the QP alone, as before any call); weight (>= 1) is the
+  // application's share of the tokens.
+  virtual void set_class(Picos /*now*/, QpId /*qp*/, FlowClass /*cls*/, std::uint32_t /*app*/,
+                         std::uint32_t /*weight*/) {}
+  // One latency of the policy's reference flow (post to completion).
+  virtual void on_reference_latency(Picos /*now*/, Picos /*latency*/) {}
+  // SafeUtil, tau, Current99, tokens; nullptr for the other policies.
+  virtual const JustitiaStats* justitia_stats() const { return nullptr; }
 };
 
 // nullptr if validate(config) is not empty.

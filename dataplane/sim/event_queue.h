@@ -26,6 +26,7 @@ enum class EventKind : uint16_t {
   kFlowStart = 18,    // a = flow
   kStop = 19,         // the scenario's duration is over
   kFlowRecvStart = 20,  // a = flow: its destination posts its first receives
+  kRefProbe = 30,       // a = reference flow (justitia): its next probe is due
 };
 
 struct Event {

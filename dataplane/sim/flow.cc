@@ -297,8 +297,38 @@ std::optional<ScenarioError> Flow::setup_ud() {
   return std::nullopt;
 }
 
+uint32_t Flow::app_id() const {
+  if (cfg_.app.empty()) return 0x8000'0000u | index_;
+  for (uint32_t i = 0; i < w_.scenario.flows.size(); ++i)
+    if (w_.scenario.flows[i].app == cfg_.app) return i;  // the first flow of the application
+  return index_;
+}
+
+static_assert(static_cast<int>(FlowClass::kLatency) == static_cast<int>(sched::FlowClass::kLatency) &&
+              static_cast<int>(FlowClass::kThroughput) == static_cast<int>(sched::FlowClass::kThroughput) &&
+              static_cast<int>(FlowClass::kBandwidth) == static_cast<int>(sched::FlowClass::kBandwidth));
+
+// The flow's class and application, given to the engines when the application
+// starts (so justitia's soft admission sees Current99 at that moment). The
+// responder's QPs too: READ responses and atomic ACKs leave through its scheduler.
+void Flow::classify(Picos now) {
+  const uint32_t app = app_id();
+  const auto cls = static_cast<sched::FlowClass>(cfg_.cls);
+  for (auto& qp : qps_) {
+    int rc = src_->engine().set_qp_class(now, qp.src_qpn, cls, app, cfg_.weight);
+    if (rc == 0 && cfg_.transport == Transport::kRc)
+      rc = dst_[0].host->engine().set_qp_class(now, qp.dst_qpn[0], cls, app, cfg_.weight);
+    if (rc != 0) {
+      error_statuses_[std::string("set_qp_class: ") + std::strerror(rc)]++;
+      ++errors_;
+    }
+  }
+  src_->collect_events();
+}
+
 void Flow::start(Picos now) {
   started_ = true;
+  classify(now);
   if (uses_receives(cfg_.verb) && cfg_.post_recv) {
     if (cfg_.post_recv_delay == 0) start_receives(now);
     else w_.events.push(now + cfg_.post_recv_delay, EventKind::kFlowRecvStart, index_);
@@ -627,6 +657,12 @@ void Flow::on_tx_frame(const QpRef& ref, const BthView& bth) {
   }
 }
 
+void Flow::count_wire(const QpRef& ref, const BthView& bth, size_t frame_len) {
+  // Toward the responder: requests (or UD sends); from it: READ responses (0x0d..0x10).
+  const bool data = !ref.requester || (bth.opcode >= 0x0d && bth.opcode <= 0x10);
+  if (data) wire_bytes_ += frame_len + 24;  // preamble, FCS, inter-frame gap: what the link carries
+}
+
 FlowReport Flow::report(Picos run_end) const {
   FlowReport r;
   r.name = cfg_.name;
@@ -646,6 +682,7 @@ FlowReport Flow::report(Picos run_end) const {
     const double ps = static_cast<double>(t1 - t0);
     r.goodput_gbps = static_cast<double>(r.bytes) * 8.0 * 1000.0 / ps;
     r.msgs_per_sec = static_cast<double>(messages_) * 1e12 / ps;
+    r.wire_gbps = static_cast<double>(wire_bytes_) * 8.0 * 1000.0 / ps;
   }
   if (!lat_.empty()) {
     std::vector<Picos> v = lat_;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "dataplane/sim/reference_flow.h"
 #include "dataplane/sim/sim_internal.h"
 
 namespace isoroce::sim::detail {
@@ -33,6 +34,8 @@ std::optional<ScenarioError> Host::init() {
                                      : IBV_MTU_4096;
   ec.max_qps = kMaxQpsPerHost + 96;
   ec.dcqcn = cfg_.dcqcn;
+  ec.max_msgs_per_sec = cfg_.max_msgs_per_sec;
+  ec.justitia = cfg_.justitia;
   const std::string key = "host[" + std::to_string(index_) + "]";
   auto engine = transport::Engine::create(ec);
   if (!engine.ok())
@@ -65,6 +68,18 @@ std::optional<ScenarioError> Host::alloc_region(uint64_t len, uint32_t access, R
 }
 
 void Host::bind_cq(transport::CqHandle cq, Flow* flow, int side) { cqs_.push_back({cq, flow, side}); }
+void Host::bind_cq(transport::CqHandle cq, ReferenceFlow* ref) { cqs_.push_back({cq, nullptr, -1, ref}); }
+
+void Host::collect_events() {
+  for (const transport::AsyncEvent& e : engine_->take_async_events()) {
+    if (e.type != transport::AsyncEventType::kLatencyTargetMissed) continue;
+    ++admission_warnings_;
+    const sched::JustitiaStats* js = engine_->scheduler().justitia_stats();
+    log_.push_back("host " + cfg_.name + ": latency-class QP " + std::to_string(e.id) +
+                   " created while Current99 " + std::to_string(js ? js->current99 / 1'000'000.0 : 0.0) +
+                   " us > Target99 " + std::to_string(js ? js->target99 / 1'000'000.0 : 0.0) + " us");
+  }
+}
 
 void Host::on_frame(Picos now, std::span<uint8_t> frame) {
   if (w_.tap) w_.tap(TapFrame{now, index_, false, frame});
@@ -112,7 +127,10 @@ size_t Host::poll_cqs(Picos now) {
       const Binding b = cqs_[i];
       const int n = engine_->poll_cq(b.cq, std::span<ibv_wc>(wcs, kPollBurst));
       if (n <= 0) break;
-      for (int k = 0; k < n; ++k) b.flow->on_completion(now, b.side, wcs[k]);
+      for (int k = 0; k < n; ++k) {
+        if (b.ref) b.ref->on_completion(now, wcs[k]);
+        else b.flow->on_completion(now, b.side, wcs[k]);
+      }
       total += static_cast<size_t>(n);
       if (static_cast<size_t>(n) < kPollBurst) break;
     }
@@ -161,7 +179,10 @@ void Host::sniff(std::span<const uint8_t> frame) {
   if (!bth || bth->dst_mac_tail == 0) return;
   const uint32_t dst_host = bth->dst_mac_tail - 1u;
   const QpRef* ref = w_.find_qp(dst_host, bth->dest_qp);
-  if (ref) w_.flows[ref->flow]->on_tx_frame(*ref, *bth);
+  if (ref) {
+    w_.flows[ref->flow]->on_tx_frame(*ref, *bth);
+    w_.flows[ref->flow]->count_wire(*ref, *bth, frame.size());
+  }
 }
 
 void Host::app_post(Picos now, Flow* flow, uint32_t q) {
@@ -201,6 +222,16 @@ HostReport Host::report() const {
     std::sort(r.dcqcn_qps.begin(), r.dcqcn_qps.end(),
               [](const QpDcqcnReport& a, const QpDcqcnReport& b) { return a.qpn < b.qpn; });
   }
+  if (const sched::JustitiaStats* js = engine_->scheduler().justitia_stats()) {
+    r.has_justitia = true;
+    r.justitia = *js;
+  }
+  if (ref_) {
+    r.ref_probes = ref_->probes();
+    r.ref_latency = ref_->latency();
+  }
+  r.admission_warnings = admission_warnings_;
+  r.log = log_;
   return r;
 }
 

@@ -32,6 +32,7 @@ struct FlowReport {
   uint64_t bytes = 0;     // messages * size
   double goodput_gbps = 0;
   double msgs_per_sec = 0;
+  double wire_gbps = 0;   // link rate of its data frames (headers included, unfinished messages too)
   LatencySummary lat;     // post to requester completion
 
   // Seen on the wire (frames this flow's QPs sent), so per flow even when
@@ -70,6 +71,13 @@ struct HostReport {
   uint64_t stalls = 0;  // the engine asked to be called again at a time not after now
   bool dcqcn = false;   // DCQCN enabled on this host
   std::vector<QpDcqcnReport> dcqcn_qps;  // by QPN, when enabled
+  // Policy justitia: the scheduler's state at the end, the reference flow, soft admission.
+  bool has_justitia = false;
+  sched::JustitiaStats justitia;
+  uint64_t ref_probes = 0;          // reference latencies measured
+  LatencySummary ref_latency;       // of all of them
+  uint64_t admission_warnings = 0;  // latency QPs created while Current99 > Target99
+  std::vector<std::string> log;     // one line per warning
 };
 
 struct SimReport {

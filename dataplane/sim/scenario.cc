@@ -184,6 +184,9 @@ std::optional<ScenarioError> validate(const Scenario& s) {
     if (auto e = dcqcn::validate(h.dcqcn); !e.empty()) return err(host_key(i, "dcqcn"), e);
     if (h.link_bps > 1'600'000'000'000ull) return err(host_key(i, "link_gbps"), "above 1600");
     if (!valid_mtu(h.mtu)) return err(host_key(i, "mtu"), "must be 256, 512, 1024, 2048 or 4096");
+    if (h.max_msgs_per_sec != 0 && h.policy == sched::Policy::kTassel)
+      return err(host_key(i, "max_mops"), "the tassel policy does not model the message rate (use fifo or justitia)");
+    if (auto why = sched::validate(h.justitia); !why.empty()) return err(host_key(i, "justitia"), std::string(why));
     for (size_t j = 0; j < i; ++j) {
       if (s.hosts[j].name == h.name)
         return err(host_key(i, "name"), "duplicate host name " + quoted(h.name));
@@ -197,6 +200,15 @@ std::optional<ScenarioError> validate(const Scenario& s) {
       if (s.hosts[i].name == name) return static_cast<int>(i);
     return -1;
   };
+  for (size_t i = 0; i < s.hosts.size(); ++i) {
+    const HostConfig& h = s.hosts[i];
+    if (h.ref_peer.empty()) continue;
+    const int peer = find_host(h.ref_peer);
+    if (peer < 0) return err(host_key(i, "justitia.ref_peer"), "no host named " + quoted(h.ref_peer));
+    if (static_cast<size_t>(peer) == i) return err(host_key(i, "justitia.ref_peer"), "is the host itself");
+    if (wire::is_ipv4_mapped(s.hosts[peer].ip) != wire::is_ipv4_mapped(h.ip))
+      return err(host_key(i, "justitia.ref_peer"), "has an address of another family");
+  }
 
   if (s.flows.empty()) return err("flow", "a scenario needs at least one [[flow]]");
   std::vector<uint32_t> qps_per_host(s.hosts.size(), 0);
@@ -272,6 +284,12 @@ std::optional<ScenarioError> validate(const Scenario& s) {
     if (f.inline_data && f.size > kMaxInline)
       return err(flow_key(i, "inline"), "inline data is at most " + std::to_string(kMaxInline) + " bytes (size " +
                                             std::to_string(f.size) + ")");
+    if (!f.app.empty() && !valid_name(f.app))
+      return err(flow_key(i, "app"), "must be 1 to 64 letters, digits, '_', '-' or '.' (got " + quoted(f.app) + ")");
+    if (f.weight == 0) return err(flow_key(i, "weight"), "must be at least 1");
+    for (size_t j = 0; j < i && !f.app.empty(); ++j)
+      if (s.flows[j].app == f.app && s.flows[j].weight != f.weight)
+        return err(flow_key(i, "weight"), "differs from flow " + quoted(s.flows[j].name) + " of the same app");
     if (f.use_srq && !uses_receives(f.verb))
       return err(flow_key(i, "use_srq"), quoted(to_string(f.verb)) + " consumes no receives");
     total_bytes += flow_buffer_bytes(f);

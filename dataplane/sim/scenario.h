@@ -48,6 +48,9 @@ struct HostConfig {
   Picos msg_cost = 0;  // between a flow deciding to post and the post, per message
   uint32_t mtu = 4096;  // the port's active MTU (jumbo frames on every link)
   dcqcn::Params dcqcn;  // [host.dcqcn]; enabled needs policy tassel
+  uint64_t max_msgs_per_sec = 0;  // max_mops: the NIC's message rate (0: no limit; fifo, justitia)
+  sched::JustitiaParams justitia;  // [host.justitia], policy "justitia"
+  std::string ref_peer;            // the reference flow's peer (empty: the first other host)
 };
 
 struct FlowConfig {
@@ -75,6 +78,8 @@ struct FlowConfig {
   uint32_t recv_depth = 0;        // receives kept posted per QP (0: automatic)
   std::optional<uint32_t> start_psn;  // none: random from the seed, per QP
   bool inline_data = false;       // IBV_SEND_INLINE (send/write verbs, size <= kMaxInline)
+  std::string app;                // application (justitia: its QPs of one class are one flow); empty: the flow itself
+  uint32_t weight = 1;            // the application's token weight (justitia)
 };
 
 struct Scenario {

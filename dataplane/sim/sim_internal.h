@@ -27,6 +27,7 @@ namespace isoroce::sim::detail {
 
 class Host;
 class Flow;
+class ReferenceFlow;
 
 // Registered memory the simulator allocates for an application.
 struct Region {
@@ -55,6 +56,7 @@ struct World {
   std::unique_ptr<Fabric> fabric;
   std::vector<std::unique_ptr<Host>> hosts;
   std::vector<std::unique_ptr<Flow>> flows;
+  std::vector<std::unique_ptr<ReferenceFlow>> refs;  // justitia hosts' probes
   std::unordered_map<uint64_t, QpRef> qps;
   uint64_t next_region = 1;
   size_t unfinished = 0;  // flows not finished
@@ -82,6 +84,10 @@ class Host final : public Endpoint, public transport::TxSink {
   std::optional<ScenarioError> alloc_region(uint64_t len, uint32_t access, Region* out);
   // Completions of `cq` go to flow->on_completion(side).
   void bind_cq(transport::CqHandle cq, Flow* flow, int side);
+  void bind_cq(transport::CqHandle cq, ReferenceFlow* ref);
+  void set_reference(ReferenceFlow* ref) { ref_ = ref; }
+  // Async events of the engine (soft admission warnings) since the last call.
+  void collect_events();
 
   void on_frame(Picos now, std::span<uint8_t> frame) override;
   // Service the engine at t (the earliest request wins).
@@ -102,6 +108,7 @@ class Host final : public Endpoint, public transport::TxSink {
     transport::CqHandle cq;
     Flow* flow;
     int side;
+    ReferenceFlow* ref = nullptr;
   };
   struct PendingPost {
     Flow* flow;
@@ -127,6 +134,9 @@ class Host final : public Endpoint, public transport::TxSink {
   bool tx_pending_ = false;
   uint64_t stalls_ = 0;
   bool in_service_ = false;
+  ReferenceFlow* ref_ = nullptr;
+  uint64_t admission_warnings_ = 0;
+  std::vector<std::string> log_;
 };
 
 class Flow {
@@ -139,6 +149,8 @@ class Flow {
   void post(Picos now, uint32_t q); // the host's CPU posts the next reserved message of q
   void on_completion(Picos now, int side, const ibv_wc& wc);
   void on_tx_frame(const QpRef& ref, const BthView& bth);
+  // Link bytes of the flow's data frames (requests, UD sends, READ responses).
+  void count_wire(const QpRef& ref, const BthView& bth, size_t frame_len);
   FlowReport report(Picos run_end) const;
   bool finished() const { return finished_; }
 
@@ -173,6 +185,8 @@ class Flow {
   };
 
   std::optional<ScenarioError> setup_rc(uint32_t q);
+  uint32_t app_id() const;  // justitia: flows with the same `app` share one
+  void classify(Picos now);
   std::optional<ScenarioError> setup_ud();
   std::optional<ScenarioError> fail(const std::string& what, int err) const;
   void reserve_more(Picos now, uint32_t q);
@@ -221,6 +235,10 @@ class Flow {
   uint64_t checked_ = 0, failures_ = 0;
   std::string first_failure_;
   uint64_t delivered_ = 0, ud_dups_ = 0;
+  uint64_t wire_bytes_ = 0;
 };
 
 }  // namespace isoroce::sim::detail
+
+// Complete here so every user of World can destroy its reference flows.
+#include "dataplane/sim/reference_flow.h"  // NOLINT(build/include_order)

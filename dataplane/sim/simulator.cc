@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "dataplane/sim/reference_flow.h"
 #include "dataplane/sim/sim_internal.h"
 
 namespace isoroce::sim {
@@ -50,6 +51,25 @@ std::unique_ptr<Simulator> Simulator::create(const Scenario& scenario, ScenarioE
   for (size_t i = 0; i < w->hosts.size(); ++i)
     for (size_t j = 0; j < w->hosts.size(); ++j)
       if (i != j) w->hosts[i]->engine().set_neighbor(scenario.hosts[j].ip, host_mac(j));
+  // justitia hosts run their reference flow to ref_peer (default: the first other host).
+  for (size_t i = 0; i < w->hosts.size(); ++i) {
+    const HostConfig& h = scenario.hosts[i];
+    if (h.policy != sched::Policy::kJustitia) continue;
+    size_t peer = w->hosts.size();
+    for (size_t j = 0; j < w->hosts.size() && peer == w->hosts.size(); ++j)
+      if (j != i && (h.ref_peer.empty() ? wire::is_ipv4_mapped(scenario.hosts[j].ip) == wire::is_ipv4_mapped(h.ip)
+                                        : scenario.hosts[j].name == h.ref_peer))
+        peer = j;
+    if (peer == w->hosts.size()) continue;  // a lone host: no probe, Current99 stays 0
+    auto ref = std::make_unique<detail::ReferenceFlow>(*w, static_cast<uint32_t>(w->refs.size()), w->hosts[i].get(),
+                                                       w->hosts[peer].get());
+    if (auto e = ref->setup()) {
+      *error = *e;
+      return nullptr;
+    }
+    w->hosts[i]->set_reference(ref.get());
+    w->refs.push_back(std::move(ref));
+  }
   for (size_t f = 0; f < scenario.flows.size(); ++f) {
     w->flows.push_back(std::make_unique<Flow>(*w, static_cast<uint32_t>(f), scenario.flows[f]));
     if (auto e = w->flows.back()->setup()) {
@@ -74,6 +94,7 @@ SimReport Simulator::run() {
   w.events.push(w.scenario.duration, EventKind::kStop);
   for (size_t f = 0; f < w.flows.size(); ++f)
     w.events.push(w.scenario.flows[f].start, EventKind::kFlowStart, static_cast<uint32_t>(f));
+  for (size_t r = 0; r < w.refs.size(); ++r) w.events.push(0, EventKind::kRefProbe, static_cast<uint32_t>(r));
 
   uint64_t events = 0;
   Picos now = 0;
@@ -100,6 +121,9 @@ SimReport Simulator::run() {
       case EventKind::kFlowRecvStart:
         w.flows[ev.a]->start_receives(now);
         break;
+      case EventKind::kRefProbe:
+        w.refs[ev.a]->on_probe_event(now);
+        break;
       default:
         break;
     }
@@ -109,7 +133,10 @@ SimReport Simulator::run() {
   }
 
   for (const auto& f : w.flows) report.flows.push_back(f->report(now));
-  for (const auto& h : w.hosts) report.hosts.push_back(h->report());
+  for (const auto& h : w.hosts) {
+    h->collect_events();
+    report.hosts.push_back(h->report());
+  }
   w.fabric->finish(now);
   report.fabric = w.fabric->stats();
   report.events = events;

@@ -286,7 +286,9 @@ TEST(Scheduler, FactoryAndPolicyNames) {
   EXPECT_EQ(p, Policy::kTassel);
   ASSERT_TRUE(parse_policy("fifo", &p));
   EXPECT_EQ(p, Policy::kFifo);
-  EXPECT_FALSE(parse_policy("justitia", &p));
+  EXPECT_FALSE(parse_policy("justice", &p));
+  ASSERT_TRUE(parse_policy("justitia", &p));
+  EXPECT_EQ(p, Policy::kJustitia);
   EXPECT_EQ(to_string(Policy::kTassel), "tassel");
   EXPECT_EQ(make_scheduler(Policy::kTassel, Config{.link_bps = 0}), nullptr);
   EXPECT_FALSE(validate(Config{.max_qps = 0}).empty());

@@ -1,7 +1,7 @@
 // isoroce-sim: run a scenario of hosts, a switch and flows in virtual time.
 //
 //   isoroce-sim SCENARIO.toml [--json] [--seed N] [--no-wall] [--check]
-//               [--pcap FILE] [--pcap-rx FILE] [--dump]
+//               [--pcap FILE] [--pcap-rx FILE] [--dump] [--policy P] [--only FLOW,...]
 //
 // Exit status: 0 the run completed with every flow's integrity intact; 1 bad
 // scenario or arguments; 3 some flow's integrity check failed.
@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dataplane/sim/simulator.h"
 #include "tools/sim/pcap_writer.h"
@@ -25,12 +26,16 @@ int main(int argc, char** argv) {
   bool json = false, no_wall = false, check = false, dump = false;
   std::string pcap_tx, pcap_rx;
   std::optional<uint64_t> seed;
+  std::string policy_override;
+  std::vector<std::string> only;
   app.add_option("scenario", path, "scenario file (TOML)")->required();
   app.add_flag("--json", json, "print the report as JSON");
   app.add_option("--seed", seed, "override the scenario's seed");
   app.add_flag("--no-wall", no_wall, "leave the wall-clock time out (byte-identical output per seed)");
   app.add_flag("--check", check, "validate the scenario and exit");
   app.add_flag("--dump", dump, "print the scenario with every default filled in, and exit");
+  app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia)");
+  app.add_option("--only", only, "keep only these flows (by name; repeat or comma-separate)")->delimiter(',');
   app.add_option("--pcap", pcap_tx, "write every frame the hosts send to FILE (pcap, virtual ns)");
   app.add_option("--pcap-rx", pcap_rx, "write every frame the hosts receive (after faults) to FILE");
   try {
@@ -45,6 +50,30 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (seed) parsed.scenario.seed = *seed;
+  if (!policy_override.empty()) {
+    sched::Policy p;
+    if (!sched::parse_policy(policy_override, &p)) {
+      fmt::print(stderr, "isoroce-sim: --policy: unknown policy \"{}\" (fifo, tassel, justitia)\n", policy_override);
+      return 1;
+    }
+    for (auto& h : parsed.scenario.hosts) h.policy = p;
+  }
+  if (!only.empty()) {
+    std::vector<sim::FlowConfig> kept;
+    for (const auto& name : only) {
+      bool found = false;
+      for (const auto& f : parsed.scenario.flows)
+        if (f.name == name) {
+          kept.push_back(f);
+          found = true;
+        }
+      if (!found) {
+        fmt::print(stderr, "isoroce-sim: --only: no flow named \"{}\"\n", name);
+        return 1;
+      }
+    }
+    parsed.scenario.flows = std::move(kept);
+  }
   if (dump) {
     fmt::print("{}", tools::scenario_to_toml(parsed.scenario));
     return 0;

@@ -73,6 +73,34 @@ ordered_json dcqcn_json(const sim::HostReport& h) {
   return ordered_json{{"cnps_sent", h.engine.cnps_sent}, {"cnps_received", h.engine.cnps_received}, {"qps", qps}};
 }
 
+ordered_json justitia_json(const sim::HostReport& h) {
+  const sched::JustitiaStats& j = h.justitia;
+  auto us = [](sched::Picos p) { return round_to(static_cast<double>(p) / 1e6, 4); };
+  auto gbps = [](uint64_t bps) { return round_to(static_cast<double>(bps) / 1e9, 4); };
+  ordered_json lat{{"p50", round_to(h.ref_latency.p50_us, 4)},
+                   {"p99", round_to(h.ref_latency.p99_us, 4)},
+                   {"max", round_to(h.ref_latency.max_us, 4)}};
+  return ordered_json{{"safe_util_gbps", gbps(j.safe_util_bps)},
+                      {"min_safe_util_gbps", gbps(j.min_safe_util_bps)},
+                      {"max_rate_gbps", gbps(j.max_rate_bps)},
+                      {"tau_us", us(j.tau)},
+                      {"current99_us", us(j.current99)},
+                      {"target99_us", us(j.target99)},
+                      {"token_bytes", j.token_bytes},
+                      {"token_ops", j.token_ops},
+                      {"tokens", j.tokens},
+                      {"tokens_issued", j.tokens_issued},
+                      {"latency_flows", j.latency_flows},
+                      {"throughput_flows", j.throughput_flows},
+                      {"bandwidth_flows", j.bandwidth_flows},
+                      {"samples", j.samples},
+                      {"halvings", j.halvings},
+                      {"unattainable", j.unattainable},
+                      {"ref_probes", h.ref_probes},
+                      {"ref_lat_us", lat},
+                      {"admission_warnings", h.admission_warnings}};
+}
+
 }  // namespace
 
 ordered_json report_to_json(const sim::SimReport& r, const ReportOptions& opts) {
@@ -94,6 +122,7 @@ ordered_json report_to_json(const sim::SimReport& r, const ReportOptions& opts) 
         {"bytes", f.bytes},
         {"goodput_gbps", round_to(f.goodput_gbps, 4)},
         {"msgs_per_sec", round_to(f.msgs_per_sec, 1)},
+        {"wire_gbps", round_to(f.wire_gbps, 4)},
         {"lat_us",
          {{"p50", round_to(f.lat.p50_us, 4)},
           {"p99", round_to(f.lat.p99_us, 4)},
@@ -126,8 +155,10 @@ ordered_json report_to_json(const sim::SimReport& r, const ReportOptions& opts) 
   sim::LinkStats faults;
   for (size_t i = 0; i < r.hosts.size(); ++i) {
     const auto& h = r.hosts[i];
-    hosts.push_back(ordered_json{{"name", h.name}, {"engine", engine_json(h.engine)}, {"stalls", h.stalls}});
-    if (h.dcqcn) hosts.back()["dcqcn"] = dcqcn_json(h);
+    ordered_json hj{{"name", h.name}, {"engine", engine_json(h.engine)}, {"stalls", h.stalls}};
+    if (h.dcqcn) hj["dcqcn"] = dcqcn_json(h);
+    if (h.has_justitia) hj["justitia"] = justitia_json(h);
+    hosts.push_back(std::move(hj));
     if (i < r.fabric.ports.size()) {
       const auto& p = r.fabric.ports[i];
       drops += p.drops;
@@ -243,6 +274,20 @@ std::string report_to_table(const sim::SimReport& r, const ReportOptions& opts) 
                            static_cast<double>(q.state.rate_bps) / 1e9, q.state.alpha, q.state.decreases);
     out += "\n";
   }
+  for (const auto& h : r.hosts) {
+    if (!h.has_justitia) continue;
+    const sched::JustitiaStats& j = h.justitia;
+    out += fmt::format("justitia {}: SafeUtil {:.3f} Gb/s (min {:.3f}), tau {:.3f} us, Current99 {:.3f} us "
+                       "(Target99 {:.3f}), {} tokens issued, {} probes, {} halvings{}\n",
+                       h.name, j.safe_util_bps / 1e9, j.min_safe_util_bps / 1e9, j.tau / 1e6, j.current99 / 1e6,
+                       j.target99 / 1e6, j.tokens_issued, j.samples, j.halvings,
+                       j.unattainable ? ", Target99 given up" : "");
+  }
+  for (const auto& h : r.hosts)
+    for (const auto& line : h.log) {
+      out += line;
+      out += "\n";
+    }
   out += fmt::format("sim: seed {}, {} events, {:.3f} us virtual", r.seed, r.events, r.virtual_us);
   if (opts.wall_time) out += fmt::format(", {:.1f} ms wall", r.wall_ms);
   out += r.all_finished ? ", all flows finished\n" : ", stopped at duration_us\n";

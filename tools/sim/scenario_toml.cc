@@ -215,17 +215,47 @@ void parse_faults(const Table& top, sim::Scenario& s) {
   s.faults.reorder_delay = to_picos(t.number("reorder_delay_ns", 5000, 0.001, 1e9), 1e3);
 }
 
+std::string exact(double v) {
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  return o.str();
+}
+
+// [host.justitia]: sched::JustitiaParams by name (sched::set), plus ref_peer.
+void parse_justitia(const Table& host, sim::HostConfig& h) {
+  const toml::table* raw = host.table("justitia");
+  if (!raw) return;
+  Table t(*raw, host.key("justitia"),
+          {"target99_us", "ref_period_us", "window", "token_bytes", "split_bytes", "token_ops", "max_tokens",
+           "max_rate_gbps", "increase_step_gbps", "unattainable_after_s", "latency_idle_us", "ref_peer"});
+  for (auto&& [k, v] : *raw) {
+    const std::string name(k.str());
+    if (name == "ref_peer") {
+      h.ref_peer = t.string("ref_peer");
+      continue;
+    }
+    const double x = t.number(name, 0, 0, 1e12);
+    if (!sched::set(h.justitia, name, exact(x)))
+      fail(t.key(name), "invalid value " + exact(x) + " (counts must be whole numbers)", &v);
+  }
+  if (auto why = sched::validate(h.justitia); !why.empty()) fail(host.key("justitia"), std::string(why), raw);
+}
+
 void parse_host(const toml::table& raw, size_t i, sim::Scenario& s) {
-  Table t(raw, "host[" + std::to_string(i) + "]", {"name", "ip", "link_gbps", "policy", "msg_cost_ns", "mtu", "dcqcn"});
+  Table t(raw, "host[" + std::to_string(i) + "]",
+          {"name", "ip", "link_gbps", "policy", "msg_cost_ns", "mtu", "max_mops", "justitia", "dcqcn"});
   sim::HostConfig h;
   h.name = t.string("name");
   h.ip_text = t.string("ip");
   if (!sim::parse_ip(h.ip_text, &h.ip))
     fail(t.key("ip"), "\"" + h.ip_text + "\" is not an IPv4 or IPv6 address", t.get("ip"));
   h.link_bps = static_cast<uint64_t>(std::llround(t.number("link_gbps", 100, 0.001, 1600) * 1e9));
-  h.policy = enum_value<sched::Policy>(t, "policy", "fifo", sched::parse_policy, "fifo, tassel");
+  h.policy = enum_value<sched::Policy>(t, "policy", "fifo", sched::parse_policy, "fifo, tassel, justitia");
   h.msg_cost = to_picos(t.number("msg_cost_ns", 0, 0, 1e9), 1e3);
   h.mtu = static_cast<uint32_t>(t.integer("mtu", 4096, 256, 4096));
+  h.max_msgs_per_sec = static_cast<uint64_t>(std::llround(t.number("max_mops", 0, 0, 1e6) * 1e6));
+  parse_justitia(t, h);
   parse_dcqcn(t, h);
   s.hosts.push_back(std::move(h));
 }
@@ -234,7 +264,7 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
   Table t(raw, "flow[" + std::to_string(i) + "]",
           {"name", "src", "dst", "transport", "verb", "size", "count", "depth", "qps", "class", "start_us", "mtu",
            "timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "max_rd_atomic", "rate_gbps", "post_recv",
-           "post_recv_delay_us", "use_srq", "recv_depth", "start_psn", "inline"});
+           "post_recv_delay_us", "use_srq", "recv_depth", "start_psn", "inline", "app", "weight"});
   sim::FlowConfig f;
   f.name = t.string("name");
   f.src = t.string("src");
@@ -290,6 +320,8 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
   f.recv_depth = static_cast<uint32_t>(t.integer("recv_depth", 0, 1, sim::kMaxDepth));
   if (t.has("start_psn")) f.start_psn = static_cast<uint32_t>(t.integer("start_psn", 0, 0, 0xffffff));
   f.inline_data = t.boolean("inline", false);
+  f.app = t.string("app", std::string());
+  f.weight = static_cast<uint32_t>(t.integer("weight", 1, 1, 1'000'000));
   s.flows.push_back(std::move(f));
 }
 
@@ -424,12 +456,24 @@ std::string scenario_to_toml(const sim::Scenario& s) {
     o << "\n[[host]]\nname = " << q(h.name) << "\nip = " << q(h.ip_text)
       << "\nlink_gbps = " << num(static_cast<double>(h.link_bps) / 1e9) << "\npolicy = " << q(sched::to_string(h.policy))
       << "\nmsg_cost_ns = " << num(static_cast<double>(h.msg_cost) / 1e3) << "\nmtu = " << h.mtu << "\n";
+    if (h.max_msgs_per_sec) o << "max_mops = " << num(static_cast<double>(h.max_msgs_per_sec) / 1e6) << "\n";
     bool custom = h.dcqcn.enabled;
     for (const auto& i : dcqcn::param_table())
       custom |= dcqcn::get_param(h.dcqcn, i.name) != dcqcn::get_param(dcqcn::Params{}, i.name);
     if (custom) {
       o << "[host.dcqcn]\n";
       for (const auto& i : dcqcn::param_table()) o << i.name << " = " << dcqcn::get_param(h.dcqcn, i.name) << "\n";
+    }
+    if (h.policy == sched::Policy::kJustitia) {
+      const sched::JustitiaParams& p = h.justitia;
+      o << "\n[host.justitia]\ntarget99_us = " << us(p.target99) << "\nref_period_us = " << us(p.ref_period)
+        << "\nwindow = " << p.window << "\ntoken_bytes = " << p.token_bytes << "\nsplit_bytes = " << p.split_bytes
+        << "\ntoken_ops = " << p.token_ops << "\nmax_tokens = " << p.max_tokens
+        << "\nmax_rate_gbps = " << num(static_cast<double>(p.max_rate_bps) / 1e9)
+        << "\nincrease_step_gbps = " << num(static_cast<double>(p.increase_step_bps) / 1e9)
+        << "\nunattainable_after_s = " << num(static_cast<double>(p.unattainable_after) / 1e12)
+        << "\nlatency_idle_us = " << us(p.latency_idle) << "\n";
+      if (!h.ref_peer.empty()) o << "ref_peer = " << q(h.ref_peer) << "\n";
     }
   }
   for (const auto& f : s.flows) {
@@ -457,6 +501,8 @@ std::string scenario_to_toml(const sim::Scenario& s) {
     if (f.recv_depth) o << "recv_depth = " << f.recv_depth << "\n";
     if (f.start_psn) o << "start_psn = " << *f.start_psn << "\n";
     if (f.inline_data) o << "inline = true\n";
+    if (!f.app.empty()) o << "app = " << q(f.app) << "\n";
+    if (f.weight != 1) o << "weight = " << f.weight << "\n";
   }
   return o.str();
 }

@@ -22,6 +22,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.link_bps = config.link_bps;
   sc.max_qps = config.max_qps;
   sc.lookahead = config.sched_lookahead;
+  sc.max_msgs_per_sec = config.max_msgs_per_sec;
+  sc.justitia = config.justitia;
   if (!sched::validate(sc).empty() || config.max_qps == 0 ||
       config.max_qps > config.device.max_qp || mtu_bytes_valid(config.active_mtu) == 0) {
     return Result<std::unique_ptr<Engine>>::error(EINVAL);
@@ -330,6 +332,7 @@ int EngineImpl::destroy_qp(wire::Qpn qpn) {
   QpCtx& q = *slots_[slot];
   sched_->deactivate(tx_now_, slot);
   sched_->set_rate(tx_now_, slot, sched::kUnlimited);
+  sched_->set_class(tx_now_, slot, sched::FlowClass::kBandwidth, sched::kOwnApp, 1);  // the slot's next QP starts afresh
   pds_.put(q.pd);
   --cq_users_[q.send_cq];
   --cq_users_[q.recv_cq];
@@ -564,6 +567,19 @@ int EngineImpl::set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) {
   apply_rate(now, *q);
   return 0;
 }
+
+int EngineImpl::set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uint32_t app, uint32_t weight) {
+  QpCtx* q = find_qp(qpn);
+  if (q == nullptr || weight == 0) return EINVAL;
+  sched_->set_class(now, q->slot, cls, app, weight);
+  // Soft admission (Justitia): admitted, but the application is told.
+  const sched::JustitiaStats* js = sched_->justitia_stats();
+  if (cls == sched::FlowClass::kLatency && js != nullptr && js->current99 > js->target99)
+    events_.push_back({AsyncEventType::kLatencyTargetMissed, qpn.value()});
+  return 0;
+}
+
+void EngineImpl::add_reference_latency(Picos now, Picos latency) { sched_->on_reference_latency(now, latency); }
 
 std::vector<AsyncEvent> EngineImpl::take_async_events() {
   std::vector<AsyncEvent> out;

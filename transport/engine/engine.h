@@ -65,6 +65,9 @@ struct EngineConfig {
   // DCQCN congestion control (docs/dcqcn.md). Enabled needs a policy that
   // enforces rate limits: create() refuses it with fifo (EINVAL).
   dcqcn::Params dcqcn;
+  // The emulated NIC's message rate (sched::Config::max_msgs_per_sec; 0: no limit).
+  uint64_t max_msgs_per_sec = 0;
+  sched::JustitiaParams justitia;  // policy kJustitia only
 };
 
 struct Sge {
@@ -113,7 +116,14 @@ struct QpCreate {
   verbs::QpInitAttr init;  // init.has_srq is set from use_srq
 };
 
-enum class AsyncEventType : uint8_t { kQpFatal, kCqError, kSrqLimitReached };
+enum class AsyncEventType : uint8_t {
+  kQpFatal,
+  kCqError,
+  kSrqLimitReached,
+  // justitia soft admission: a latency-class QP was created (set_qp_class) while
+  // Current99 is above Target99 (id: the QPN).
+  kLatencyTargetMissed,
+};
 struct AsyncEvent {
   AsyncEventType type;
   uint32_t id;  // QPN, CQ or SRQ handle
@@ -233,6 +243,16 @@ class Engine {
   virtual int set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) = 0;
   // Asynchronous events since the last call (ibv_get_async_event).
   virtual std::vector<AsyncEvent> take_async_events() = 0;
+
+  // ---- isolation (sched::Policy::kJustitia; other policies ignore it) ----
+  // The QP's flow class and application (QPs of one application and class are one
+  // logical flow) and the application's weight (>= 1). A latency-class QP set while
+  // Current99 > Target99 raises kLatencyTargetMissed. 0 or EINVAL (unknown QP).
+  virtual int set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uint32_t app, uint32_t weight) = 0;
+  // One latency of the policy's reference flow, measured by the driver.
+  virtual void add_reference_latency(Picos now, Picos latency) = 0;
+  // The port's scheduler (telemetry: sched::Scheduler::justitia_stats()).
+  virtual const sched::Scheduler& scheduler() const = 0;
 
   // ---- data path ---------------------------------------------------------
   // One received Ethernet frame (mutable: the ICRC check masks fields in place;

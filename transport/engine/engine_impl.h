@@ -48,6 +48,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   int post_recv(wire::Qpn qpn, const RecvWr& wr) override;
   int set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) override;
   std::vector<AsyncEvent> take_async_events() override;
+  int set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uint32_t app, uint32_t weight) override;
+  void add_reference_latency(Picos now, Picos latency) override;
+  const sched::Scheduler& scheduler() const override { return *sched_; }
 
   void receive(Picos now, std::span<uint8_t> frame) override;
   void advance(Picos now) override;

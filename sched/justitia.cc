@@ -1,0 +1,502 @@
+#include "sched/justitia.h"
+
+#include <algorithm>
+
+namespace isoroce::sched {
+
+namespace {
+
+using u128 = unsigned __int128;
+
+constexpr std::uint64_t kDefaultAppBit = std::uint64_t{1} << 40;
+
+std::uint64_t flow_key(std::uint64_t app, FlowClass cls) { return app << 8 | static_cast<std::uint64_t>(cls); }
+
+}  // namespace
+
+JustitiaScheduler::JustitiaScheduler(const Config& config)
+    : config_(config),
+      params_(config.justitia),
+      max_qps_(config.max_qps),
+      qps_(config.max_qps),
+      units_(2 * static_cast<std::size_t>(config.max_qps)),
+      link_(config.link_bps),
+      control_(config.control_capacity),
+      window_(config.justitia.window) {
+  flows_.reserve(config.max_qps);
+  flow_by_key_.reserve(config.max_qps);
+  if (config.max_msgs_per_sec != 0) {
+    msg_cost_ = std::max<Picos>(1, (kPicosPerSecond + config.max_msgs_per_sec / 2) / config.max_msgs_per_sec);
+  }
+  max_rate_ = params_.max_rate_bps != 0 ? params_.max_rate_bps : config.link_bps;
+  safe_util_ = min_safe_util_ = max_rate_;
+  // TokenOps of a full token: what the message processor does while the link carries
+  // token_bytes at MaxRate; without a processor limit, token_bytes in 64-byte frames.
+  if (params_.token_ops != 0) {
+    full_token_ops_ = params_.token_ops;
+  } else if (config.max_msgs_per_sec != 0) {
+    const u128 ops = static_cast<u128>(params_.token_bytes) * 8 * config.max_msgs_per_sec / max_rate_;
+    full_token_ops_ = static_cast<std::uint32_t>(std::max<u128>(1, std::min<u128>(ops, 0xffff'ffffu)));
+  } else {
+    full_token_ops_ = std::max<std::uint32_t>(1, params_.token_bytes / 64);
+  }
+  chunk_bytes_ = params_.token_bytes;
+  chunk_ops_ = full_token_ops_;
+  bank_ = static_cast<std::int64_t>(params_.max_tokens) * chunk_bytes_;
+  set_tau(0);
+}
+
+std::size_t JustitiaScheduler::fixed_bytes() const {
+  return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry) + 2 * window_.window() * sizeof(Picos);
+}
+
+FlowClass JustitiaScheduler::flow_class(QpId qp) const {
+  if (qp >= qps_.size() || qps_[qp].flow_ == kNil) return FlowClass::kBandwidth;
+  return flows_[qps_[qp].flow_].cls;
+}
+
+// ---- flows ---------------------------------------------------------------
+
+void JustitiaScheduler::assign(QpId qp, std::uint64_t key, FlowClass cls, std::uint32_t weight) {
+  release(qp);
+  std::uint32_t f;
+  auto it = flow_by_key_.find(key);
+  if (it != flow_by_key_.end()) {
+    f = it->second;
+  } else {
+    if (!free_flows_.empty()) {
+      f = free_flows_.back();
+      free_flows_.pop_back();
+      flows_[f] = Flow{};
+    } else {
+      f = static_cast<std::uint32_t>(flows_.size());
+      flows_.emplace_back();
+    }
+    flows_[f].key = key;
+    flows_[f].cls = cls;
+    flow_by_key_.emplace(key, f);
+    if (cls == FlowClass::kLatency) latency_flows_.push_back(f);
+  }
+  Flow& fl = flows_[f];
+  fl.weight = std::max<std::uint32_t>(1, weight);
+  ++fl.refs;
+  qps_[qp].flow_ = f;
+}
+
+// `qp` (idle) leaves its flow; a flow without QPs is forgotten.
+void JustitiaScheduler::release(QpId qp) {
+  const std::uint32_t f = qps_[qp].flow_;
+  if (f == kNil) return;
+  qps_[qp].flow_ = kNil;
+  Flow& fl = flows_[f];
+  if (--fl.refs != 0) return;
+  flow_by_key_.erase(fl.key);
+  if (fl.cls == FlowClass::kLatency) {
+    latency_flows_.erase(std::find(latency_flows_.begin(), latency_flows_.end(), f));
+    lat_dirty_ = true;
+  }
+  free_flows_.push_back(f);
+}
+
+void JustitiaScheduler::set_class(Picos now, QpId qp, FlowClass cls, std::uint32_t app, std::uint32_t weight) {
+  if (qp >= qps_.size()) return;
+  Qp& q = qps_[qp];
+  const bool was_active = q.active_;
+  const Packet pkt{q.bytes_, q.ends_};
+  if (was_active) deactivate(now, qp);
+  const std::uint64_t a = app == kOwnApp ? kDefaultAppBit | qp : app;
+  assign(qp, flow_key(a, cls), cls, weight);
+  if (was_active) activate(now, qp, pkt);
+}
+
+// ---- latency activity, SafeUtil, tokens -------------------------------------
+
+void JustitiaScheduler::touch_latency(Picos now, Flow& f) {
+  const bool was = f.ever_active && now < f.last_active + params_.latency_idle;
+  f.last_active = now;
+  f.ever_active = true;
+  if (!was) lat_dirty_ = true;
+}
+
+std::uint32_t JustitiaScheduler::latency_active(Picos now) {
+  if (!lat_dirty_ && now < lat_expiry_) return lat_active_;
+  lat_dirty_ = false;
+  lat_active_ = 0;
+  lat_expiry_ = kNever;
+  for (std::uint32_t f : latency_flows_) {
+    const Flow& fl = flows_[f];
+    if (!fl.ever_active) continue;
+    const Picos until = fl.last_active + params_.latency_idle;
+    if (now < until) {
+      ++lat_active_;
+      lat_expiry_ = std::min(lat_expiry_, until);
+    }
+  }
+  return lat_active_;
+}
+
+// Token size and SafeUtil follow whether latency flows are active.
+void JustitiaScheduler::update_mode(Picos now) {
+  const std::uint32_t l = latency_active(now);
+  const std::uint32_t bytes = l != 0 ? params_.split_bytes : params_.token_bytes;
+  if ((l != 0 || safe_util_ == max_rate_) && bytes == chunk_bytes_) return;
+  accrue(now);  // at the old rate
+  if (l == 0) {
+    safe_util_ = max_rate_;
+    unattainable_ = false;
+    miss_since_ = kNever;
+  }
+  if (bytes != chunk_bytes_) {
+    if (bytes < chunk_bytes_) {
+      // Probes taken behind big tokens say nothing about the small ones: Current99
+      // starts afresh when latency flows appear.
+      window_.clear();
+      current99_ = 0;
+      // What is left of a big token is re-split (packets not granted yet are not on
+      // the NIC, unlike in the paper's user-space pacer).
+      for (std::uint32_t u = ring_.head; u != kNil; u = units_[u].next_)
+        if (u >= max_qps_) {
+          Flow& f = flows_[u - max_qps_];
+          f.bytes_credit = std::min<std::int64_t>(f.bytes_credit, bytes);
+        }
+    }
+    // Only small tokens are banked when latency flows appear (the bank refills to
+    // bank_cap() while they are idle or the bandwidth flows are not backlogged).
+    if (bytes < chunk_bytes_) bank_ = std::min<std::int64_t>(bank_, static_cast<std::int64_t>(params_.max_tokens) * bytes);
+    chunk_bytes_ = bytes;
+    const std::uint64_t ops = static_cast<std::uint64_t>(full_token_ops_) * bytes / params_.token_bytes;
+    chunk_ops_ = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, ops));
+  }
+  set_tau(now);
+}
+
+// SafeUtil or the token size changed (the bank has been accrued up to now).
+void JustitiaScheduler::set_tau(Picos) {
+  const u128 t = (static_cast<u128>(chunk_bytes_) * 8 * kPicosPerSecond + safe_util_ - 1) / safe_util_;
+  tau_ = static_cast<Picos>(std::max<u128>(1, t));
+  update_gen();
+}
+
+void JustitiaScheduler::accrue(Picos now) {
+  if (now <= bank_at_) return;
+  constexpr u128 kBitPicosPerByte = 8 * static_cast<u128>(kPicosPerSecond);
+  const u128 x = static_cast<u128>(now - bank_at_) * safe_util_ + bank_frac_;
+  bank_at_ = now;
+  const std::int64_t cap = bank_cap();
+  const u128 bytes = x / kBitPicosPerByte;
+  if (bytes >= static_cast<u128>(cap) || bank_ + static_cast<std::int64_t>(bytes) >= cap) {
+    bank_ = cap;
+    bank_frac_ = 0;
+  } else {
+    bank_ += static_cast<std::int64_t>(bytes);
+    bank_frac_ = static_cast<std::uint64_t>(x % kBitPicosPerByte);
+  }
+}
+
+// When the bank next holds a whole token.
+void JustitiaScheduler::update_gen() {
+  if (bank_ >= static_cast<std::int64_t>(chunk_bytes_)) {
+    gen_at_ = bank_at_;
+    return;
+  }
+  const u128 need = static_cast<u128>(chunk_bytes_ - bank_) * 8 * kPicosPerSecond - bank_frac_;
+  gen_at_ = bank_at_ + static_cast<Picos>((need + safe_util_ - 1) / safe_util_);
+}
+
+// A flow stops holding a token: unspent bytes go back to the bank.
+void JustitiaScheduler::refund(Flow& f) {
+  if (f.bytes_credit > 0) {
+    const std::int64_t cap = bank_cap();
+    bank_ = std::min(cap, bank_ + f.bytes_credit);
+    update_gen();
+  }
+  f.bytes_credit = 0;
+  f.ops_credit = 0;
+}
+
+void JustitiaScheduler::refill(Picos now) {
+  update_mode(now);
+  accrue(now);
+  // One flow holds a token at a time: the bank, not the ring, absorbs what the link
+  // could not carry yet, so a latency message waits for one chunk at most.
+  const std::int64_t chunk = chunk_bytes_;
+  while (bank_ >= chunk && !waiting_.empty() && holders_ == 0) {
+    const std::uint32_t unit = waiting_.pop_front(units_.data());
+    Flow& f = flows_[unit - max_qps_];
+    bank_ -= chunk;
+    ++tokens_issued_;
+    f.bytes_credit += chunk;
+    f.ops_credit += chunk_ops_;
+    ++f.round;
+    if (f.bytes_credit >= qps_[f.qps.head].bytes_) {
+      f.place = Place::kReady;
+      ++holders_;
+      ring_.push_back(units_.data(), unit);
+    } else {  // a token smaller than its next packet: it takes the next one too
+      push_waiting_front(unit);
+    }
+  }
+  update_gen();
+}
+
+void JustitiaScheduler::on_reference_latency(Picos now, Picos latency) {
+  update_mode(now);
+  accrue(now);
+  window_.add(latency);
+  ++samples_;
+  current99_ = window_.quantile(0.99);
+  const std::uint32_t l = latency_active(now);
+  const std::uint32_t bt = std::max<std::uint32_t>(1, backlogged_[0] + backlogged_[1]);
+  if (unattainable_ && l > lat_at_give_up_) {  // a new latency flow: try again
+    unattainable_ = false;
+    miss_since_ = kNever;
+  }
+  if (l == 0) {
+    safe_util_ = max_rate_;
+  } else if (unattainable_) {
+    safe_util_ = max_rate_;
+  } else if (current99_ > params_.target99) {
+    const std::uint64_t floor =
+        static_cast<std::uint64_t>(static_cast<u128>(max_rate_) * bt / (static_cast<u128>(l) + bt));
+    safe_util_ = std::max(safe_util_ / 2, floor);
+    ++halvings_;
+    if (miss_since_ == kNever) miss_since_ = now;
+    if (params_.unattainable_after != 0 && now - miss_since_ >= params_.unattainable_after) {
+      unattainable_ = true;  // left as the paper describes: give the bandwidth back
+      lat_at_give_up_ = l;
+      safe_util_ = max_rate_;
+    }
+  } else {
+    miss_since_ = kNever;
+    safe_util_ = std::min(max_rate_, safe_util_ + params_.increase_step_bps);
+  }
+  min_safe_util_ = std::min(min_safe_util_, safe_util_);
+  set_tau(now);
+}
+
+const JustitiaStats* JustitiaScheduler::justitia_stats() const {
+  JustitiaStats& s = stats_;
+  s.safe_util_bps = safe_util_;
+  s.min_safe_util_bps = min_safe_util_;
+  s.max_rate_bps = max_rate_;
+  s.tau = tau_;
+  s.current99 = current99_;
+  s.target99 = params_.target99;
+  s.token_bytes = chunk_bytes_;
+  s.token_ops = chunk_ops_;
+  s.tokens = static_cast<std::uint32_t>(bank_ / chunk_bytes_);
+  s.tokens_issued = tokens_issued_;
+  s.latency_flows = lat_active_;
+  s.throughput_flows = backlogged_[0];
+  s.bandwidth_flows = backlogged_[1];
+  s.samples = samples_;
+  s.halvings = halvings_;
+  s.unattainable = unattainable_;
+  return &s;
+}
+
+// ---- QPs -------------------------------------------------------------------
+
+void JustitiaScheduler::enqueue_qp(Picos now, QpId qp) {
+  Qp& q = qps_[qp];
+  Flow& f = flows_[q.flow_];
+  if (!paced(f.cls)) {
+    if (f.cls == FlowClass::kLatency) touch_latency(now, f);
+    ring_.push_back(units_.data(), qp);
+    return;
+  }
+  f.qps.push_back(qps_.data(), qp);
+  if (f.backlog++ != 0) return;
+  ++backlogged_[f.cls == FlowClass::kThroughput ? 0 : 1];
+  f.place = Place::kWaiting;
+  f.round = 0;
+  waiting_.push_back(units_.data(), max_qps_ + q.flow_);
+}
+
+// A flow's last backlogged QP left: it forgets a partly used token, keeps a debt.
+void JustitiaScheduler::flow_idle(std::uint32_t fid) {
+  Flow& f = flows_[fid];
+  const std::uint32_t unit = max_qps_ + fid;
+  if (f.place == Place::kReady) {
+    ring_.remove(units_.data(), unit);
+    --holders_;
+  } else if (f.place == Place::kWaiting) {
+    waiting_.remove(units_.data(), unit);
+  }
+  f.place = Place::kIdle;
+  refund(f);
+  --backlogged_[f.cls == FlowClass::kThroughput ? 0 : 1];
+}
+
+void JustitiaScheduler::dequeue_qp(QpId qp) {
+  Qp& q = qps_[qp];
+  Flow& f = flows_[q.flow_];
+  if (!paced(f.cls)) {
+    ring_.remove(units_.data(), qp);
+    return;
+  }
+  f.qps.remove(qps_.data(), qp);
+  if (--f.backlog == 0) flow_idle(q.flow_);
+}
+
+void JustitiaScheduler::activate(Picos now, QpId qp, Packet pkt) {
+  if (qp >= qps_.size() || pkt.bytes == 0 || qps_[qp].active_) return;
+  Qp& q = qps_[qp];
+  if (q.flow_ == kNil) assign(qp, flow_key(kDefaultAppBit | qp, FlowClass::kBandwidth), FlowClass::kBandwidth, 1);
+  q.bytes_ = pkt.bytes;
+  q.ends_ = pkt.ends_message;
+  q.starts_ = q.last_ended_;
+  q.active_ = true;
+  ++active_;
+  enqueue_qp(now, qp);
+  update_mode(now);
+}
+
+bool JustitiaScheduler::enqueue_control(Picos, QpId qp, std::uint32_t bytes) {
+  if (qp >= qps_.size() || bytes == 0) return false;
+  return control_.push(qp, bytes);
+}
+
+void JustitiaScheduler::set_rate(Picos, QpId qp, std::uint64_t bps) {
+  if (qp < qps_.size()) qps_[qp].rate_ = bps;
+}
+
+std::uint64_t JustitiaScheduler::rate(QpId qp) const { return qp < qps_.size() ? qps_[qp].rate_ : kUnlimited; }
+
+void JustitiaScheduler::deactivate(Picos, QpId qp) {
+  if (qp >= qps_.size() || !qps_[qp].active_) return;
+  dequeue_qp(qp);
+  Qp& q = qps_[qp];
+  q.active_ = false;
+  q.last_ended_ = q.starts_;  // the dropped packet was not sent
+  q.bytes_ = 0;
+  --active_;
+}
+
+bool JustitiaScheduler::active(QpId qp) const { return qp < qps_.size() && qps_[qp].active_; }
+
+// ---- dequeue -----------------------------------------------------------------
+
+// A packet that starts a message needs the message processor: false, with the link
+// held until the processor is free, if it is busy at `at`.
+bool JustitiaScheduler::wait_for_processor(Picos at, const Qp& q) {
+  if (msg_cost_ == 0 || !q.starts_) return false;
+  if (proc_free_ > at) {
+    link_.idle_until(proc_free_);
+    return true;
+  }
+  proc_free_ = at + msg_cost_;
+  return false;
+}
+
+void JustitiaScheduler::push_waiting_front(std::uint32_t unit) {
+  Unit* u = units_.data();
+  u[unit].prev_ = kNil;
+  u[unit].next_ = waiting_.head;
+  if (waiting_.head == kNil) waiting_.tail = unit;
+  else u[waiting_.head].prev_ = unit;
+  waiting_.head = unit;
+}
+
+// The flow at the head of the ring has spent its token (or the flow is idle).
+void JustitiaScheduler::end_turn(std::uint32_t fid) {
+  Flow& f = flows_[fid];
+  const std::uint32_t unit = max_qps_ + fid;
+  ring_.remove(units_.data(), unit);
+  --holders_;
+  f.ops_credit = 0;  // what is left of the bytes (less than its next packet) stays with it
+  f.place = Place::kWaiting;
+  if (f.round < f.weight) {
+    push_waiting_front(unit);  // the rest of its weight: the next token is its own
+  } else {
+    f.round = 0;
+    waiting_.push_back(units_.data(), unit);
+  }
+}
+
+std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource& src) {
+  const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
+  std::size_t n = 0;
+  while (n < out.size()) {
+    const Picos at = link_.start(now);
+    if (at > limit) break;  // the link is busy
+    if (!control_.empty()) {
+      const ControlQueue::Entry c = control_.pop();
+      out[n++] = {c.qp, c.bytes, at, GrantKind::kControl};
+      link_.occupy(at, c.bytes);
+      continue;
+    }
+    refill(at);
+    const std::uint32_t unit = ring_.head;
+    if (unit == kNil) {
+      if (waiting_.empty()) break;
+      if (gen_at_ > limit) break;
+      link_.idle_until(gen_at_);  // nothing may send before the next token
+      continue;
+    }
+    const bool is_flow = unit >= max_qps_;
+    const std::uint32_t fid = is_flow ? unit - max_qps_ : kNil;
+    const QpId qp = is_flow ? flows_[fid].qps.head : unit;
+    Qp& q = qps_[qp];
+    if (is_flow && (flows_[fid].bytes_credit < static_cast<std::int64_t>(q.bytes_) ||
+                    (flows_[fid].ops_credit <= 0 && q.starts_))) {
+      end_turn(fid);
+      continue;
+    }
+    if (wait_for_processor(at, q)) continue;
+    const std::uint32_t bytes = q.bytes_;
+    out[n++] = {qp, bytes, at, GrantKind::kData};
+    link_.occupy(at, bytes);
+    const bool ended = q.ends_;
+    Flow& f = flows_[q.flow_];
+    if (is_flow) {
+      f.bytes_credit -= bytes;
+      if (q.starts_) --f.ops_credit;
+    } else if (f.cls == FlowClass::kLatency) {
+      touch_latency(at, f);
+    }
+    const Packet next = src.on_grant(qp, bytes);
+    q.last_ended_ = ended;
+    if (next.bytes == 0) {
+      q.active_ = false;
+      q.bytes_ = 0;
+      --active_;
+      if (is_flow) {
+        f.qps.pop_front(qps_.data());
+        if (--f.backlog == 0) {
+          flow_idle(fid);
+          continue;
+        }
+      } else {
+        ring_.pop_front(units_.data());
+        continue;
+      }
+    } else {
+      q.bytes_ = next.bytes;
+      q.starts_ = ended;
+      q.ends_ = next.ends_message;
+      if (ended) {  // its next message waits for the others' turn
+        if (is_flow) {
+          f.qps.pop_front(qps_.data());
+          f.qps.push_back(qps_.data(), qp);
+        } else {
+          ring_.pop_front(units_.data());
+          ring_.push_back(units_.data(), qp);
+        }
+      }
+    }
+    if (is_flow) {
+      const Qp& h = qps_[f.qps.head];
+      if (f.bytes_credit < static_cast<std::int64_t>(h.bytes_) || (f.ops_credit <= 0 && h.starts_)) end_turn(fid);
+    }
+  }
+  return n;
+}
+
+Picos JustitiaScheduler::next_deadline() const {
+  if (!control_.empty() || !ring_.empty()) return link_.free_at();
+  if (!waiting_.empty()) return std::max(link_.free_at(), holders_ == 0 ? gen_at_ : link_.free_at());
+  return kNever;
+}
+
+}  // namespace isoroce::sched
