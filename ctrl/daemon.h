@@ -36,8 +36,11 @@ struct DeviceEntry {
 
 // Registered memory mapped from a client's memfd.
 struct Mapping {
-  void* base = nullptr;
+  void* base = nullptr;   // the mmap of the memfd pages
   size_t len = 0;
+  uint8_t* addr = nullptr;  // the registered bytes in the daemon
+  uint64_t iova = 0;        // what the client's SGEs call them
+  uint64_t length = 0;
 };
 
 struct Session {

@@ -168,7 +168,7 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
       munmap(base, map_len);
       return fail(r.err(), "reg_mr");
     }
-    s.mrs[r.value().lkey] = Mapping{base, map_len};
+    s.mrs[r.value().lkey] = Mapping{base, map_len, addr, iova, *length};
     return ok({{"lkey", r.value().lkey}, {"rkey", r.value().rkey}});
   }
   if (op == "dereg_mr") {
@@ -356,6 +356,18 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
       transport::SendWr w;
       if (!send_wr_from_json(wr, &w, &err)) return fail(EINVAL, "post_send: " + err);
       if (w.ah != 0 && !s.ahs.count(w.ah)) return fail(EINVAL, "post_send: not an AH of this client");
+      if (w.send_flags & IBV_SEND_INLINE) {
+        // The engine copies inline data from a pointer in this process: the
+        // client's addresses must name its own registered memory (lkey, bounds),
+        // translated here to the daemon's mapping of it.
+        for (transport::Sge& g : sges) {
+          auto m = s.mrs.find(g.lkey);
+          if (m == s.mrs.end() || g.addr < m->second.iova || g.length > m->second.length ||
+              g.addr - m->second.iova > m->second.length - g.length)
+            return fail(EINVAL, "post_send: an inline SGE must lie in one of this client's MRs (lkey and bounds)");
+          g.addr = reinterpret_cast<uint64_t>(m->second.addr + (g.addr - m->second.iova));
+        }
+      }
       w.sg_list = sges;
       run([&](sched::Picos now) { rc = e.post_send(now, wire::Qpn(*qp), w); });
     } else {

@@ -147,7 +147,8 @@ uint32_t Verbs::create_cq(int cqe) {
 
 uint32_t Verbs::create_qp(uint32_t cq, const std::string& type, uint32_t depth) {
   json r = call({{"op", "create_qp"}, {"pd", pd_}, {"send_cq", cq}, {"recv_cq", cq}, {"type", type},
-                 {"max_send_wr", depth}, {"max_recv_wr", depth}, {"max_send_sge", 2}, {"max_recv_sge", 2}});
+                 {"max_send_wr", depth}, {"max_recv_wr", depth}, {"max_send_sge", 2}, {"max_recv_sge", 2},
+                 {"max_inline_data", 256}});
   return r["ok"].get<bool>() ? r["qpn"].get<uint32_t>() : 0;
 }
 

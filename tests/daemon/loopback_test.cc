@@ -537,3 +537,33 @@ TEST_F(Loopback, RandomRequestsAreAnsweredAndNeverStopTheDaemon) {
 
 }  // namespace
 }  // namespace isoroce::test
+
+namespace isoroce::test {
+namespace {
+
+// IBV_SEND_INLINE over the socket: the daemon copies the bytes from its mapping
+// of the client's MR, and refuses addresses outside the client's MRs (the
+// engine would otherwise read whatever the number points at in the daemon).
+TEST_F(Loopback, InlineSendsUseTheClientsMemoryAndRefuseOtherAddresses) {
+  Pair p = make_pair();
+  fill(p.buf_a->data + 4096, 200, 21);
+  ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", 1}, {"opcode", "write"},
+                                      {"send_flags", IBV_SEND_SIGNALED | IBV_SEND_INLINE},
+                                      {"sg", {sge(*p.buf_a, 4096, 200)}}, {"remote_addr", p.buf_b->iova() + 8192},
+                                      {"rkey", p.buf_b->rkey}})["ok"].get<bool>());
+  auto wc = p.a->wait(p.cq_a, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0]["status"], 0);
+  EXPECT_EQ(std::memcmp(p.buf_a->data + 4096, p.buf_b->data + 8192, 200), 0);
+  for (json bad : {json{{"addr", 0x1000}, {"length", 64}, {"lkey", p.buf_a->lkey}},
+                   json{{"addr", p.buf_a->iova() + (1 << 20) - 10}, {"length", 64}, {"lkey", p.buf_a->lkey}},
+                   json{{"addr", p.buf_b->iova()}, {"length", 64}, {"lkey", p.buf_b->lkey}},
+                   json{{"addr", UINT64_MAX - 8}, {"length", 64}, {"lkey", p.buf_a->lkey}}}) {
+    json r = p.a->post_send(p.qp_a, {{"wr_id", 2}, {"opcode", "send"}, {"send_flags", IBV_SEND_INLINE}, {"sg", {bad}}});
+    EXPECT_FALSE(r["ok"].get<bool>()) << bad.dump();
+    EXPECT_EQ(r["errno"], EINVAL) << bad.dump();
+  }
+}
+
+}  // namespace
+}  // namespace isoroce::test
