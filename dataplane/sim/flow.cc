@@ -72,13 +72,13 @@ std::optional<ScenarioError> Flow::fail(const std::string& what, int err) const 
 }
 
 std::optional<ScenarioError> Flow::setup() {
-  auto host_of = [&](const std::string& name) -> Host* {
-    for (auto& h : w_.hosts)
-      if (h->config().name == name) return h.get();
+  auto host_of = [&](const std::string& name) -> FlowHost* {
+    for (FlowHost* h : w_.flow_hosts)
+      if (h->config().name == name) return h;
     return nullptr;
   };
   src_ = host_of(cfg_.src);
-  transport::Engine& se = src_->engine();
+  FlowVerbs& se = src_->verbs();
   const uint32_t nq = cfg_.qps, depth = cfg_.depth;
 
   auto cq = se.create_cq(static_cast<int>(nq * depth + 16));
@@ -91,7 +91,7 @@ std::optional<ScenarioError> Flow::setup() {
   for (size_t d = 0; d < cfg_.dst.size(); ++d) {
     Dst& dst = dst_[d];
     dst.host = host_of(cfg_.dst[d]);
-    transport::Engine& de = dst.host->engine();
+    FlowVerbs& de = dst.host->verbs();
     auto dcq = de.create_cq(static_cast<int>(nq * recv_depth_ + 16));
     if (!dcq.ok()) return fail("create_cq (destination)", dcq.err());
     dst.cq = dcq.value();
@@ -151,8 +151,8 @@ std::optional<ScenarioError> Flow::setup() {
 std::optional<ScenarioError> Flow::setup_rc(uint32_t q) {
   Qp& qp = qps_[q];
   Dst& dst = dst_[0];
-  transport::Engine& se = src_->engine();
-  transport::Engine& de = dst.host->engine();
+  FlowVerbs& se = src_->verbs();
+  FlowVerbs& de = dst.host->verbs();
 
   transport::QpCreate c;
   c.pd = src_->pd();
@@ -183,7 +183,7 @@ std::optional<ScenarioError> Flow::setup_rc(uint32_t q) {
   const wire::Psn dst_psn(static_cast<uint32_t>(rng_.next()));
 
   // The application's view: INIT, RTR, RTS with the masks IBTA table 91 asks for.
-  auto connect = [&](transport::Engine& e, wire::Qpn self, const wire::IpAddr& peer_ip, wire::Qpn peer,
+  auto connect = [&](FlowVerbs& e, wire::Qpn self, const wire::IpAddr& peer_ip, wire::Qpn peer,
                      wire::Psn sq_psn, wire::Psn rq_psn) -> int {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
@@ -233,7 +233,7 @@ std::optional<ScenarioError> Flow::setup_rc(uint32_t q) {
 }
 
 std::optional<ScenarioError> Flow::setup_ud() {
-  transport::Engine& se = src_->engine();
+  FlowVerbs& se = src_->verbs();
   for (size_t d = 0; d < dst_.size(); ++d) {
     transport::AhAttr ah;
     ah.dgid = dst_[d].host->config().ip;
@@ -241,7 +241,7 @@ std::optional<ScenarioError> Flow::setup_ud() {
     if (!h.ok()) return fail("create_ah", h.err());
     ah_.push_back(h.value());
   }
-  auto bring_up = [&](transport::Engine& e, wire::Qpn self, wire::Psn psn) -> int {
+  auto bring_up = [&](FlowVerbs& e, wire::Qpn self, wire::Psn psn) -> int {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
@@ -285,10 +285,10 @@ std::optional<ScenarioError> Flow::setup_ud() {
       dc.init.cap.max_recv_sge = 1;
       dc.use_srq = dst.has_srq;
       dc.srq = dst.srq;
-      auto dq = dst.host->engine().create_qp(dc);
+      auto dq = dst.host->verbs().create_qp(dc);
       if (!dq.ok()) return fail("create_qp (UD destination)", dq.err());
       qp.dst_qpn.push_back(dq.value());
-      if (int rc = bring_up(dst.host->engine(), dq.value(), wire::Psn(static_cast<uint32_t>(rng_.next()))))
+      if (int rc = bring_up(dst.host->verbs(), dq.value(), wire::Psn(static_cast<uint32_t>(rng_.next()))))
         return fail("modify_qp (UD destination)", rc);
       dst.qp_of[dq.value().value()] = q;
       w_.qps[World::qp_key(dst.host->index(), dq.value().value())] = QpRef{index_, q, false};
@@ -315,9 +315,9 @@ void Flow::classify(Picos now) {
   const uint32_t app = app_id();
   const auto cls = static_cast<sched::FlowClass>(cfg_.cls);
   for (auto& qp : qps_) {
-    int rc = src_->engine().set_qp_class(now, qp.src_qpn, cls, app, cfg_.weight);
+    int rc = src_->verbs().set_qp_class(now, qp.src_qpn, cls, app, cfg_.weight);
     if (rc == 0 && cfg_.transport == Transport::kRc)
-      rc = dst_[0].host->engine().set_qp_class(now, qp.dst_qpn[0], cls, app, cfg_.weight);
+      rc = dst_[0].host->verbs().set_qp_class(now, qp.dst_qpn[0], cls, app, cfg_.weight);
     if (rc != 0) {
       error_statuses_[std::string("set_qp_class: ") + std::strerror(rc)]++;
       ++errors_;
@@ -358,8 +358,8 @@ void Flow::post_recv_slot(Picos /*now*/, uint32_t d, uint32_t q, uint64_t slot) 
     std::memset(dst.recv.at(slot * bytes), 0xa5, sge.length);  // stale bytes never pass
     wr.sg_list = std::span<const transport::Sge>(&sge, 1);
   }
-  const int rc = dst.has_srq ? dst.host->engine().post_srq_recv(dst.srq, wr)
-                             : dst.host->engine().post_recv(qps_[q].dst_qpn[d], wr);
+  const int rc = dst.has_srq ? dst.host->verbs().post_srq_recv(dst.srq, wr)
+                             : dst.host->verbs().post_recv(qps_[q].dst_qpn[d], wr);
   if (rc != 0) {
     error_statuses_[std::string("post_recv: ") + std::strerror(rc)]++;
     ++errors_;
@@ -456,7 +456,7 @@ void Flow::post(Picos now, uint32_t q) {
       break;
     }
   }
-  const int rc = src_->engine().post_send(now, qp.src_qpn, wr);
+  const int rc = src_->verbs().post_send(now, qp.src_qpn, wr);
   // Inline data belongs to the engine once posted: the application may reuse
   // the buffer at once (here it scribbles over it, so a late read shows).
   if (rc == 0 && cfg_.inline_data) std::memset(local_.at(off), 0xee, cfg_.size);

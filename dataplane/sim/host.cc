@@ -42,6 +42,7 @@ std::optional<ScenarioError> Host::init() {
     return ScenarioError{key, "the engine refused its configuration: " +
                                   std::string(std::strerror(engine.err()))};
   engine_ = std::move(engine.value());
+  verbs_ = std::make_unique<EngineVerbs>(*engine_);
   auto pd = engine_->alloc_pd();
   if (!pd.ok()) return ScenarioError{key, "alloc_pd failed: " + std::string(std::strerror(pd.err()))};
   pd_ = pd.value();
@@ -54,7 +55,7 @@ std::optional<ScenarioError> Host::alloc_region(uint64_t len, uint32_t access, R
   auto* p = static_cast<uint8_t*>(std::aligned_alloc(4096, size));
   if (!p) return ScenarioError{"host[" + std::to_string(index_) + "]", "out of memory"};
   std::memset(p, 0, size);
-  out->mem.reset(p);
+  out->mem = std::shared_ptr<uint8_t>(p, [](uint8_t* q) { std::free(q); });
   out->len = size;
   // Deterministic iovas (64 GiB apart), independent of where malloc put the bytes.
   out->iova = w_.next_region++ << 36;

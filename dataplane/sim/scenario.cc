@@ -187,9 +187,14 @@ std::optional<ScenarioError> validate(const Scenario& s) {
     if (h.max_msgs_per_sec != 0 && h.policy == sched::Policy::kTassel)
       return err(host_key(i, "max_mops"), "the tassel policy does not model the message rate (use fifo or justitia)");
     if (auto why = sched::validate(h.justitia); !why.empty()) return err(host_key(i, "justitia"), std::string(why));
+    if (h.live() != s.hosts[0].live())
+      return err(host_key(i, "socket"), "either every host names a daemon (socket) or none does");
     for (size_t j = 0; j < i; ++j) {
       if (s.hosts[j].name == h.name)
         return err(host_key(i, "name"), "duplicate host name " + quoted(h.name));
+      if (h.live() && h.socket == s.hosts[j].socket && h.device == s.hosts[j].device)
+        return err(host_key(i, "device"), "the same device as host " + quoted(s.hosts[j].name));
+      if (h.live() && h.ip == wire::IpAddr{}) continue;  // filled from the daemon later
       if (s.hosts[j].ip == h.ip)
         return err(host_key(i, "ip"), "duplicate address " + quoted(h.ip_text) + " (also host " +
                                           quoted(s.hosts[j].name) + ")");

@@ -16,6 +16,7 @@
 
 #include "dataplane/sim/event_queue.h"
 #include "dataplane/sim/fabric.h"
+#include "dataplane/sim/flow_host.h"
 #include "dataplane/sim/frame_edit.h"
 #include "dataplane/sim/report.h"
 #include "dataplane/sim/rng.h"
@@ -29,12 +30,10 @@ class Host;
 class Flow;
 class ReferenceFlow;
 
-// Registered memory the simulator allocates for an application.
+// Registered memory a host allocated for an application (the simulator with
+// malloc, live hosts as a memfd mapping: the deleter is the allocator's).
 struct Region {
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint8_t, Free> mem;
+  std::shared_ptr<uint8_t> mem;
   uint64_t len = 0;
   uint64_t iova = 0;
   uint32_t lkey = 0, rkey = 0;
@@ -55,6 +54,7 @@ struct World {
   EventQueue events;
   std::unique_ptr<Fabric> fabric;
   std::vector<std::unique_ptr<Host>> hosts;
+  std::vector<FlowHost*> flow_hosts;  // the same hosts as the flows see them (by index)
   std::vector<std::unique_ptr<Flow>> flows;
   std::vector<std::unique_ptr<ReferenceFlow>> refs;  // justitia hosts' probes
   std::unordered_map<uint64_t, QpRef> qps;
@@ -70,32 +70,33 @@ struct World {
   }
 };
 
-class Host final : public Endpoint, public transport::TxSink {
+class Host final : public Endpoint, public transport::TxSink, public FlowHost {
  public:
   Host(World& w, uint32_t index, const HostConfig& cfg);
   std::optional<ScenarioError> init();
 
   transport::Engine& engine() { return *engine_; }
-  uint32_t index() const { return index_; }
-  transport::PdHandle pd() const { return pd_; }
-  const HostConfig& config() const { return cfg_; }
+  uint32_t index() const override { return index_; }
+  transport::PdHandle pd() const override { return pd_; }
+  const HostConfig& config() const override { return cfg_; }
+  FlowVerbs& verbs() override { return *verbs_; }
 
   // Memory registered with this host's engine, zeroed.
-  std::optional<ScenarioError> alloc_region(uint64_t len, uint32_t access, Region* out);
+  std::optional<ScenarioError> alloc_region(uint64_t len, uint32_t access, Region* out) override;
   // Completions of `cq` go to flow->on_completion(side).
-  void bind_cq(transport::CqHandle cq, Flow* flow, int side);
+  void bind_cq(transport::CqHandle cq, Flow* flow, int side) override;
   void bind_cq(transport::CqHandle cq, ReferenceFlow* ref);
   void set_reference(ReferenceFlow* ref) { ref_ = ref; }
   // Async events of the engine (soft admission warnings) since the last call.
-  void collect_events();
+  void collect_events() override;
 
   void on_frame(Picos now, std::span<uint8_t> frame) override;
   // Service the engine at t (the earliest request wins).
-  void request_service(Picos t);
+  void request_service(Picos t) override;
   void on_service_event(Picos now, uint64_t gen);
   // The application decided at `now` to post on flow's QP q: the post happens
   // after the host's per-message cost, one message after another.
-  void app_post(Picos now, Flow* flow, uint32_t q);
+  void app_post(Picos now, Flow* flow, uint32_t q) override;
   void on_app_post_event(Picos now);
 
   HostReport report() const;
@@ -123,6 +124,7 @@ class Host final : public Endpoint, public transport::TxSink {
   uint32_t index_;
   HostConfig cfg_;
   std::unique_ptr<transport::Engine> engine_;
+  std::unique_ptr<EngineVerbs> verbs_;
   transport::PdHandle pd_ = 0;
   std::vector<Binding> cqs_;
   std::deque<PendingPost> posts_;
@@ -175,7 +177,7 @@ class Flow {
     uint64_t cas_base = 0;
   };
   struct Dst {
-    Host* host = nullptr;
+    FlowHost* host = nullptr;
     transport::CqHandle cq = 0;
     Region target;  // RC WRITE/READ slots, atomic counters
     Region recv;    // receive buffers
@@ -207,7 +209,7 @@ class Flow {
   FlowConfig cfg_;
   Rng rng_;
   uint64_t key_ = 0;  // payload pattern key
-  Host* src_ = nullptr;
+  FlowHost* src_ = nullptr;
   transport::CqHandle src_cq_ = 0;
   Region local_;
   std::unordered_map<uint32_t, uint32_t> src_qp_of_;

@@ -42,6 +42,7 @@ std::unique_ptr<Simulator> Simulator::create(const Scenario& scenario, ScenarioE
   w->fabric = std::make_unique<Fabric>(w->events, fc);
   for (size_t i = 0; i < scenario.hosts.size(); ++i) {
     w->hosts.push_back(std::make_unique<Host>(*w, static_cast<uint32_t>(i), scenario.hosts[i]));
+    w->flow_hosts.push_back(w->hosts.back().get());
     if (auto e = w->hosts.back()->init()) {
       *error = *e;
       return nullptr;

@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "isoroce-sim: {}\n", parsed.error->to_string());
     return 1;
   }
+  if (parsed.scenario.hosts[0].live()) {
+    fmt::print(stderr, "isoroce-sim: {}: its hosts name daemons (socket = ...): run it with isoroce-ctl run\n", path);
+    return 1;
+  }
   if (seed) parsed.scenario.seed = *seed;
   if (!policy_override.empty()) {
     sched::Policy p;

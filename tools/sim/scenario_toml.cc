@@ -243,6 +243,18 @@ void parse_justitia(const Table& host, sim::HostConfig& h) {
 }
 
 void parse_host(const toml::table& raw, size_t i, sim::Scenario& s) {
+  if (raw.contains("socket")) {
+    // A daemon's device (isoroce-ctl run): everything else is the daemon's.
+    Table t(raw, "host[" + std::to_string(i) + "]", {"name", "socket", "device", "msg_cost_ns"});
+    sim::HostConfig h;
+    h.name = t.string("name");
+    h.socket = t.string("socket");
+    h.device = t.string("device", "isoroce0");
+    if (h.socket.empty()) fail(t.key("socket"), "must name isoroced's control socket", t.get("socket"));
+    h.msg_cost = to_picos(t.number("msg_cost_ns", 0, 0, 1e9), 1e3);
+    s.hosts.push_back(std::move(h));
+    return;
+  }
   Table t(raw, "host[" + std::to_string(i) + "]",
           {"name", "ip", "link_gbps", "policy", "msg_cost_ns", "mtu", "max_mops", "justitia", "dcqcn"});
   sim::HostConfig h;
