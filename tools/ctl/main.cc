@@ -6,7 +6,10 @@
 #include <string>
 
 #include "ctrl/client.h"
+#include "tools/ctl/live_run.h"
 #include "tools/ctl/rate.h"
+#include "tools/sim/report_format.h"
+#include "tools/sim/scenario_toml.h"
 
 using nlohmann::json;
 using isoroce::ctrl::Client;
@@ -90,8 +93,30 @@ int main(int argc, char** argv) {
   auto* set_class = app.add_subcommand("set-class", "a QP's flow class (latency, throughput, bandwidth)");
   set_class->add_option("QPN", qpn, "QP number")->required();
   set_class->add_option("CLASS", cls, "latency, throughput or bandwidth")->required();
+  std::string scenario_path;
+  auto* run = app.add_subcommand("run", "run a scenario of isoroce-sim on live daemons (its hosts name socket and device)");
+  run->add_option("SCENARIO", scenario_path, "scenario TOML file (docs/isoroce-ctl.md)")->required();
   for (auto* sub : app.get_subcommands({})) sub->add_flag("--json", as_json, "print JSON");
   CLI11_PARSE(app, argc, argv);
+
+  if (*run) {
+    isoroce::tools::ScenarioParse parsed = isoroce::tools::load_scenario(scenario_path);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "isoroce-ctl: %s\n", parsed.error->to_string().c_str());
+      return 2;
+    }
+    std::string error;
+    auto report = isoroce::tools::run_live(parsed.scenario, &error);
+    if (!report) {
+      std::fprintf(stderr, "isoroce-ctl: run %s: %s\n", scenario_path.c_str(), error.c_str());
+      return 1;
+    }
+    if (as_json) fmt::print("{}\n", isoroce::tools::report_to_json(*report).dump(2));
+    else fmt::print("{}", isoroce::tools::report_to_table(*report));
+    for (const auto& f : report->flows)
+      if (!f.integrity_ok) return 3;
+    return 0;
+  }
 
   json req;
   if (*status) req = {{"op", "status"}};
