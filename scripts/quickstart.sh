@@ -5,7 +5,7 @@
 # latency-sensitive flow beside a 1 MB bandwidth flow on one 100 Gb/s link with
 # the fifo policy (what a hardware RNIC does) and with tassel, in virtual time;
 # then start isoroced with two DPDK ports joined by a ring pair, show its
-# devices, and stop it.
+# devices, run every verb across them with isoroce-ctl run, and stop it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -28,5 +28,12 @@ build/bin/isoroced --loopback --policy tassel --socket "$sock" --file-prefix iso
 daemon=$!
 for _ in $(seq 100); do [ -S "$sock" ] && build/bin/isoroce-ctl --socket "$sock" status >/dev/null 2>&1 && break; sleep 0.1; done
 build/bin/isoroce-ctl --socket "$sock" devices
+echo "== isoroce-ctl run tools/ctl/examples/loopback_all_verbs.toml (every verb across the two ports, bytes checked)"
+scenario=$(mktemp --suffix=.toml)
+sed "s#/run/isoroce/isoroced.sock#$sock#" tools/ctl/examples/loopback_all_verbs.toml > "$scenario"
+status=0
+build/bin/isoroce-ctl run "$scenario" || status=$?
+rm -f "$scenario"
 kill -TERM "$daemon"
 wait "$daemon"
+exit "$status"

@@ -111,8 +111,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "isoroce-ctl: run %s: %s\n", scenario_path.c_str(), error.c_str());
       return 1;
     }
-    if (as_json) fmt::print("{}\n", isoroce::tools::report_to_json(*report).dump(2));
-    else fmt::print("{}", isoroce::tools::report_to_table(*report));
+    isoroce::tools::ReportOptions opts;
+    opts.live = true;
+    if (as_json) fmt::print("{}\n", isoroce::tools::report_to_json(*report, opts).dump(2));
+    else fmt::print("{}", isoroce::tools::report_to_table(*report, opts));
     for (const auto& f : report->flows)
       if (!f.integrity_ok) return 3;
     return 0;

@@ -245,6 +245,11 @@ std::string report_to_table(const sim::SimReport& r, const ReportOptions& opts) 
       dup += l.duplicated;
       reord += l.reordered;
     }
+  if (opts.live) {
+    out += fmt::format("live: {} flows on daemons, {:.1f} ms wall clock", r.flows.size(), r.wall_ms);
+    out += r.all_finished ? ", all flows finished\n" : ", stopped at duration_us\n";
+    return out;
+  }
   out += fmt::format("switch: {} tail drops, {} ECN marks; links: {} lost, {} corrupted, {} duplicated, {} reordered\n",
                      drops, marks, lost, corrupted, dup, reord);
   {

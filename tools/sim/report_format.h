@@ -10,6 +10,7 @@ namespace isoroce::tools {
 
 struct ReportOptions {
   bool wall_time = true;  // false: leave sim.wall_ms out (byte-identical runs)
+  bool live = false;      // isoroce-ctl run: no simulated fabric, times are wall clock
 };
 
 nlohmann::ordered_json report_to_json(const sim::SimReport& r, const ReportOptions& opts = {});
