@@ -1,0 +1,102 @@
+// The shared-memory queues between libisoroce-verbs and isoroced: the data
+// path of the verbs library (DESIGN.md: rxe uapi layouts; posting and polling
+// are loads and stores, never system calls).
+//
+// Every queue is one memfd that the daemon creates and passes, with its
+// geometry, in the reply to create_qp / create_srq / create_cq when the
+// request says "shm": true (docs/control-protocol.md). Both sides map the
+// whole file. Layout:
+//
+//   offset 0:                  struct rxe_queue_buf (<rdma/rdma_user_rxe.h>):
+//                              log2_elem_size, index_mask, then producer_index
+//                              and consumer_index on cache lines of their own
+//   offset kQueueHeaderBytes:  (index_mask + 1) elements of 2^log2_elem_size bytes
+//   then, for a CQ only:       one CqNotify block (64 bytes)
+//
+// Elements:
+//   SQ        struct rxe_send_wqe, its dma.sge[] (num_sge entries) or, with
+//             IBV_SEND_INLINE, dma.inline_data (dma.length bytes)
+//   RQ, SRQ   struct rxe_recv_wqe and its dma.sge[num_sge]
+//   CQ        struct ib_uverbs_wc (<rdma/ib_user_verbs.h>)
+// In a send WQE: wr.opcode is the ibv_wr_opcode, wr.send_flags the
+// ibv_send_flags, wr.ex.imm_data network order, SGE addresses are the
+// addresses the application registered (iova), the AH handle is the one
+// from create_ah (wr.wr.ud.ah_num; remote_qpn/remote_qkey there too), as in ibv_send_wr. dma.num_sge and
+// dma.length (total bytes) are set by the library.
+//
+// Indices: the producer writes the element, then publishes producer_index
+// (release); the consumer reads producer_index (acquire), reads the element,
+// then publishes consumer_index (release). Indices are kept in
+// [0, index_mask] and advance by one modulo index_mask + 1; a queue is full
+// when (producer + 1) & mask == consumer, so it holds at most index_mask
+// elements, as rxe's do. SQ, RQ and SRQ: the library produces, the daemon
+// consumes. CQ: the daemon produces, the library consumes.
+//
+// The daemon never trusts what the application can write: it keeps its own
+// copy of each queue's geometry, masks every index it reads, copies a WQE out
+// of shared memory before checking it, and checks every field (opcode, SGE
+// count, lengths, handles) before anything reaches the engine.
+//
+// Completion events: the library arms a CQ (ibv_req_notify_cq) by storing
+// CqNotify::solicited_only and then armed = 1 (release). When the daemon
+// writes a completion to an armed CQ (any completion, or with solicited_only a
+// solicited one or an error), it clears armed and writes 1 to the eventfd the
+// library passed with create_cq, which ibv_get_cq_event reads.
+#pragma once
+
+#include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_user_rxe.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace isoroce::shm {
+
+inline constexpr size_t kQueueHeaderBytes = sizeof(rxe_queue_buf);
+static_assert(kQueueHeaderBytes == 384, "rxe_queue_buf: two words, then one index per 128-byte line");
+static_assert(offsetof(rxe_queue_buf, producer_index) == 128);
+static_assert(offsetof(rxe_queue_buf, consumer_index) == 256);
+
+struct alignas(64) CqNotify {
+  std::atomic<uint32_t> armed;
+  uint32_t solicited_only;
+  uint32_t reserved[14];
+};
+static_assert(sizeof(CqNotify) == 64);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+// Element sizes (powers of two, at least 64 bytes).
+inline uint32_t log2_ceil(size_t bytes) {
+  uint32_t l = 6;
+  while ((size_t{1} << l) < bytes) ++l;
+  return l;
+}
+inline size_t send_wqe_bytes(uint32_t max_sge, uint32_t max_inline) {
+  const size_t sges = max_sge * sizeof(rxe_sge);
+  return sizeof(rxe_send_wqe) + (sges > max_inline ? sges : max_inline);
+}
+inline size_t recv_wqe_bytes(uint32_t max_sge) { return sizeof(rxe_recv_wqe) + max_sge * sizeof(rxe_sge); }
+
+// Bytes of a queue file with 2^log2_entries elements.
+inline size_t queue_bytes(uint32_t log2_entries, uint32_t log2_elem, bool cq) {
+  return kQueueHeaderBytes + (size_t{1} << (log2_entries + log2_elem)) + (cq ? sizeof(CqNotify) : 0);
+}
+
+// Views of a mapped queue.
+inline rxe_queue_buf* header(void* base) { return static_cast<rxe_queue_buf*>(base); }
+inline std::atomic<uint32_t>& producer(void* base) {
+  return *reinterpret_cast<std::atomic<uint32_t>*>(&header(base)->producer_index);
+}
+inline std::atomic<uint32_t>& consumer(void* base) {
+  return *reinterpret_cast<std::atomic<uint32_t>*>(&header(base)->consumer_index);
+}
+inline uint8_t* element(void* base, uint32_t index, uint32_t log2_elem) {
+  return static_cast<uint8_t*>(base) + kQueueHeaderBytes + (size_t{index} << log2_elem);
+}
+inline CqNotify* cq_notify(void* base, uint32_t log2_entries, uint32_t log2_elem) {
+  return reinterpret_cast<CqNotify*>(static_cast<uint8_t*>(base) + kQueueHeaderBytes +
+                                     (size_t{1} << (log2_entries + log2_elem)));
+}
+
+}  // namespace isoroce::shm
