@@ -1,5 +1,6 @@
 #include "dataplane/dpdk/device.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace isoroce::dataplane {
@@ -43,6 +44,8 @@ void Device::sync_neighbors() {
 }
 
 unsigned Device::poll(sched::Picos now) {
+  unsigned hook_work = 0;
+  for (DeviceHook* h : hooks_) hook_work += h->poll(now);
   rte_mbuf* burst[Port::kBurst];
   const uint16_t n = port_->rx_burst(burst, Port::kBurst);
   for (uint16_t i = 0; i < n; ++i) {
@@ -68,7 +71,7 @@ unsigned Device::poll(sched::Picos now) {
   engine_->advance(now);
   const size_t sent = engine_->transmit(now, *port_, Port::kBurst);
   port_->flush();
-  return n + static_cast<unsigned>(sent) + (port_->tx_pending() ? 1u : 0u);
+  return hook_work + n + static_cast<unsigned>(sent) + (port_->tx_pending() ? 1u : 0u);
 }
 
 bool Device::set_policy(sched::Policy policy, std::string* error) {
@@ -89,7 +92,11 @@ bool Device::set_policy(sched::Policy policy, std::string* error) {
   return true;
 }
 
-sched::Picos Device::next_deadline() const { return engine_->next_deadline(); }
+sched::Picos Device::next_deadline() const {
+  sched::Picos t = engine_->next_deadline();
+  for (const DeviceHook* h : hooks_) t = std::min(t, h->next_deadline());
+  return t;
+}
 
 bool Device::resolve(const wire::IpAddr& ip) {
   if (net_.lookup(ip)) {

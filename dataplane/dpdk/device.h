@@ -33,6 +33,19 @@ struct DeviceConfig {
   dcqcn::Params dcqcn;
 };
 
+// Work a device's owner runs on the device's worker at the start of every
+// pass (the applications' shared-memory queues, a reference flow): returns how
+// much it did (0: nothing), and when it next needs a pass (kNever: only when
+// the device has other work).
+class DeviceHook {
+ public:
+  virtual unsigned poll(sched::Picos now) = 0;
+  virtual sched::Picos next_deadline() const { return sched::kNever; }
+
+ protected:
+  ~DeviceHook() = default;
+};
+
 class Device {
  public:
   // nullptr and *error if the engine rejects the configuration.
@@ -52,6 +65,11 @@ class Device {
   // When the engine next needs a pass (sched::kNever: only when frames arrive).
   sched::Picos next_deadline() const;
 
+  // Hooks run in the order added; add and remove them on the worker (or
+  // before it starts).
+  void add_hook(DeviceHook* hook) { hooks_.push_back(hook); }
+  void remove_hook(DeviceHook* hook) { std::erase(hooks_, hook); }
+
   // Sends an ARP request / neighbour solicitation for ip unless it is known;
   // true if it is known.
   bool resolve(const wire::IpAddr& ip);
@@ -70,6 +88,7 @@ class Device {
   NetStack net_;
   std::unique_ptr<transport::Engine> engine_;
   std::vector<uint8_t> reply_;
+  std::vector<DeviceHook*> hooks_;
 };
 
 }  // namespace isoroce::dataplane
