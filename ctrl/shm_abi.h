@@ -44,6 +44,9 @@
 // library passed with create_cq, which ibv_get_cq_event reads.
 #pragma once
 
+// glibc first: <rdma/rdma_user_rxe.h> pulls in <linux/in.h>, which defers to
+// glibc's definitions only when <netinet/in.h> came before it.
+#include <netinet/in.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_rxe.h>
 

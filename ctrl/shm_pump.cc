@@ -1,0 +1,220 @@
+#include "ctrl/shm_pump.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace isoroce::ctrl {
+namespace {
+constexpr uint32_t kMaxBatch = 64;  // WQEs or CQEs moved per queue per pass
+constexpr uint32_t kMaxEntries = 1u << 16;
+}  // namespace
+
+std::unique_ptr<ShmQueue> ShmQueue::create(uint32_t min_entries, size_t elem_bytes, bool cq, std::string* error) {
+  std::unique_ptr<ShmQueue> q(new ShmQueue());
+  if (min_entries == 0 || min_entries >= kMaxEntries) {
+    *error = "queue of " + std::to_string(min_entries) + " entries (1.." + std::to_string(kMaxEntries - 1) + ")";
+    return nullptr;
+  }
+  // Room for min_entries: a ring of 2^k holds 2^k - 1.
+  uint32_t log2 = 0;
+  while ((1u << log2) < min_entries + 1) ++log2;
+  q->log2_entries_ = log2;
+  q->log2_elem_ = shm::log2_ceil(elem_bytes);
+  q->mask_ = (1u << log2) - 1;
+  q->bytes_ = shm::queue_bytes(log2, q->log2_elem_, cq);
+  q->fd_ = memfd_create("isoroce-queue", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (q->fd_ < 0 || ftruncate(q->fd_, static_cast<off_t>(q->bytes_)) != 0 ||
+      fcntl(q->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    *error = std::string("queue memfd: ") + std::strerror(errno);
+    return nullptr;
+  }
+  q->base_ = mmap(nullptr, q->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, q->fd_, 0);
+  if (q->base_ == MAP_FAILED) {
+    q->base_ = nullptr;
+    *error = std::string("queue mmap: ") + std::strerror(errno);
+    return nullptr;
+  }
+  shm::header(q->base_)->log2_elem_size = q->log2_elem_;
+  shm::header(q->base_)->index_mask = q->mask_;
+  return q;
+}
+
+ShmQueue::~ShmQueue() {
+  if (base_ != nullptr) munmap(base_, bytes_);
+  close_fd();
+}
+
+void ShmQueue::close_fd() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+void ShmPump::add_sq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, uint32_t max_inline) {
+  sqs_.push_back({qpn, q, max_sge, max_inline});
+}
+void ShmPump::add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge) { rqs_.push_back({qpn, q, max_sge}); }
+void ShmPump::add_srq(uint32_t srq, ShmQueue* q, uint32_t max_sge) { rqs_.push_back({srq, q, max_sge, 0, true}); }
+void ShmPump::add_cq(uint32_t cq, ShmQueue* q, int eventfd) { cqs_.push_back({cq, q, 0, 0, false, eventfd}); }
+
+void ShmPump::remove_qp(uint32_t qpn) {
+  std::erase_if(sqs_, [&](const Work& w) { return w.id == qpn; });
+  std::erase_if(rqs_, [&](const Work& w) { return !w.srq && w.id == qpn; });
+}
+void ShmPump::remove_srq(uint32_t srq) {
+  std::erase_if(rqs_, [&](const Work& w) { return w.srq && w.id == srq; });
+}
+void ShmPump::remove_cq(uint32_t cq) {
+  std::erase_if(cqs_, [&](const Work& w) { return w.id == cq; });
+}
+
+unsigned ShmPump::poll(sched::Picos now) {
+  unsigned n = 0;
+  for (const Work& w : sqs_) n += pump_send(now, w);
+  for (const Work& w : rqs_) n += pump_recv(w);
+  for (const Work& w : cqs_) n += pump_cq(w);
+  return n;
+}
+
+unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
+  ShmQueue& q = *w.q;
+  // Pairs with the library's release store after it wrote the element.
+  const uint32_t prod = shm::producer(q.base()).load(std::memory_order_acquire) & q.mask();
+  uint32_t cons = shm::consumer(q.base()).load(std::memory_order_relaxed) & q.mask();
+  unsigned moved = 0;
+  while (cons != prod && moved < kMaxBatch) {
+    // Copy out first: the application may change the element while we look.
+    scratch_.assign(q.element(cons), q.element(cons) + q.elem_bytes());
+    rxe_send_wqe wqe;
+    std::memcpy(&wqe, scratch_.data(), sizeof wqe);
+    const uint8_t* tail = scratch_.data() + sizeof(rxe_send_wqe);
+    const size_t tail_bytes = scratch_.size() - sizeof(rxe_send_wqe);
+    transport::SendWr wr;
+    wr.wr_id = wqe.wr.wr_id;
+    wr.opcode = static_cast<ibv_wr_opcode>(wqe.wr.opcode);
+    wr.send_flags = wqe.wr.send_flags;
+    wr.imm_data = wqe.wr.ex.imm_data;
+    bool ok = wqe.wr.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD;
+    if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      wr.remote_addr = wqe.wr.wr.atomic.remote_addr;
+      wr.rkey = wqe.wr.wr.atomic.rkey;
+      wr.compare_add = wqe.wr.wr.atomic.compare_add;
+      wr.swap = wqe.wr.wr.atomic.swap;
+    } else {
+      wr.remote_addr = wqe.wr.wr.rdma.remote_addr;
+      wr.rkey = wqe.wr.wr.rdma.rkey;
+    }
+    wr.ah = wqe.wr.wr.ud.ah_num;
+    wr.remote_qpn = wqe.wr.wr.ud.remote_qpn;
+    wr.remote_qkey = wqe.wr.wr.ud.remote_qkey;
+    sges_.clear();
+    if (wr.send_flags & IBV_SEND_INLINE) {
+      // The bytes are in the element: the engine copies them during post_send.
+      const uint32_t len = wqe.dma.length;
+      ok = ok && len <= w.max_inline && len <= tail_bytes;
+      if (ok && len) sges_.push_back({reinterpret_cast<uint64_t>(tail), len, 0});
+    } else {
+      const uint32_t nsge = wqe.dma.num_sge;
+      ok = ok && nsge <= w.max_sge && nsge * sizeof(rxe_sge) <= tail_bytes;
+      for (uint32_t i = 0; ok && i < nsge; ++i) {
+        rxe_sge s;
+        std::memcpy(&s, tail + i * sizeof(rxe_sge), sizeof s);
+        sges_.push_back({s.addr, s.length, s.lkey});
+      }
+    }
+    wr.sg_list = sges_;
+    int rc = ok ? engine_.post_send(now, wire::Qpn(w.id), wr) : EINVAL;
+    if (rc == ENOMEM) break;  // the engine's send queue is full: try again next pass
+    if (rc != 0) ++counters_.bad_wqes;  // refused (the library validates; this is garbage)
+    else ++counters_.send_wqes;
+    cons = (cons + 1) & q.mask();
+    ++moved;
+  }
+  // Pairs with the library's acquire load when it checks for room.
+  if (moved) shm::consumer(q.base()).store(cons, std::memory_order_release);
+  return moved;
+}
+
+unsigned ShmPump::pump_recv(const Work& w) {
+  ShmQueue& q = *w.q;
+  const uint32_t prod = shm::producer(q.base()).load(std::memory_order_acquire) & q.mask();
+  uint32_t cons = shm::consumer(q.base()).load(std::memory_order_relaxed) & q.mask();
+  unsigned moved = 0;
+  while (cons != prod && moved < kMaxBatch) {
+    scratch_.assign(q.element(cons), q.element(cons) + q.elem_bytes());
+    rxe_recv_wqe wqe;
+    std::memcpy(&wqe, scratch_.data(), sizeof wqe);
+    const uint8_t* tail = scratch_.data() + sizeof(rxe_recv_wqe);
+    const size_t tail_bytes = scratch_.size() - sizeof(rxe_recv_wqe);
+    const uint32_t nsge = wqe.dma.num_sge;
+    bool ok = nsge <= w.max_sge && nsge * sizeof(rxe_sge) <= tail_bytes;
+    sges_.clear();
+    for (uint32_t i = 0; ok && i < nsge; ++i) {
+      rxe_sge s;
+      std::memcpy(&s, tail + i * sizeof(rxe_sge), sizeof s);
+      sges_.push_back({s.addr, s.length, s.lkey});
+    }
+    transport::RecvWr wr;
+    wr.wr_id = wqe.wr_id;
+    wr.sg_list = sges_;
+    int rc = EINVAL;
+    if (ok) rc = w.srq ? engine_.post_srq_recv(w.id, wr) : engine_.post_recv(wire::Qpn(w.id), wr);
+    if (rc == ENOMEM) break;
+    if (rc != 0) ++counters_.bad_wqes;
+    else ++counters_.recv_wqes;
+    cons = (cons + 1) & q.mask();
+    ++moved;
+  }
+  if (moved) shm::consumer(q.base()).store(cons, std::memory_order_release);
+  return moved;
+}
+
+unsigned ShmPump::pump_cq(const Work& w) {
+  ShmQueue& q = *w.q;
+  const uint32_t cons = shm::consumer(q.base()).load(std::memory_order_acquire) & q.mask();
+  uint32_t prod = shm::producer(q.base()).load(std::memory_order_relaxed) & q.mask();
+  const uint32_t room = (cons - prod - 1) & q.mask();
+  if (room == 0) return 0;  // the application is behind: completions wait in the engine's CQ
+  wcs_.resize(std::min(room, kMaxBatch));
+  const int n = engine_.poll_cq(w.id, wcs_);
+  if (n <= 0) return 0;
+  bool solicited_or_error = false;
+  for (int i = 0; i < n; ++i) {
+    const ibv_wc& wc = wcs_[static_cast<size_t>(i)];
+    ib_uverbs_wc u{};
+    u.wr_id = wc.wr_id;
+    u.status = wc.status;
+    u.opcode = wc.opcode;
+    u.vendor_err = wc.vendor_err;
+    u.byte_len = wc.byte_len;
+    u.ex.imm_data = wc.imm_data;
+    u.qp_num = wc.qp_num;
+    u.src_qp = wc.src_qp;
+    u.wc_flags = wc.wc_flags;
+    u.pkey_index = wc.pkey_index;
+    u.slid = wc.slid;
+    u.sl = wc.sl;
+    u.dlid_path_bits = wc.dlid_path_bits;
+    u.port_num = 1;
+    std::memcpy(q.element(prod), &u, sizeof u);
+    prod = (prod + 1) & q.mask();
+    solicited_or_error |= wc.status != IBV_WC_SUCCESS || (wc.wc_flags & IBV_WC_WITH_IMM);
+  }
+  // Pairs with the library's acquire load of producer_index in ibv_poll_cq.
+  shm::producer(q.base()).store(prod, std::memory_order_release);
+  counters_.cqes += static_cast<uint64_t>(n);
+  shm::CqNotify* nt = q.notify();
+  if (w.eventfd >= 0 && nt->armed.load(std::memory_order_acquire) &&
+      (!nt->solicited_only || solicited_or_error) && nt->armed.exchange(0, std::memory_order_acq_rel)) {
+    const uint64_t one = 1;
+    (void)!write(w.eventfd, &one, sizeof one);
+    ++counters_.wakeups;
+  }
+  return static_cast<unsigned>(n);
+}
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,90 @@
+// The daemon's side of the shared-memory queues (ctrl/shm_abi.h): one pump per
+// device, a DeviceHook run on the device's worker every pass. It moves work
+// requests an application wrote into its SQ/RQ/SRQ rings to the engine, and
+// completions from the engine's CQs into the application's CQ rings (waking
+// an armed CQ's eventfd). Everything in shared memory is untrusted input.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ctrl/shm_abi.h"
+#include "dataplane/dpdk/device.h"
+
+namespace isoroce::ctrl {
+
+// One queue file, created and mapped by the daemon; geometry kept privately.
+class ShmQueue {
+ public:
+  // A queue of at least min_entries elements of elem_bytes each. nullptr and
+  // *error on failure. fd() is passed to the application (then close it).
+  static std::unique_ptr<ShmQueue> create(uint32_t min_entries, size_t elem_bytes, bool cq, std::string* error);
+  ~ShmQueue();
+  ShmQueue(const ShmQueue&) = delete;
+  ShmQueue& operator=(const ShmQueue&) = delete;
+
+  int fd() const { return fd_; }
+  void close_fd();
+  uint32_t log2_entries() const { return log2_entries_; }
+  uint32_t log2_elem() const { return log2_elem_; }
+  uint32_t mask() const { return mask_; }
+  size_t elem_bytes() const { return size_t{1} << log2_elem_; }
+  void* base() const { return base_; }
+  uint8_t* element(uint32_t i) const { return shm::element(base_, i & mask_, log2_elem_); }
+  shm::CqNotify* notify() const { return shm::cq_notify(base_, log2_entries_, log2_elem_); }
+
+ private:
+  ShmQueue() = default;
+  int fd_ = -1;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  uint32_t log2_entries_ = 0, log2_elem_ = 0, mask_ = 0;
+};
+
+struct ShmCounters {
+  uint64_t send_wqes = 0, recv_wqes = 0, cqes = 0, wakeups = 0;
+  uint64_t bad_wqes = 0;  // refused: garbage from the application
+};
+
+class ShmPump final : public dataplane::DeviceHook {
+ public:
+  explicit ShmPump(transport::Engine& engine) : engine_(engine) {}
+
+  // Called on the worker (Worker::call). The queues stay owned by the caller.
+  void add_sq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, uint32_t max_inline);
+  void add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge);
+  void add_srq(uint32_t srq, ShmQueue* q, uint32_t max_sge);
+  void add_cq(uint32_t cq, ShmQueue* q, int eventfd);
+  // Forgets every queue of this QP / SRQ / CQ.
+  void remove_qp(uint32_t qpn);
+  void remove_srq(uint32_t srq);
+  void remove_cq(uint32_t cq);
+  bool empty() const { return sqs_.empty() && rqs_.empty() && cqs_.empty(); }
+
+  unsigned poll(sched::Picos now) override;
+  const ShmCounters& counters() const { return counters_; }
+
+ private:
+  struct Work {
+    uint32_t id;  // QPN, SRQ or CQ handle
+    ShmQueue* q;
+    uint32_t max_sge = 0;
+    uint32_t max_inline = 0;
+    bool srq = false;
+    int eventfd = -1;
+  };
+  unsigned pump_send(sched::Picos now, const Work& w);
+  unsigned pump_recv(const Work& w);
+  unsigned pump_cq(const Work& w);
+
+  transport::Engine& engine_;
+  std::vector<Work> sqs_, rqs_, cqs_;
+  std::vector<uint8_t> scratch_;
+  std::vector<transport::Sge> sges_;
+  std::vector<ibv_wc> wcs_;
+  ShmCounters counters_;
+};
+
+}  // namespace isoroce::ctrl
