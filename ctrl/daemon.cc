@@ -156,6 +156,8 @@ bool Daemon::start(int, std::string* error) {
     if (dev == nullptr) return false;
     auto e = std::make_unique<DeviceEntry>();
     e->dev = std::move(dev);
+    e->pump = std::make_unique<ShmPump>(e->dev->engine());
+    e->dev->add_hook(e->pump.get());
     devices_.push_back(std::move(e));
   }
 
@@ -293,7 +295,10 @@ void Daemon::serve(Session& s) {
     if (req.contains("id")) reply["id"] = req["id"];
   }
   for (int f : fds) close(f);  // handlers dup what they keep
-  if (!send_message(s.fd, reply.dump(-1, ' ', false, json::error_handler_t::replace))) close_session(s.id);
+  const bool sent = send_message(s.fd, reply.dump(-1, ' ', false, json::error_handler_t::replace), s.reply_fds);
+  for (int f : s.reply_fds) close(f);
+  s.reply_fds.clear();
+  if (!sent) close_session(s.id);
 }
 
 void Daemon::close_session(uint64_t id) {

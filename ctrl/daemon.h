@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ctrl/config.h"
+#include "ctrl/shm_pump.h"
 #include "dataplane/dpdk/clock.h"
 #include "dataplane/dpdk/device.h"
 #include "dataplane/dpdk/worker.h"
@@ -30,6 +31,7 @@ inline constexpr const char* kVersion = "0.1.0";
 
 struct DeviceEntry {
   std::unique_ptr<dataplane::Device> dev;
+  std::unique_ptr<ShmPump> pump;  // the clients' shared-memory queues (a hook of dev)
   dataplane::Worker* worker = nullptr;
   uint32_t sessions = 0;  // clients that opened it
 };
@@ -51,6 +53,11 @@ struct Session {
   DeviceEntry* dev = nullptr;  // after "open"
   std::set<uint32_t> pds, cqs, srqs, ahs, qps;
   std::map<uint32_t, Mapping> mrs;  // lkey -> mapping
+  // Shared-memory queues (ctrl/shm_abi.h) of this client's objects.
+  std::map<uint32_t, std::unique_ptr<ShmQueue>> cq_rings, srq_rings;
+  std::map<uint32_t, std::pair<std::unique_ptr<ShmQueue>, std::unique_ptr<ShmQueue>>> qp_rings;  // SQ, RQ
+  std::map<uint32_t, int> cq_eventfds;
+  std::vector<int> reply_fds;  // sent with the reply to the current request, then closed
 };
 
 // What the daemon knows of a QP beyond the engine: its owner and class.

@@ -3,6 +3,7 @@
 // inspection operations. Every engine call runs on the device's worker.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,7 +70,14 @@ json Daemon::admin_op(Session&, const std::string& op, const json& req) {
     if (p == d->dev->config().policy) return ok({{"policy", sched::to_string(p)}});
     std::string error;
     bool busy = false;
-    d->worker->call([&](sched::Picos) { busy = !d->dev->set_policy(p, &error); });
+    d->worker->call([&](sched::Picos) {
+      busy = !d->dev->set_policy(p, &error);
+      if (busy) return;
+      // The pump drives the engine that was replaced: a new one for the new engine.
+      d->dev->remove_hook(d->pump.get());
+      d->pump = std::make_unique<ShmPump>(d->dev->engine());
+      d->dev->add_hook(d->pump.get());
+    });
     if (busy) return fail(EBUSY, "set_policy " + name + ": " + error);
     log(LogLevel::kInfo, "{}: policy {}", name, sched::to_string(p));
     return ok({{"policy", sched::to_string(p)}});
@@ -188,15 +196,47 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
     run([&](sched::Picos) { r = e.create_cq(cqe); });
     if (!r.ok()) return fail(r.err(), "create_cq");
     s.cqs.insert(r.value());
-    return ok({{"cq", r.value()}});
+    if (!req.value("shm", false)) return ok({{"cq", r.value()}});
+    // The CQ ring (ctrl/shm_abi.h) and, for completion events, an eventfd the
+    // daemon makes non-blocking (a client's own could block the worker).
+    std::string err;
+    auto ring = ShmQueue::create(static_cast<uint32_t>(std::max(cqe, 1)), sizeof(ib_uverbs_wc), true, &err);
+    int evfd = -1;
+    if (ring && req.value("events", false)) {
+      evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      if (evfd < 0) err = std::string("eventfd: ") + std::strerror(errno), ring.reset();
+    }
+    if (!ring) {
+      run([&](sched::Picos) { e.destroy_cq(r.value()); });
+      s.cqs.erase(r.value());
+      return fail(ENOMEM, "create_cq: " + err);
+    }
+    run([&](sched::Picos) { d.pump->add_cq(r.value(), ring.get(), evfd); });
+    s.reply_fds.push_back(dup(ring->fd()));
+    ring->close_fd();
+    if (evfd >= 0) {
+      s.reply_fds.push_back(dup(evfd));
+      s.cq_eventfds[r.value()] = evfd;
+    }
+    json reply = {{"cq", r.value()}, {"log2_entries", ring->log2_entries()}, {"log2_elem", ring->log2_elem()}};
+    s.cq_rings[r.value()] = std::move(ring);
+    return ok(reply);
   }
   if (op == "destroy_cq") {
     auto cq = mine(s.cqs, req, "cq");
     if (!cq) return fail(EINVAL, "destroy_cq: not a CQ of this client");
     int rc = 0;
-    run([&](sched::Picos) { rc = e.destroy_cq(*cq); });
+    run([&](sched::Picos) {
+      rc = e.destroy_cq(*cq);
+      if (rc == 0) d.pump->remove_cq(*cq);
+    });
     if (rc) return fail(rc, "destroy_cq");
     s.cqs.erase(*cq);
+    s.cq_rings.erase(*cq);
+    if (auto it = s.cq_eventfds.find(*cq); it != s.cq_eventfds.end()) {
+      close(it->second);
+      s.cq_eventfds.erase(it);
+    }
     return ok();
   }
   if (op == "poll_cq") {
@@ -221,7 +261,20 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
     run([&](sched::Picos) { r = e.create_srq(*pd, a); });
     if (!r.ok()) return fail(r.err(), "create_srq");
     s.srqs.insert(r.value());
-    return ok({{"srq", r.value()}});
+    if (!req.value("shm", false)) return ok({{"srq", r.value()}});
+    std::string err;
+    auto ring = ShmQueue::create(std::max(a.max_wr, 1u), shm::recv_wqe_bytes(a.max_sge), false, &err);
+    if (!ring) {
+      run([&](sched::Picos) { e.destroy_srq(r.value()); });
+      s.srqs.erase(r.value());
+      return fail(ENOMEM, "create_srq: " + err);
+    }
+    run([&](sched::Picos) { d.pump->add_srq(r.value(), ring.get(), a.max_sge); });
+    s.reply_fds.push_back(dup(ring->fd()));
+    ring->close_fd();
+    json reply = {{"srq", r.value()}, {"rq", {{"log2_entries", ring->log2_entries()}, {"log2_elem", ring->log2_elem()}}}};
+    s.srq_rings[r.value()] = std::move(ring);
+    return ok(reply);
   }
   if (op == "modify_srq") {
     auto srq = mine(s.srqs, req, "srq");
@@ -238,9 +291,13 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
     auto srq = mine(s.srqs, req, "srq");
     if (!srq) return fail(EINVAL, "destroy_srq: not an SRQ of this client");
     int rc = 0;
-    run([&](sched::Picos) { rc = e.destroy_srq(*srq); });
+    run([&](sched::Picos) {
+      rc = e.destroy_srq(*srq);
+      if (rc == 0) d.pump->remove_srq(*srq);
+    });
     if (rc) return fail(rc, "destroy_srq");
     s.srqs.erase(*srq);
+    s.srq_rings.erase(*srq);
     return ok();
   }
   if (op == "create_ah") {
@@ -302,7 +359,35 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
       info.comm = s.comm;
       if (req.contains("class") && req["class"].is_string()) info.cls = req["class"].get<std::string>();
     }
-    return ok({{"qpn", qpn}});
+    if (!req.value("shm", false)) return ok({{"qpn", qpn}});
+    // The QP's rings: SQ, and RQ unless it uses an SRQ.
+    const ibv_qp_cap& cap = c.init.cap;
+    std::string err;
+    auto sq = ShmQueue::create(std::max(cap.max_send_wr, 1u), shm::send_wqe_bytes(cap.max_send_sge, cap.max_inline_data),
+                               false, &err);
+    std::unique_ptr<ShmQueue> rq;
+    if (sq && !c.use_srq) rq = ShmQueue::create(std::max(cap.max_recv_wr, 1u), shm::recv_wqe_bytes(cap.max_recv_sge), false, &err);
+    if (!sq || (!c.use_srq && !rq)) {
+      run([&](sched::Picos) { e.destroy_qp(r.value()); });
+      s.qps.erase(qpn);
+      std::lock_guard lock(registry_mu_);
+      qp_info_.erase({&d, qpn});
+      return fail(ENOMEM, "create_qp: " + err);
+    }
+    run([&](sched::Picos) {
+      d.pump->add_sq(qpn, sq.get(), cap.max_send_sge, cap.max_inline_data);
+      if (rq) d.pump->add_rq(qpn, rq.get(), cap.max_recv_sge);
+    });
+    json reply = {{"qpn", qpn}, {"sq", {{"log2_entries", sq->log2_entries()}, {"log2_elem", sq->log2_elem()}}}};
+    s.reply_fds.push_back(dup(sq->fd()));
+    sq->close_fd();
+    if (rq) {
+      reply["rq"] = {{"log2_entries", rq->log2_entries()}, {"log2_elem", rq->log2_elem()}};
+      s.reply_fds.push_back(dup(rq->fd()));
+      rq->close_fd();
+    }
+    s.qp_rings[qpn] = {std::move(sq), std::move(rq)};
+    return ok(reply);
   }
   auto qp = mine(s.qps, req, "qpn");
   if (op == "modify_qp") {
@@ -332,9 +417,13 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
   if (op == "destroy_qp") {
     if (!qp) return fail(EINVAL, "destroy_qp: not a QP of this client");
     int rc = 0;
-    run([&](sched::Picos) { rc = e.destroy_qp(wire::Qpn(*qp)); });
+    run([&](sched::Picos) {
+      rc = e.destroy_qp(wire::Qpn(*qp));
+      if (rc == 0) d.pump->remove_qp(*qp);
+    });
     if (rc) return fail(rc, "destroy_qp");
     s.qps.erase(*qp);
+    s.qp_rings.erase(*qp);
     std::lock_guard lock(registry_mu_);
     qp_info_.erase({&d, *qp});
     return ok();
@@ -391,6 +480,9 @@ void Daemon::reclaim(Session& s) {
     transport::Engine& e = d.dev->engine();
     // QPs first (they stop touching memory), then what they used.
     d.worker->call([&](sched::Picos) {
+      for (uint32_t q : s.qps) d.pump->remove_qp(q);
+      for (uint32_t h : s.srqs) d.pump->remove_srq(h);
+      for (uint32_t h : s.cqs) d.pump->remove_cq(h);
       for (uint32_t q : s.qps) e.destroy_qp(wire::Qpn(q));
       for (uint32_t h : s.srqs) e.destroy_srq(h);
       for (uint32_t h : s.ahs) e.destroy_ah(h);
@@ -408,6 +500,11 @@ void Daemon::reclaim(Session& s) {
           s.id, s.pid, s.comm, s.qps.size(), s.mrs.size(), s.cqs.size(), s.pds.size());
     --d.sessions;
   }
+  for (const auto& [cq, fd] : s.cq_eventfds) close(fd);
+  s.cq_eventfds.clear();
+  s.qp_rings.clear();
+  s.srq_rings.clear();
+  s.cq_rings.clear();
   s.qps.clear();
   s.srqs.clear();
   s.ahs.clear();
