@@ -37,11 +37,14 @@
 // of shared memory before checking it, and checks every field (opcode, SGE
 // count, lengths, handles) before anything reaches the engine.
 //
-// Completion events: the library arms a CQ (ibv_req_notify_cq) by storing
-// CqNotify::solicited_only and then armed = 1 (release). When the daemon
-// writes a completion to an armed CQ (any completion, or with solicited_only a
-// solicited one or an error), it clears armed and writes 1 to the eventfd the
-// library passed with create_cq, which ibv_get_cq_event reads.
+// Completion events: create_cq with "events": true returns, after the queue
+// memfd, an eventfd the daemon made (EFD_NONBLOCK: a client's own eventfd could
+// block the daemon's write). The library arms a CQ (ibv_req_notify_cq) by
+// storing CqNotify::solicited_only and then armed = 1 (release). When the
+// daemon writes a completion to an armed CQ (any completion, or with
+// solicited_only one with immediate data or an error), it clears armed and
+// writes 1 to that eventfd; the library's completion channel waits on it
+// (e.g. an epoll fd over its CQs' eventfds) and reads it (ibv_get_cq_event).
 #pragma once
 
 // glibc first: <rdma/rdma_user_rxe.h> pulls in <linux/in.h>, which defers to
