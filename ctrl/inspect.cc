@@ -149,6 +149,9 @@ json Daemon::stats_view() {
                     {"nd_adverts_received", n.nd_adverts_received},
                     {"echo_answered", n.echo_answered}, {"solicits_sent", n.solicits_sent},
                     {"dropped", n.dropped}}}};
+      const ShmCounters& sc = d->pump->counters();
+      j["shm"] = {{"send_wqes", sc.send_wqes}, {"recv_wqes", sc.recv_wqes}, {"cqes", sc.cqes},
+                  {"wakeups", sc.wakeups}, {"bad_wqes", sc.bad_wqes}};
     });
     out[d->dev->config().name] = j;
   }

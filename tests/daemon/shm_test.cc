@@ -223,6 +223,9 @@ TEST_F(Shm, GarbageInTheRingsHurtsNobodyElse) {
   ASSERT_EQ(wc.size(), 1u);
   EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
   EXPECT_EQ(std::memcmp(a.buf->data, b.buf->data, 4096), 0);
+  // The daemon counted what it refused.
+  json st = Verbs(daemon_->socket(), "isoroce0").call({{"op", "stats"}});
+  EXPECT_GT(st["stats"]["isoroce0"]["shm"]["bad_wqes"].get<uint64_t>(), 0u) << st.dump();
   // And the bad client's connection still closes cleanly.
   bad.v.reset();
   Verbs probe(daemon_->socket(), "isoroce0");
