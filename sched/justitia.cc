@@ -24,6 +24,7 @@ JustitiaScheduler::JustitiaScheduler(const Config& config)
       control_(config.control_capacity),
       window_(config.justitia.window) {
   flows_.reserve(config.max_qps);
+  rate_heap_.reserve(config.max_qps);
   flow_by_key_.reserve(config.max_qps);
   if (config.max_msgs_per_sec != 0) {
     msg_cost_ = std::max<Picos>(1, (kPicosPerSecond + config.max_msgs_per_sec / 2) / config.max_msgs_per_sec);
@@ -152,6 +153,7 @@ void JustitiaScheduler::update_mode(Picos now) {
       // starts afresh when latency flows appear.
       window_.clear();
       current99_ = 0;
+      ++split_epoch_;  // parked flows' credit is re-split when they come back
       // What is left of a big token is re-split (packets not granted yet are not on
       // the NIC, unlike in the paper's user-space pacer).
       for (std::uint32_t u = ring_.head; u != kNil; u = units_[u].next_)
@@ -223,11 +225,7 @@ void JustitiaScheduler::refill(Picos now) {
   while (bank_ >= chunk && !waiting_.empty() && holders_ == 0) {
     const std::uint32_t unit = waiting_.pop_front(units_.data());
     Flow& f = flows_[unit - max_qps_];
-    bank_ -= chunk;
-    ++tokens_issued_;
-    f.bytes_credit += chunk;
-    f.ops_credit += chunk_ops_;
-    ++f.round;
+    give_token(f);
     if (f.bytes_credit >= qps_[f.qps.head].bytes_) {
       f.place = Place::kReady;
       ++holders_;
@@ -237,6 +235,14 @@ void JustitiaScheduler::refill(Picos now) {
     }
   }
   update_gen();
+}
+
+void JustitiaScheduler::give_token(Flow& f) {
+  bank_ -= chunk_bytes_;
+  ++tokens_issued_;
+  f.bytes_credit += chunk_bytes_;
+  f.ops_credit += chunk_ops_;
+  ++f.round;
 }
 
 void JustitiaScheduler::on_reference_latency(Picos now, Picos latency) {
@@ -297,20 +303,133 @@ const JustitiaStats* JustitiaScheduler::justitia_stats() const {
 
 // ---- QPs -------------------------------------------------------------------
 
+// `qp` has just become active: it joins its flow's backlog, and its list or the heap.
 void JustitiaScheduler::enqueue_qp(Picos now, QpId qp) {
   Qp& q = qps_[qp];
   Flow& f = flows_[q.flow_];
+  if (f.cls == FlowClass::kLatency) touch_latency(now, f);
+  if (paced(f.cls) && f.backlog++ == 0) {
+    ++backlogged_[f.cls == FlowClass::kThroughput ? 0 : 1];
+    f.place = Place::kParked;  // no QP on its list yet
+    f.round = 0;
+    f.epoch = split_epoch_;
+  }
+  if (q.cost_ != 0 && q.next_ok_ > now) {
+    park(qp);
+    return;
+  }
+  make_eligible(now, qp, false);
+}
+
+// `qp` (active, on no list) may send now. A flow that had no QP to send comes back:
+// at the back of the waiting list when new (front == false), else at the front of the
+// ring if its credit covers the packet (or a banked token makes it), of the waiting
+// list if not.
+void JustitiaScheduler::make_eligible(Picos now, QpId qp, bool front) {
+  Qp& q = qps_[qp];
+  const std::uint32_t fid = q.flow_;
+  Flow& f = flows_[fid];
   if (!paced(f.cls)) {
-    if (f.cls == FlowClass::kLatency) touch_latency(now, f);
-    ring_.push_back(units_.data(), qp);
+    if (front) push_ring_front(qp);
+    else ring_.push_back(units_.data(), qp);
     return;
   }
   f.qps.push_back(qps_.data(), qp);
-  if (f.backlog++ != 0) return;
-  ++backlogged_[f.cls == FlowClass::kThroughput ? 0 : 1];
-  f.place = Place::kWaiting;
-  f.round = 0;
-  waiting_.push_back(units_.data(), max_qps_ + q.flow_);
+  if (f.place != Place::kParked) return;
+  const std::uint32_t unit = max_qps_ + fid;
+  if (!front) {
+    f.place = Place::kWaiting;
+    waiting_.push_back(units_.data(), unit);
+    return;
+  }
+  if (f.epoch != split_epoch_) f.bytes_credit = std::min<std::int64_t>(f.bytes_credit, chunk_bytes_);
+  if (!covers(f, q)) {
+    accrue(now);
+    if (bank_ >= static_cast<std::int64_t>(chunk_bytes_)) {
+      give_token(f);
+      update_gen();
+    }
+  }
+  if (covers(f, q)) {
+    f.place = Place::kReady;
+    ++holders_;
+    push_ring_front(unit);
+  } else {
+    f.place = Place::kWaiting;
+    push_waiting_front(unit);
+  }
+}
+
+// `qp` (off its list) waits on its rate; its flow parks if it has no QP left to send.
+void JustitiaScheduler::park(QpId qp) {
+  heap_push(qp);
+  const std::uint32_t fid = qps_[qp].flow_;
+  Flow& f = flows_[fid];
+  if (paced(f.cls) && f.qps.empty() && f.place != Place::kParked) flow_park(fid);
+}
+
+// Every backlogged QP of the flow waits on its rate: it leaves the ring (and lets
+// another flow take a token) or the waiting list, keeping its credit.
+void JustitiaScheduler::flow_park(std::uint32_t fid) {
+  Flow& f = flows_[fid];
+  const std::uint32_t unit = max_qps_ + fid;
+  if (f.place == Place::kReady) {
+    ring_.remove(units_.data(), unit);
+    --holders_;
+  } else if (f.place == Place::kWaiting) {
+    waiting_.remove(units_.data(), unit);
+  }
+  f.place = Place::kParked;
+  f.epoch = split_epoch_;
+}
+
+void JustitiaScheduler::release_due(Picos at) {
+  while (!rate_heap_.empty() && qps_[rate_heap_.front()].next_ok_ <= at) {
+    const QpId qp = rate_heap_.front();
+    heap_remove(qp);
+    make_eligible(at, qp, true);
+  }
+}
+
+void JustitiaScheduler::heap_push(QpId qp) {
+  const auto i = static_cast<std::uint32_t>(rate_heap_.size());
+  rate_heap_.push_back(qp);
+  qps_[qp].heap_pos_ = i;
+  heap_up(i);
+}
+
+void JustitiaScheduler::heap_remove(QpId qp) {
+  const std::uint32_t i = qps_[qp].heap_pos_;
+  const auto last = static_cast<std::uint32_t>(rate_heap_.size() - 1);
+  if (i != last) heap_swap(i, last);
+  rate_heap_.pop_back();
+  qps_[qp].heap_pos_ = kNil;
+  if (i != last) {
+    heap_up(i);
+    heap_down(i);
+  }
+}
+
+void JustitiaScheduler::heap_up(std::uint32_t i) {
+  while (i != 0) {
+    const std::uint32_t p = (i - 1) / 2;
+    if (!heap_less(i, p)) break;
+    heap_swap(i, p);
+    i = p;
+  }
+}
+
+void JustitiaScheduler::heap_down(std::uint32_t i) {
+  const auto n = static_cast<std::uint32_t>(rate_heap_.size());
+  while (true) {
+    const std::uint32_t l = 2 * i + 1;
+    if (l >= n) break;
+    std::uint32_t m = l;
+    if (l + 1 < n && heap_less(l + 1, l)) m = l + 1;
+    if (!heap_less(m, i)) break;
+    heap_swap(i, m);
+    i = m;
+  }
 }
 
 // A flow's last backlogged QP left: it forgets a partly used token, keeps a debt.
@@ -331,12 +450,19 @@ void JustitiaScheduler::flow_idle(std::uint32_t fid) {
 void JustitiaScheduler::dequeue_qp(QpId qp) {
   Qp& q = qps_[qp];
   Flow& f = flows_[q.flow_];
-  if (!paced(f.cls)) {
+  if (q.heap_pos_ != kNil) {
+    heap_remove(qp);
+  } else if (!paced(f.cls)) {
     ring_.remove(units_.data(), qp);
-    return;
+  } else {
+    f.qps.remove(qps_.data(), qp);
   }
-  f.qps.remove(qps_.data(), qp);
-  if (--f.backlog == 0) flow_idle(q.flow_);
+  if (!paced(f.cls)) return;
+  if (--f.backlog == 0) {
+    flow_idle(q.flow_);
+  } else if (f.qps.empty() && f.place != Place::kParked) {
+    flow_park(q.flow_);
+  }
 }
 
 void JustitiaScheduler::activate(Picos now, QpId qp, Packet pkt) {
@@ -348,6 +474,7 @@ void JustitiaScheduler::activate(Picos now, QpId qp, Packet pkt) {
   q.starts_ = q.last_ended_;
   q.active_ = true;
   ++active_;
+  if (q.cost_ != 0) q.next_ok_ = std::max(q.next_ok_, now);  // no credit for idle time
   enqueue_qp(now, qp);
   update_mode(now);
 }
@@ -357,8 +484,29 @@ bool JustitiaScheduler::enqueue_control(Picos, QpId qp, std::uint32_t bytes) {
   return control_.push(qp, bytes);
 }
 
-void JustitiaScheduler::set_rate(Picos, QpId qp, std::uint64_t bps) {
-  if (qp < qps_.size()) qps_[qp].rate_ = bps;
+// As tassel: the limit applies from the QP's next packet; a faster one also shortens
+// the wait still ahead (scaled by new / old packet time); none releases a waiting QP.
+void JustitiaScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
+  if (qp >= qps_.size()) return;
+  Qp& q = qps_[qp];
+  const ByteCost old_cost = q.cost_;
+  q.rate_ = bps;
+  q.cost_ = bps == kUnlimited ? 0 : byte_cost(bps);
+  if (q.cost_ == 0) {
+    if (q.heap_pos_ != kNil) {
+      heap_remove(qp);
+      make_eligible(now, qp, true);
+    }
+    return;
+  }
+  if (old_cost == 0) {
+    q.next_ok_ = std::max(q.next_ok_, now);
+    return;
+  }
+  if (q.cost_ < old_cost && q.next_ok_ > now) {
+    q.next_ok_ = now + static_cast<Picos>(static_cast<u128>(q.next_ok_ - now) * q.cost_ / old_cost);
+    if (q.heap_pos_ != kNil) heap_up(q.heap_pos_);
+  }
 }
 
 std::uint64_t JustitiaScheduler::rate(QpId qp) const { return qp < qps_.size() ? qps_[qp].rate_ : kUnlimited; }
@@ -387,6 +535,15 @@ bool JustitiaScheduler::wait_for_processor(Picos at, const Qp& q) {
   }
   proc_free_ = at + msg_cost_;
   return false;
+}
+
+void JustitiaScheduler::push_ring_front(std::uint32_t unit) {
+  Unit* u = units_.data();
+  u[unit].prev_ = kNil;
+  u[unit].next_ = ring_.head;
+  if (ring_.head == kNil) ring_.tail = unit;
+  else u[ring_.head].prev_ = unit;
+  ring_.head = unit;
 }
 
 void JustitiaScheduler::push_waiting_front(std::uint32_t unit) {
@@ -427,11 +584,14 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
       continue;
     }
     refill(at);
+    release_due(at);
     const std::uint32_t unit = ring_.head;
     if (unit == kNil) {
-      if (waiting_.empty()) break;
-      if (gen_at_ > limit) break;
-      link_.idle_until(gen_at_);  // nothing may send before the next token
+      // Nothing may send before the next token or the next rate-limited QP's time.
+      Picos t = waiting_.empty() ? kNever : gen_at_;
+      if (!rate_heap_.empty()) t = std::min(t, qps_[rate_heap_.front()].next_ok_);
+      if (t == kNever || t > limit) break;
+      link_.idle_until(t);
       continue;
     }
     const bool is_flow = unit >= max_qps_;
@@ -457,6 +617,13 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
     }
     const Packet next = src.on_grant(qp, bytes);
     q.last_ended_ = ended;
+    if (q.cost_ != 0) {
+      // The next start: a packet time at the rate after this one's due start; a
+      // packet the link or the tokens delayed lets the next catch up by one packet
+      // time at most (the QP banks no more than one packet).
+      const Picos gap = duration(bytes, q.cost_);
+      q.next_ok_ = std::max(q.next_ok_, at > gap ? at - gap : 0) + gap;
+    }
     if (next.bytes == 0) {
       q.active_ = false;
       q.bytes_ = 0;
@@ -467,6 +634,10 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
           flow_idle(fid);
           continue;
         }
+        if (f.qps.empty()) {  // the others wait on their rate
+          flow_park(fid);
+          continue;
+        }
       } else {
         ring_.pop_front(units_.data());
         continue;
@@ -475,7 +646,12 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
       q.bytes_ = next.bytes;
       q.starts_ = ended;
       q.ends_ = next.ends_message;
-      if (ended) {  // its next message waits for the others' turn
+      if (q.cost_ != 0 && q.next_ok_ > link_.start(now)) {  // it waits on its rate
+        if (is_flow) f.qps.pop_front(qps_.data());
+        else ring_.pop_front(units_.data());
+        park(qp);
+        if (!is_flow || f.qps.empty()) continue;
+      } else if (ended) {  // its next message waits for the others' turn
         if (is_flow) {
           f.qps.pop_front(qps_.data());
           f.qps.push_back(qps_.data(), qp);
@@ -495,8 +671,10 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
 
 Picos JustitiaScheduler::next_deadline() const {
   if (!control_.empty() || !ring_.empty()) return link_.free_at();
-  if (!waiting_.empty()) return std::max(link_.free_at(), holders_ == 0 ? gen_at_ : link_.free_at());
-  return kNever;
+  Picos t = kNever;
+  if (!waiting_.empty()) t = std::max(link_.free_at(), holders_ == 0 ? gen_at_ : link_.free_at());
+  if (!rate_heap_.empty()) t = std::min(t, std::max(link_.free_at(), qps_[rate_heap_.front()].next_ok_));
+  return t;
 }
 
 }  // namespace isoroce::sched

@@ -28,11 +28,19 @@
 //   probes (SlidingQuantile). After Current99 has missed Target99 for
 //   unattainable_after, the target is given up (SafeUtil = MaxRate) until another
 //   latency flow arrives.
-// - Control packets go first; rate limits are recorded and ignored (as fifo).
+// - Per-QP rate limits (set_rate: DCQCN, the operator) apply to every class, latency
+//   QPs included: a QP's packets start at least bytes x 8 / rate apart (tassel's
+//   semantics). A QP waiting on its rate leaves its flow's list (or the ring) for a
+//   min-heap of release times, so it blocks no one; a flow whose QPs all wait keeps
+//   its token's credit without holding the ring, and on release goes to the front of
+//   the ring (of the waiting list if its credit is short, taking a banked token if
+//   there is one).
+// - Control packets go first.
 #pragma once
 
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sched/index_list.h"
@@ -56,7 +64,9 @@ class JustitiaScheduler final : public Scheduler {
   Picos next_deadline() const override;
   bool active(QpId qp) const override;
   std::size_t active_qps() const override { return active_; }
-  std::size_t bytes_per_qp() const override { return sizeof(Qp) + 2 * sizeof(Unit) + sizeof(Flow); }
+  std::size_t bytes_per_qp() const override {
+    return sizeof(Qp) + 2 * sizeof(Unit) + sizeof(Flow) + sizeof(std::uint32_t);  // + heap slot
+  }
   std::size_t fixed_bytes() const override;
 
   void set_class(Picos now, QpId qp, FlowClass cls, std::uint32_t app, std::uint32_t weight) override;
@@ -73,7 +83,10 @@ class JustitiaScheduler final : public Scheduler {
     std::uint32_t prev_ = kNil;
     std::uint32_t bytes_ = 0;    // ready packet
     std::uint32_t flow_ = kNil;
-    std::uint64_t rate_ = 0;     // recorded, ignored
+    std::uint64_t rate_ = 0;     // limit, bits/s (kUnlimited: none)
+    ByteCost cost_ = 0;          // byte_cost(rate_); 0: no limit
+    Picos next_ok_ = 0;          // limited QPs: the earliest start of the next packet
+    std::uint32_t heap_pos_ = kNil;  // position in rate_heap_ while waiting on the rate
     bool ends_ = true;           // the ready packet ends a message
     bool starts_ = true;         // the ready packet starts one
     bool last_ended_ = true;     // the last packet granted ended a message
@@ -83,7 +96,8 @@ class JustitiaScheduler final : public Scheduler {
     std::uint32_t next_ = kNil;
     std::uint32_t prev_ = kNil;
   };
-  enum class Place : std::uint8_t { kIdle, kReady, kWaiting };
+  // kParked: backlogged, but every backlogged QP waits on its rate (in rate_heap_).
+  enum class Place : std::uint8_t { kIdle, kReady, kWaiting, kParked };
   struct Flow {
     std::uint64_t key = 0;
     FlowClass cls = FlowClass::kBandwidth;
@@ -97,6 +111,7 @@ class JustitiaScheduler final : public Scheduler {
     std::int64_t ops_credit = 0;
     Picos last_active = 0;       // latency flows: last packet activity
     bool ever_active = false;
+    std::uint32_t epoch = 0;     // split_epoch_ when parked
   };
 
   static bool paced(FlowClass c) { return c == FlowClass::kThroughput || c == FlowClass::kBandwidth; }
@@ -104,6 +119,30 @@ class JustitiaScheduler final : public Scheduler {
   void release(QpId qp);
   void enqueue_qp(Picos now, QpId qp);
   void dequeue_qp(QpId qp);
+  // Rate limits: `qp` (off its list) waits in rate_heap_ until next_ok_; make_eligible
+  // puts it back on its list (front: at the head of the ring or waiting list).
+  void park(QpId qp);
+  void flow_park(std::uint32_t f);
+  void make_eligible(Picos now, QpId qp, bool front);
+  void release_due(Picos at);
+  void give_token(Flow& f);
+  bool covers(const Flow& f, const Qp& q) const {
+    return f.bytes_credit >= static_cast<std::int64_t>(q.bytes_) && !(f.ops_credit <= 0 && q.starts_);
+  }
+  void heap_push(QpId qp);
+  void heap_remove(QpId qp);
+  void heap_up(std::uint32_t i);
+  void heap_down(std::uint32_t i);
+  bool heap_less(std::uint32_t a, std::uint32_t b) const {
+    const Qp& x = qps_[rate_heap_[a]];
+    const Qp& y = qps_[rate_heap_[b]];
+    return x.next_ok_ != y.next_ok_ ? x.next_ok_ < y.next_ok_ : rate_heap_[a] < rate_heap_[b];
+  }
+  void heap_swap(std::uint32_t a, std::uint32_t b) {
+    std::swap(rate_heap_[a], rate_heap_[b]);
+    qps_[rate_heap_[a]].heap_pos_ = a;
+    qps_[rate_heap_[b]].heap_pos_ = b;
+  }
   void flow_idle(std::uint32_t f);
   void end_turn(std::uint32_t f);
   void touch_latency(Picos now, Flow& f);
@@ -120,6 +159,7 @@ class JustitiaScheduler final : public Scheduler {
   void refill(Picos now);
   bool wait_for_processor(Picos at, const Qp& q);
   void push_waiting_front(std::uint32_t unit);
+  void push_ring_front(std::uint32_t unit);
 
   Config config_;
   JustitiaParams params_;
@@ -135,6 +175,8 @@ class JustitiaScheduler final : public Scheduler {
   LinkModel link_;
   ControlQueue control_;
   std::size_t active_ = 0;
+  std::vector<QpId> rate_heap_;     // QPs waiting on their rate, by next_ok_
+  std::uint32_t split_epoch_ = 0;   // bumped when tokens shrink (parked credit re-split)
 
   // The emulated message processor (Config::max_msgs_per_sec).
   Picos msg_cost_ = 0;

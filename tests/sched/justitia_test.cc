@@ -353,6 +353,128 @@ TEST(Justitia, ClassChangeAndDeactivateKeepState) {
 // The emulated message processor (Config::max_msgs_per_sec = 1M): single-packet
 // 64 B messages leave at 1M/s under fifo and justitia, while 1 MB messages are not
 // slowed (one message start per 1 MB).
+// ---- per-QP rate limits (set_rate: DCQCN, the operator) ----
+
+// Receive: bandwidth QP 0 limited to 10 Gb/s, bandwidth QP 1 unlimited, both endlessly
+// backlogged with 1 MB messages of 4 KB packets. Expect: QP 0 sends at 10 Gb/s (within
+// 1%) over 20 ms, QP 1 takes the rest of the link (the limited QP blocks no one); the
+// same limit alone gives the same rate.
+TEST(JustitiaRate, BandwidthQpSendsAtItsLimit) {
+  for (bool alone : {true, false}) {
+    Config config = justitia_config(2);
+    auto sched = make_scheduler(Policy::kJustitia, config);
+    sched->set_rate(0, 0, 10'000'000'000);
+    EXPECT_EQ(sched->rate(0), 10'000'000'000u);
+    FakeLink link(*sched, config, messages(4'096, 256));
+    link.start(0);
+    if (!alone) link.start(1);
+    link.run_until(5 * kMs);
+    link.open_window(link.now());
+    link.run_until(25 * kMs);
+    EXPECT_NEAR(link.record_of(0).rate_bps() / 1e9, 10.0, 0.1) << alone;
+    if (!alone) EXPECT_GT(gbps(link.window_total_bytes(), 20 * kMs), 99.0);
+  }
+}
+
+// Receive: bandwidth QP 0 limited to 1 Gb/s, two unlimited bandwidth QPs. Expect: the
+// unlimited ones share the other 99 Gb/s evenly; QP 0 gets its 1 Gb/s.
+TEST(JustitiaRate, LimitedQpDoesNotSlowUnlimitedOnes) {
+  Config config = justitia_config(3);
+  auto sched = make_scheduler(Policy::kJustitia, config);
+  sched->set_rate(0, 0, 1'000'000'000);
+  FakeLink link(*sched, config, messages(4'096, 256));
+  for (QpId q = 0; q < 3; ++q) link.start(q);
+  link.run_until(5 * kMs);
+  link.open_window(link.now());
+  link.run_until(45 * kMs);
+  EXPECT_NEAR(link.record_of(0).rate_bps() / 1e9, 1.0, 0.01);
+  EXPECT_NEAR(gbps(link.record_of(1).window_bytes, 40 * kMs), 49.5, 0.5);
+  EXPECT_NEAR(gbps(link.record_of(2).window_bytes, 40 * kMs), 49.5, 0.5);
+}
+
+// Receive: a QP at 1 Mb/s sends a 4 KB packet at 0 (next start 32.8 ms later); at 1 us
+// the limit goes to 10 Gb/s, later to none. Expect: the wait ahead shrinks 10,000-fold
+// (as tassel); a slower limit keeps the start already due; with no limit the QP sends
+// back to back at once.
+TEST(JustitiaRate, RaisingAndRemovingTheLimitTakeEffect) {
+  Config config = justitia_config(1);
+  auto sched = make_scheduler(Policy::kJustitia, config);
+  sched->set_rate(0, 0, 1'000'000);
+  struct Endless : PacketSource {
+    Packet on_grant(QpId, std::uint32_t) override { return {4'096, true}; }
+  } src;
+  sched->activate(0, 0, {4'096, true});
+  Grant out[4];
+  ASSERT_EQ(sched->dequeue(0, out, src), 1u);
+  EXPECT_EQ(out[0].departure, 0u);
+  EXPECT_EQ(sched->next_deadline(), 32'768'000'000u);
+  EXPECT_EQ(sched->dequeue(10 * kMs, out, src), 0u);  // a waiting QP is not granted
+  sched->set_rate(kUs, 0, 10'000'000'000);
+  const Picos want = kUs + (32'768'000'000 - kUs) / 10'000;
+  EXPECT_EQ(sched->next_deadline(), want);
+  ASSERT_EQ(sched->dequeue(want, out, src), 1u);
+  EXPECT_EQ(out[0].departure, want);
+  const Picos next = sched->next_deadline();
+  EXPECT_EQ(next, want + 3'276'800);
+  sched->set_rate(want + 1, 0, 1'000'000);  // slower: from the packet after next
+  EXPECT_EQ(sched->next_deadline(), next);
+  ASSERT_EQ(sched->dequeue(next, out, src), 1u);
+  EXPECT_EQ(sched->next_deadline(), next + 32'768'000'000);
+  sched->set_rate(next + kUs, 0, kUnlimited);
+  EXPECT_LE(sched->next_deadline(), next + kUs);  // now
+  ASSERT_EQ(sched->dequeue(next + kUs, out, src), 1u);
+  EXPECT_EQ(out[0].departure, next + kUs);
+  EXPECT_EQ(sched->next_deadline(), next + kUs + 327'680);  // back to back at link rate
+  ASSERT_EQ(sched->dequeue(next + kUs + 327'680, out, src), 1u);
+}
+
+// Receive: a latency-class QP limited to 5 Gb/s with 1 KB messages and an unlimited
+// bandwidth QP. Expect: Justitia's tokens never pace the latency QP, but its rate limit
+// does: 5 Gb/s within 1%; the bandwidth QP gets the other 95.
+TEST(JustitiaRate, LimitedLatencyQpIsPaced) {
+  Config config = justitia_config(2);
+  auto sched = make_scheduler(Policy::kJustitia, config);
+  sched->set_class(0, 1, FlowClass::kLatency, 7, 1);
+  sched->set_rate(0, 1, 5'000'000'000);
+  FakeLink link(*sched, config, [](QpId qp, std::uint64_t i) {
+    if (qp == 0) return Packet{4'000, i % 250 == 249};
+    return Packet{1'000, true};
+  });
+  link.start(0);
+  link.start(1);
+  link.run_until(2 * kMs);
+  link.open_window(link.now());
+  link.run_until(22 * kMs);
+  EXPECT_NEAR(link.record_of(1).rate_bps() / 1e9, 5.0, 0.05);
+  EXPECT_NEAR(gbps(link.record_of(0).window_bytes, 20 * kMs), 95.0, 1.0);
+}
+
+// Receive: DCQCN-like control of QP 0: a new limit (1 to 50 Gb/s, seeded) every 4 us
+// for 20 ms, an unlimited QP beside it. Expect: QP 0 sends what its limits allow (the
+// integral of the rate, within 1%), never more than its limit plus two packets in any
+// interval, and the link stays full.
+TEST(JustitiaRate, FrequentRateChanges) {
+  Config config = justitia_config(2);
+  auto sched = make_scheduler(Policy::kJustitia, config);
+  FakeLink link(*sched, config, messages(1'024, 1'000));
+  std::mt19937_64 rng(11);
+  link.start(0);
+  link.start(1);
+  double allowed = 0;
+  std::uint64_t before = 0;
+  for (Picos t = 0; t < 20 * kMs; t += 4 * kUs) {
+    const std::uint64_t bps = 1'000'000'000 + rng() % 49'000'000'000;
+    sched->set_rate(t, 0, bps);
+    link.run_until(t + 4 * kUs);
+    const std::uint64_t sent = link.record_of(0).bytes - before;
+    before = link.record_of(0).bytes;
+    EXPECT_LE(static_cast<double>(sent), bps / 8.0 * 4e-6 + 2 * 1'024 + 1) << t;
+    allowed += bps / 8.0 * 4e-6;
+  }
+  EXPECT_NEAR(static_cast<double>(link.record_of(0).bytes) / allowed, 1.0, 0.01);
+  EXPECT_GT(gbps(link.total_bytes(), 20 * kMs), 99.5);
+}
+
 TEST(MessageRate, CapsMessageStarts) {
   for (Policy pol : {Policy::kFifo, Policy::kJustitia}) {
     Config config = justitia_config(1);
