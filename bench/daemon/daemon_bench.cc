@@ -39,6 +39,7 @@
 #include "dataplane/dpdk/device.h"
 #include "dataplane/dpdk/port.h"
 #include "tests/daemon/harness.h"
+#include "tests/daemon/shm_client.h"
 #include "transport/engine/engine.h"
 
 namespace {
@@ -130,6 +131,69 @@ bool bench_ctl(const Options& o, std::map<uint32_t, Result>* out) {
   }
   va.reset();  // the clients go before the daemon stops
   vb.reset();
+  d.stop();
+  return true;
+}
+
+// ---- shm: the daemon through the shared-memory queues ----------------------
+// What libisoroce-verbs does: WQEs written into the SQ ring, completions read
+// from the CQ ring, no request on the socket after setup.
+
+bool bench_shm(const Options& o, std::map<uint32_t, Result>* out) {
+  char gbps[32];
+  std::snprintf(gbps, sizeof gbps, "%g", o.link_gbps);
+  isoroce::test::DaemonProcess d({"--loopback", "--link-gbps", gbps, "--lcores", "0,1"});
+  if (!d.ok()) {
+    std::fprintf(stderr, "shm: isoroced did not start:\n%s\n", d.log().c_str());
+    return false;
+  }
+  isoroce::test::ShmEnd a = isoroce::test::make_end(d.socket(), "isoroce0", false, o.window);
+  isoroce::test::ShmEnd b = isoroce::test::make_end(d.socket(), "isoroce1", false, o.window);
+  if (!a.qpn || !b.qpn || !a.buf || !b.buf || !a.v->connect_rc(a.qpn, "10.0.0.2", b.qpn, 1, 2)["ok"].get<bool>() ||
+      !b.v->connect_rc(b.qpn, "10.0.0.1", a.qpn, 2, 1)["ok"].get<bool>()) {
+    std::fprintf(stderr, "shm: setting up the QP pair failed\n%s\n", d.log().c_str());
+    return false;
+  }
+  for (uint32_t size : kSizes) {
+    auto post = [&](uint64_t id) {
+      isoroce::test::post_send(a.sq, id, IBV_WR_RDMA_WRITE, a.buf->iova(), size, a.buf->lkey, b.buf->iova(),
+                               b.buf->rkey);
+    };
+    uint64_t posted = 0, done = 0, counted = 0;
+    for (; posted < o.window; ++posted) post(posted);
+    Clock::time_point t0{};
+    const auto start = Clock::now();
+    bool measuring = false;
+    for (;;) {
+      const uint32_t prod = isoroce::shm::producer(a.cq_ring.base).load(std::memory_order_acquire);
+      uint32_t cons = isoroce::shm::consumer(a.cq_ring.base).load(std::memory_order_relaxed);
+      for (; cons != prod; cons = (cons + 1) & a.cq_ring.mask()) {
+        ib_uverbs_wc wc;
+        std::memcpy(&wc, a.cq_ring.at(cons), sizeof wc);
+        if (wc.status != IBV_WC_SUCCESS) {
+          std::fprintf(stderr, "shm: completion in error: status %u\n", wc.status);
+          return false;
+        }
+        ++done;
+        if (measuring) ++counted;
+      }
+      isoroce::shm::consumer(a.cq_ring.base).store(cons, std::memory_order_release);
+      while (posted - done < o.window) post(posted++);
+      const auto now = Clock::now();
+      if (!measuring && secs(start, now) > 0.3) {
+        measuring = true;
+        t0 = now;
+      }
+      if (measuring && secs(t0, now) >= o.seconds) {
+        const double s = secs(t0, now);
+        (*out)[size] = {counted / s, counted * size * 8.0 / s / 1e9};
+        break;
+      }
+    }
+    if (isoroce::test::poll(a.cq_ring, posted - done, 10000).size() != posted - done) return false;
+  }
+  a.v.reset();
+  b.v.reset();
   d.stop();
   return true;
 }
@@ -370,7 +434,7 @@ int main(int argc, char** argv) {
     else if (a == "--only") o.only = next();
     else {
       std::fprintf(stderr,
-                   "usage: isoroce-bench-daemon [--seconds S] [--window N] [--link-gbps G] [--only ctl|inproc|raw]\n");
+                   "usage: isoroce-bench-daemon [--seconds S] [--window N] [--link-gbps G] [--only ctl|shm|inproc|raw]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -378,9 +442,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bad --seconds, --window (1..256) or --link-gbps\n");
     return 2;
   }
-  std::map<uint32_t, Result> ctl, inproc, raw;
+  std::map<uint32_t, Result> ctl, shmq, inproc, raw;
   // The daemon first: it must not inherit this process's EAL lcore affinity.
   if ((o.only.empty() || o.only == "ctl") && !bench_ctl(o, &ctl)) return 1;
+  if ((o.only.empty() || o.only == "shm") && !bench_shm(o, &shmq)) return 1;
   if (o.only.empty() || o.only == "inproc" || o.only == "raw") {
     const std::string prefix = "isoroce_bench_" + std::to_string(getpid());
     std::vector<std::string> eal = {"isoroce-bench-daemon", "-l", "1", "--no-huge", "-m", "512", "--no-pci",
@@ -397,13 +462,13 @@ int main(int argc, char** argv) {
   std::printf("\nRC WRITE, window %u, path MTU 1024, links %g Gb/s, %.1f s per point\n", o.window, o.link_gbps,
               o.seconds);
   std::printf("%-8s %-7s %14s %12s\n", "path", "size", "msgs/s", "Gb/s");
-  for (auto& [name, m] : {std::pair{"ctl", &ctl}, std::pair{"inproc", &inproc}}) {
+  for (auto& [name, m] : {std::pair{"ctl", &ctl}, std::pair{"shm", &shmq}, std::pair{"inproc", &inproc}}) {
     for (auto& [size, r] : *m) std::printf("%-8s %-7u %14.0f %12.3f\n", name, size, r.msgs_per_s, r.gbps);
   }
   for (auto& [size, r] : raw) std::printf("%-8s %-7u %14.0f %12.3f   (packets)\n", "raw", size, r.msgs_per_s, r.gbps);
   if (!raw.empty()) {
     std::printf("\nratios (ours / raw): 64 B msgs/s vs raw 64 B pkts/s; goodput vs raw 1 KB payload Gb/s\n");
-    for (auto& [name, m] : {std::pair{"ctl", &ctl}, std::pair{"inproc", &inproc}}) {
+    for (auto& [name, m] : {std::pair{"ctl", &ctl}, std::pair{"shm", &shmq}, std::pair{"inproc", &inproc}}) {
       if (m->empty()) continue;
       std::printf("%-8s 64B %.4f   4KB %.4f   64KB %.4f\n", name, (*m)[64].msgs_per_s / raw[64].msgs_per_s,
                   (*m)[4096].gbps / raw[1024].gbps, (*m)[65536].gbps / raw[1024].gbps);
