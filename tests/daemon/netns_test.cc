@@ -204,17 +204,21 @@ class Netns : public ::testing::Test {
 
   std::string ns_exec(const std::string& ns) const { return "/usr/sbin/ip netns exec " + ns + " "; }
 
+  // The daemons' addresses (IPv4 here; NetnsIpv6 uses IPv6).
+  std::string daemon_ip_a_ = kDaemonA, daemon_ip_b_ = kDaemonB, prefix_ = "/24";
+
   // One daemon per namespace on its veth (qdisc_bypass=0: tc applies).
   void start_daemons() {
-    auto args = [](const std::string& veth, const std::string& addr) {
+    const std::string prefix = prefix_;
+    auto args = [prefix](const std::string& veth, const std::string& addr) {
       // "--policy fifo" before "--": CLI11 2.1 rejects EAL arguments that
       // follow a repeatable option such as --ip directly.
       return std::vector<std::string>{"--port", "net_af_packet0,iface=" + veth + ",qdisc_bypass=0",
-                                      "--ip", addr + "/24", "--policy", "fifo", "--", "--no-huge", "-m", "256"};
+                                      "--ip", addr + prefix, "--policy", "fifo", "--", "--no-huge", "-m", "256"};
     };
-    daemon_a_ = std::make_unique<DaemonProcess>(args(veth_a_, kDaemonA), ns_a_);
+    daemon_a_ = std::make_unique<DaemonProcess>(args(veth_a_, daemon_ip_a_), ns_a_);
     ASSERT_TRUE(daemon_a_->ok()) << daemon_a_->log();
-    daemon_b_ = std::make_unique<DaemonProcess>(args(veth_b_, kDaemonB), ns_b_);
+    daemon_b_ = std::make_unique<DaemonProcess>(args(veth_b_, daemon_ip_b_), ns_b_);
     ASSERT_TRUE(daemon_b_->ok()) << daemon_b_->log();
   }
 
@@ -228,9 +232,9 @@ class Netns : public ::testing::Test {
       s->buf = s->v->reg(buf_len, kAll);
       ASSERT_TRUE(s->cq && s->qp && s->buf);
     }
-    json r = a_.v->connect_rc(a_.qp, kDaemonB, b_.qp, 100, 9000, timeout);
+    json r = a_.v->connect_rc(a_.qp, daemon_ip_b_, b_.qp, 100, 9000, timeout);
     ASSERT_TRUE(r["ok"].get<bool>()) << r.dump() << daemon_a_->log();
-    r = b_.v->connect_rc(b_.qp, kDaemonA, a_.qp, 9000, 100, timeout);
+    r = b_.v->connect_rc(b_.qp, daemon_ip_a_, a_.qp, 9000, 100, timeout);
     ASSERT_TRUE(r["ok"].get<bool>()) << r.dump() << daemon_b_->log();
   }
 
@@ -607,6 +611,42 @@ TEST_F(Netns, CaptureOfTheDaemonsTrafficDecodesWithValidIcrcs) {
   }
   unlink(pcap.c_str());
   unlink(log.c_str());
+}
+
+}  // namespace
+}  // namespace isoroce::test
+
+namespace isoroce::test {
+namespace {
+
+// The same daemons with IPv6 addresses: they find each other by neighbour
+// discovery (solicitation to the solicited-node multicast address), and every
+// verb crosses the veth in IPv6 RoCEv2 frames.
+class NetnsIpv6 : public Netns {
+ protected:
+  NetnsIpv6() {
+    daemon_ip_a_ = "fd00:9::11";
+    daemon_ip_b_ = "fd00:9::12";
+    prefix_ = "/64";
+  }
+};
+
+TEST_F(NetnsIpv6, EveryVerbBothWaysAfterNeighbourDiscovery) {
+  ASSERT_NO_FATAL_FAILURE(start_daemons());
+  ASSERT_NO_FATAL_FAILURE(connect(1 << 20));
+  json sa = net_stats(a_), sb = net_stats(b_);
+  EXPECT_GE(sa["net"]["nd_adverts_received"].get<uint64_t>(), 1u) << sa.dump();
+  EXPECT_GE(sb["net"]["nd_solicits_answered"].get<uint64_t>(), 1u) << sb.dump();
+  {
+    SCOPED_TRACE("a -> b");
+    ASSERT_NO_FATAL_FAILURE(every_verb(a_, b_, 1));
+  }
+  {
+    SCOPED_TRACE("b -> a");
+    ASSERT_NO_FATAL_FAILURE(every_verb(b_, a_, 2));
+  }
+  json d = a_.v->call({{"op", "devices"}})["devices"][0];
+  EXPECT_EQ(d["gid"][0], "fd00:9::11") << d.dump();
 }
 
 }  // namespace
