@@ -170,7 +170,10 @@ json Daemon::sched_view() {
         if (e.qp_rate(q) != 0) ++limited;
       }
     });
+    json dcqcn = json::object();
+    for (const auto& p : dcqcn::param_table()) dcqcn[std::string(p.name)] = dcqcn::get_param(c.dcqcn, p.name);
     out[c.name] = {{"policy", sched::to_string(c.policy)},
+                   {"dcqcn", dcqcn},
                    {"link_gbps", static_cast<double>(c.link_bps) / 1e9},
                    {"lookahead_us", static_cast<double>(c.lookahead) / 1e6},
                    {"qps", qps},

@@ -52,35 +52,50 @@ json Daemon::handle(Session& s, const json& req, std::vector<int>& fds) {
     if (!v) return fail(ENOENT, "qp: no QP " + std::to_string(*qpn) + " on any device");
     return ok({{"qp", *v}});
   }
-  if (op == "set_rate" || op == "set_class" || op == "set_policy") return admin_op(s, op, req);
+  if (op == "set_rate" || op == "set_class" || op == "set_policy" || op == "set_dcqcn") return admin_op(s, op, req);
   return verbs_op(s, op, req, fds);
 }
 
 json Daemon::admin_op(Session&, const std::string& op, const json& req) {
-  if (op == "set_policy") {
+  if (op == "set_policy" || op == "set_dcqcn") {
+    // Settings the engine takes at creation: a new engine for an unused device.
     const std::string name = req.value("device", "");
     DeviceEntry* d = find_device(name);
-    if (d == nullptr) return fail(ENODEV, "set_policy: device '" + name + "'");
+    if (d == nullptr) return fail(ENODEV, op + ": device '" + name + "'");
     if (d->sessions != 0)
-      return fail(EBUSY, "set_policy " + name + ": " + std::to_string(d->sessions) +
-                             " client(s) have it open; change the policy while it is unused");
-    sched::Policy p;
-    if (!sched::parse_policy(req.value("policy", ""), &p))
-      return fail(EINVAL, "set_policy: policy '" + req.value("policy", "") + "' (fifo, tassel)");
-    if (p == d->dev->config().policy) return ok({{"policy", sched::to_string(p)}});
+      return fail(EBUSY, op + " " + name + ": " + std::to_string(d->sessions) +
+                             " client(s) have it open; change it while it is unused");
+    dataplane::DeviceConfig c = d->dev->config();
+    if (op == "set_policy") {
+      if (!sched::parse_policy(req.value("policy", ""), &c.policy))
+        return fail(EINVAL, "set_policy: policy '" + req.value("policy", "") + "' (fifo, tassel, justitia)");
+    } else {
+      const json& params = req.contains("params") ? req["params"] : json::array();
+      if (!params.is_array() || params.empty())
+        return fail(EINVAL, "set_dcqcn: \"params\" is a list of NAME=VALUE (docs/dcqcn.md)");
+      for (const json& kv : params) {
+        if (!kv.is_string()) return fail(EINVAL, "set_dcqcn: each parameter is a \"NAME=VALUE\" string");
+        if (std::string e = dcqcn::set_param(c.dcqcn, kv.get<std::string>()); !e.empty())
+          return fail(EINVAL, "set_dcqcn: " + e);
+      }
+      if (std::string e = dcqcn::validate(c.dcqcn); !e.empty()) return fail(EINVAL, "set_dcqcn: " + e);
+    }
+    if (c.dcqcn.enabled && c.policy == sched::Policy::kFifo)
+      return fail(EINVAL, op + " " + name + ": DCQCN needs a rate-limiting policy (tassel or justitia), not fifo");
     std::string error;
     bool busy = false;
     d->worker->call([&](sched::Picos) {
-      busy = !d->dev->set_policy(p, &error);
+      busy = !d->dev->reconfigure(c, &error);
       if (busy) return;
       // The pump drives the engine that was replaced: a new one for the new engine.
       d->dev->remove_hook(d->pump.get());
       d->pump = std::make_unique<ShmPump>(d->dev->engine());
       d->dev->add_hook(d->pump.get());
     });
-    if (busy) return fail(EBUSY, "set_policy " + name + ": " + error);
-    log(LogLevel::kInfo, "{}: policy {}", name, sched::to_string(p));
-    return ok({{"policy", sched::to_string(p)}});
+    if (busy) return fail(EBUSY, op + " " + name + ": " + error);
+    json state = {{"policy", sched::to_string(c.policy)}, {"dcqcn", c.dcqcn.enabled}};
+    log(LogLevel::kInfo, "{}: {}", name, state.dump());
+    return ok(state);
   }
   auto qpn = u64(req, "qpn");
   if (!qpn) return fail(EINVAL, op + ": \"qpn\" missing");

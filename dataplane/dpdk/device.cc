@@ -75,15 +75,19 @@ unsigned Device::poll(sched::Picos now) {
 }
 
 bool Device::set_policy(sched::Policy policy, std::string* error) {
+  DeviceConfig c = config_;
+  c.policy = policy;
+  return reconfigure(c, error);
+}
+
+bool Device::reconfigure(const DeviceConfig& c, std::string* error) {
   if (!engine_->qp_numbers().empty()) {
     *error = "the device has QPs";
     return false;
   }
-  DeviceConfig c = config_;
-  c.policy = policy;
   auto engine = transport::Engine::create(engine_config(c, port_->mac()));
   if (!engine.ok()) {
-    *error = std::string("the engine rejects the policy: ") + std::strerror(engine.err());
+    *error = std::string("the engine rejects the configuration: ") + std::strerror(engine.err());
     return false;
   }
   engine_ = std::move(engine.value());

@@ -77,6 +77,8 @@ class Device {
   // Replaces the engine by one with `policy`. Only while the device has no
   // verbs objects at all (false and *error otherwise); neighbours are kept.
   bool set_policy(sched::Policy policy, std::string* error);
+  // The same for any engine setting of the configuration (policy, DCQCN, ...).
+  bool reconfigure(const DeviceConfig& config, std::string* error);
 
  private:
   Device(const DeviceConfig& config, std::unique_ptr<Port> port,

@@ -399,6 +399,17 @@ TEST(IsoroceCtl, InspectsAndSteersALiveDaemon) {
   EXPECT_EQ(j["qp"]["rate_bps"], 2'500'000'000u);
   EXPECT_EQ(j["qp"]["class"], "latency");
   EXPECT_EQ(j["qp"]["state"], "RESET");
+  // DCQCN parameters of an unused device (and refused with fifo, or bad values).
+  out = run(ctl + "set-dcqcn isoroce1 enabled=true ai_mbps=7", &st);
+  EXPECT_EQ(st, 0) << out;
+  out = run(ctl + "--json sched", &st);
+  j = json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["sched"]["isoroce1"]["dcqcn"]["enabled"], "true") << out;
+  EXPECT_EQ(j["sched"]["isoroce1"]["dcqcn"]["ai_mbps"], "7") << out;
+  out = run(ctl + "set-dcqcn isoroce1 g=9", &st);
+  EXPECT_NE(st, 0);
+  EXPECT_NE(out.find("g: must be in"), std::string::npos) << out;
   // The device is in use now: set-policy refuses and says why.
   out = run(ctl + "set-policy isoroce0 tassel", &st);
   EXPECT_NE(st, 0);

@@ -84,9 +84,13 @@ int main(int argc, char** argv) {
   auto* stats = app.add_subcommand("stats", "per-device counters (engine, port, ARP/ND/ping)");
   auto* sched = app.add_subcommand("sched", "per-device transmit scheduler");
   std::string dev, policy, rate_text, cls;
-  auto* set_policy = app.add_subcommand("set-policy", "a device's transmit scheduler (fifo, tassel); the device must be unused");
+  auto* set_policy = app.add_subcommand("set-policy", "a device's transmit scheduler (fifo, tassel, justitia); the device must be unused");
   set_policy->add_option("DEVICE", dev, "isoroce0, ...")->required();
-  set_policy->add_option("POLICY", policy, "fifo or tassel")->required();
+  set_policy->add_option("POLICY", policy, "fifo, tassel or justitia")->required();
+  std::vector<std::string> dcqcn_params;
+  auto* set_dcqcn = app.add_subcommand("set-dcqcn", "a device's DCQCN parameters NAME=VALUE (docs/dcqcn.md); the device must be unused");
+  set_dcqcn->add_option("DEVICE", dev, "isoroce0, ...")->required();
+  set_dcqcn->add_option("PARAM", dcqcn_params, "NAME=VALUE, e.g. enabled=true ai_mbps=5")->required();
   auto* set_rate = app.add_subcommand("set-rate", "a QP's rate limit (10G, 500M, 100K bits/s; 0 or none: unlimited)");
   set_rate->add_option("QPN", qpn, "QP number")->required();
   set_rate->add_option("RATE", rate_text, "bits per second with an optional K/M/G suffix")->required();
@@ -128,6 +132,7 @@ int main(int argc, char** argv) {
   if (*stats) req = {{"op", "stats"}};
   if (*sched) req = {{"op", "sched"}};
   if (*set_policy) req = {{"op", "set_policy"}, {"device", dev}, {"policy", policy}};
+  if (*set_dcqcn) req = {{"op", "set_dcqcn"}, {"device", dev}, {"params", dcqcn_params}};
   if (*set_rate) {
     uint64_t bps;
     if (!isoroce::tools::parse_rate(rate_text, &bps)) {
