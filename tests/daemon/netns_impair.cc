@@ -10,7 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <deque>
 #include <cstring>
 #include <future>
 #include <random>
@@ -32,12 +35,30 @@ bool is_roce(const uint8_t* f, size_t len) {
   return ((udp[2] << 8) | udp[3]) == 4791;
 }
 
+// Sets CE in an ECN-capable IPv4 frame and fixes the header checksum; false
+// if the frame is not ECN-capable.
+bool mark_ce(uint8_t* f) {
+  uint8_t* ip = f + 14;
+  if ((ip[1] & 0x3) == 0) return false;
+  ip[1] |= 0x3;
+  ip[10] = ip[11] = 0;
+  uint32_t sum = 0;
+  const size_t ihl = (ip[0] & 0x0f) * 4u;
+  for (size_t i = 0; i < ihl; i += 2) sum += static_cast<uint32_t>(ip[i] << 8 | ip[i + 1]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  ip[10] = static_cast<uint8_t>(~sum >> 8);
+  ip[11] = static_cast<uint8_t>(~sum);
+  return true;
+}
+
 }  // namespace
 
 std::string ImpairCounters::text() const {
   return "forwarded " + std::to_string(forwarded) + " (RoCE " + std::to_string(roce) + "), dropped " +
          std::to_string(dropped) + ", corrupted " + std::to_string(corrupted) + ", duplicated " +
-         std::to_string(duplicated) + ", reordered " + std::to_string(reordered);
+         std::to_string(duplicated) + ", reordered " + std::to_string(reordered) + ", ECN marked " +
+         std::to_string(ecn_marked) + ", queue drops " + std::to_string(queue_drops) + ", max queue " +
+         std::to_string(max_queue_bytes) + " B";
 }
 
 NetnsImpairer::NetnsImpairer(std::string netns, std::string if_a, std::string if_b, Impairment impairment)
@@ -109,9 +130,48 @@ void NetnsImpairer::run() {
     (void)::send(fd_[to], p, n, 0);
     ++dir_[1 - to].forwarded;
   };
+  // The bottleneck: per direction a FIFO and when its head may leave.
+  using Clock = std::chrono::steady_clock;
+  std::deque<std::vector<uint8_t>> queue[2];
+  uint64_t queued[2] = {0, 0};
+  Clock::time_point free_at[2] = {Clock::now(), Clock::now()};
+  const bool shaping = imp_.bottleneck_mbps > 0;
+  auto serve = [&] {
+    const auto now = Clock::now();
+    for (int d = 0; d < 2; ++d) {
+      while (!queue[d].empty() && free_at[d] <= now) {
+        std::vector<uint8_t>& f = queue[d].front();
+        send(1 - d, f.data(), f.size());
+        const auto ns = static_cast<int64_t>((f.size() + 24) * 8 * 1000.0 / imp_.bottleneck_mbps);
+        free_at[d] = std::max(free_at[d], now - std::chrono::microseconds(50)) + std::chrono::nanoseconds(ns);
+        queued[d] -= f.size();
+        queue[d].pop_front();
+      }
+    }
+  };
+  auto enqueue = [&](int d, const uint8_t* p, size_t n, double coin) {
+    ImpairCounters& c = dir_[d];
+    if (queued[d] + n > imp_.queue_limit_bytes) {
+      ++c.queue_drops;
+      return;
+    }
+    std::vector<uint8_t> f(p, p + n);
+    const double q = static_cast<double>(queued[d]);
+    const double pmark = q <= imp_.ecn_kmin_bytes   ? 0.0
+                         : q >= imp_.ecn_kmax_bytes ? 1.0
+                                                    : (q - imp_.ecn_kmin_bytes) / (imp_.ecn_kmax_bytes - imp_.ecn_kmin_bytes);
+    if (coin < pmark && mark_ce(f.data())) ++c.ecn_marked;
+    if (queue[d].empty() && free_at[d] < Clock::now()) free_at[d] = Clock::now();
+    queued[d] += n;
+    c.max_queue_bytes = std::max(c.max_queue_bytes, queued[d]);
+    queue[d].push_back(std::move(f));
+  };
   pollfd pfd[2] = {{fd_[0], POLLIN, 0}, {fd_[1], POLLIN, 0}};
   while (!stop_.load(std::memory_order_relaxed)) {
-    const int r = poll(pfd, 2, 1);
+    if (shaping) serve();
+    const bool waiting = shaping && (!queue[0].empty() || !queue[1].empty());
+    const int r = poll(pfd, 2, waiting ? 0 : 1);
+    if (r <= 0 && waiting) continue;
     if (r <= 0) {  // quiet for a millisecond: release held frames
       for (int d = 0; d < 2; ++d) {
         if (!held[d].empty()) send(1 - d, held[d].data(), held[d].size());
@@ -131,6 +191,10 @@ void NetnsImpairer::run() {
         continue;
       }
       ++c.roce;
+      if (shaping) {
+        enqueue(d, buf.data(), len, u(rng[d]));
+        continue;
+      }
       // Draw every decision for every frame so the fates are a function of the
       // frame's index alone.
       const double p_loss = u(rng[d]), p_corrupt = u(rng[d]), p_dup = u(rng[d]), p_reorder = u(rng[d]);

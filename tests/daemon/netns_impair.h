@@ -21,10 +21,18 @@ namespace isoroce::test {
 struct Impairment {
   double loss = 0, corrupt = 0, duplicate = 0, reorder = 0;  // probabilities, 0..1
   uint32_t seed = 1;
+  // A congestion point (what `tbf` + `red ... ecn` would be, for kernels
+  // without sch_red): RoCE frames of each direction wait in a FIFO served at
+  // bottleneck_mbps (0: no bottleneck); a frame arriving to a queue of q bytes
+  // is marked CE with probability 0 below ecn_kmin_bytes, rising linearly to 1
+  // at ecn_kmax_bytes (ECT frames only), and dropped above queue_limit_bytes.
+  double bottleneck_mbps = 0;
+  uint32_t ecn_kmin_bytes = 20'000, ecn_kmax_bytes = 100'000, queue_limit_bytes = 1'000'000;
 };
 
 struct ImpairCounters {
   uint64_t forwarded = 0, roce = 0, dropped = 0, corrupted = 0, duplicated = 0, reordered = 0;
+  uint64_t ecn_marked = 0, queue_drops = 0, max_queue_bytes = 0;
   std::string text() const;
 };
 
