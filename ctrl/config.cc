@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <initializer_list>
 #include <set>
@@ -54,18 +55,63 @@ std::optional<ConfigError> read(const toml::table& t, const std::string& path, s
   return std::nullopt;
 }
 
+std::string fmt_double(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 std::optional<ConfigError> read_policy(const toml::table& t, const std::string& path,
                                        std::optional<sched::Policy>* out) {
   std::string s;
   if (!t.contains("policy")) return std::nullopt;
   if (auto e = read(t, path, "policy", &s)) return e;
   sched::Policy p;
-  if (!sched::parse_policy(s, &p)) return ConfigError{path + "policy", "'" + s + "' is not a policy (fifo, tassel)"};
+  if (!sched::parse_policy(s, &p)) return ConfigError{path + "policy", "'" + s + "' is not a policy (fifo, tassel, justitia)"};
   *out = p;
   return std::nullopt;
 }
 
 }  // namespace
+
+const std::vector<std::string>& justitia_param_names() {
+  static const std::vector<std::string> names = {
+      "target99_us", "ref_period_us", "window", "token_bytes", "split_bytes", "token_ops",
+      "max_tokens", "max_rate_gbps", "increase_step_gbps", "unattainable_after_s", "latency_idle_us"};
+  return names;
+}
+
+std::string set_justitia_param(sched::JustitiaParams& p, const std::string& name, const std::string& value) {
+  const auto& names = justitia_param_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    return "unknown parameter '" + name + "' (known: " + list + ")";
+  }
+  if (!sched::set(p, name, value)) return name + ": '" + value + "' is not a number in range for it";
+  return {};
+}
+
+std::string set_justitia_param(sched::JustitiaParams& p, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos) return "'" + assignment + "' is not NAME=VALUE";
+  return set_justitia_param(p, assignment.substr(0, eq), assignment.substr(eq + 1));
+}
+
+std::vector<std::pair<std::string, double>> justitia_param_values(const sched::JustitiaParams& p) {
+  auto d = [](uint64_t v, double scale) { return static_cast<double>(v) / scale; };
+  return {{"target99_us", d(p.target99, 1e6)},
+          {"ref_period_us", d(p.ref_period, 1e6)},
+          {"window", p.window},
+          {"token_bytes", p.token_bytes},
+          {"split_bytes", p.split_bytes},
+          {"token_ops", p.token_ops},
+          {"max_tokens", p.max_tokens},
+          {"max_rate_gbps", d(p.max_rate_bps, 1e9)},
+          {"increase_step_gbps", d(p.increase_step_bps, 1e9)},
+          {"unattainable_after_s", d(p.unattainable_after, 1e12)},
+          {"latency_idle_us", d(p.latency_idle, 1e6)}};
+}
 
 bool parse_ip_prefix(const std::string& text, wire::IpAddr* ip, uint8_t* prefix_len) {
   const size_t slash = text.find('/');
@@ -105,7 +151,8 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                            std::to_string(e.source().begin.line) + ")"};
   }
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "lcores", "log_level",
-                                  "file_prefix", "idle_sleep_us", "loopback", "eal_args", "port", "dcqcn"}))
+                                  "file_prefix", "idle_sleep_us", "loopback", "eal_args", "port", "dcqcn",
+                                  "justitia"}))
     return e;
   std::optional<sched::Policy> policy;
   for (auto e : {read(t, "", "socket", &c->socket), read(t, "", "link_gbps", &c->link_gbps),
@@ -127,6 +174,19 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
       else return ConfigError{"dcqcn." + std::string(k.str()), "must be a number or a boolean"};
       if (std::string e = dcqcn::set_param(c->dcqcn, k.str(), text); !e.empty())
         return ConfigError{"dcqcn." + std::string(k.str()), e};
+    }
+  }
+  if (const toml::node* n = t.get("justitia")) {
+    const toml::table* d = n->as_table();
+    if (d == nullptr) return ConfigError{"justitia", "must be a table of justitia parameters (docs/isoroced.md)"};
+    for (auto&& [k, v] : *d) {
+      const std::string key = "justitia." + std::string(k.str());
+      std::string text;
+      if (v.is_integer()) text = std::to_string(*v.value<int64_t>());
+      else if (v.is_floating_point()) text = fmt_double(*v.value<double>());
+      else return ConfigError{key, "must be a number"};
+      if (std::string e = set_justitia_param(c->justitia, std::string(k.str()), text); !e.empty())
+        return ConfigError{key, e};
     }
   }
   if (const toml::node* n = t.get("eal_args")) {
@@ -181,6 +241,7 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     return ConfigError{"idle_sleep_us", "must be in 10..100000"};
   if (c->lcores.empty()) return ConfigError{"lcores", "must name at least two lcores (control and one worker)"};
   if (std::string e = dcqcn::validate(c->dcqcn); !e.empty()) return ConfigError{"dcqcn", e};
+  if (std::string_view e = sched::validate(c->justitia); !e.empty()) return ConfigError{"justitia", std::string(e)};
   std::set<std::string> devs;
   std::set<wire::IpAddr> ips;
   for (size_t i = 0; i < c->ports.size(); ++i) {
@@ -201,7 +262,7 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     if (!mtus.count(p.mtu)) return ConfigError{path + "mtu", "must be 256, 512, 1024, 2048 or 4096"};
     if (!p.policy) p.policy = c->policy;
     if (c->dcqcn.enabled && *p.policy == sched::Policy::kFifo)
-      return ConfigError{path + "policy", "DCQCN (dcqcn.enabled) needs a rate-limiting policy (tassel), not fifo"};
+      return ConfigError{path + "policy", "DCQCN (dcqcn.enabled) needs a rate-limiting policy (tassel, justitia), not fifo"};
   }
   return std::nullopt;
 }

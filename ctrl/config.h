@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sched/justitia_params.h"
 #include "sched/scheduler.h"
 #include "transport/dcqcn/params.h"
 #include "transport/wire/packet.h"
@@ -39,7 +40,17 @@ struct DaemonConfig {
   uint32_t idle_sleep_us = 1000;  // longest sleep of an idle worker (it backs off from 10 us)
   std::vector<std::string> eal_args;  // given after `--` or as eal_args = [...]
   dcqcn::Params dcqcn;      // [dcqcn] table / --dcqcn NAME=VALUE (docs/dcqcn.md)
+  sched::JustitiaParams justitia;  // [justitia] table / --justitia NAME=VALUE (docs/sched.md)
 };
+
+// The justitia parameters by the names of sched::set (target99_us, ...), in order.
+const std::vector<std::string>& justitia_param_names();
+// Sets one: "" or what is wrong ("unknown parameter (known: ...)", "'x' is not ...").
+std::string set_justitia_param(sched::JustitiaParams& p, const std::string& name, const std::string& value);
+// "NAME=VALUE".
+std::string set_justitia_param(sched::JustitiaParams& p, const std::string& assignment);
+// Each parameter's value in the unit of its name (target99_us: microseconds, ...).
+std::vector<std::pair<std::string, double>> justitia_param_values(const sched::JustitiaParams& p);
 
 // The setting at fault and what is wrong with it.
 struct ConfigError {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -145,6 +146,7 @@ bool Daemon::start(int, std::string* error) {
     dc.policy = *pc.policy;
     dc.mtu = mtu_enum(pc.mtu);
     dc.dcqcn = config_.dcqcn;
+    dc.justitia = config_.justitia;
     dc.key_seed = 0x15070ce000ull + i * 7919 + static_cast<uint64_t>(getpid());
     dc.qpn_seed = static_cast<uint32_t>(0x100 + i * 0x10000);
     auto port = dataplane::Port::open(dc.name, port_ids[i], max_frame(pc.mtu), error);
@@ -190,6 +192,9 @@ bool Daemon::start(int, std::string* error) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
   ev.data.fd = signal_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, signal_fd_, &ev);
+
+  // Justitia's reference flows (they need the workers: ARP, engine calls).
+  for (auto& d : devices_) start_reference_flow(*d);
 
   if (listen(listen_fd_, 64) != 0) {
     *error = "listen " + config_.socket + ": " + std::strerror(errno);
@@ -325,9 +330,17 @@ void Daemon::shutdown_qps() {
 }
 
 int Daemon::run() {
+  // Engines' asynchronous events are drained every 250 ms (and before a client
+  // asks for them): cheap, and soon enough for a log line.
+  constexpr auto kDrainEvery = std::chrono::milliseconds(250);
+  auto last_drain = std::chrono::steady_clock::now();
   for (;;) {
     epoll_event evs[32];
-    const int n = epoll_wait(epoll_fd_, evs, 32, 1000);
+    const int n = epoll_wait(epoll_fd_, evs, 32, 250);
+    if (std::chrono::steady_clock::now() - last_drain >= kDrainEvery) {
+      drain_async_events();
+      last_drain = std::chrono::steady_clock::now();
+    }
     bool stop = false;
     for (int i = 0; i < n; ++i) {
       const int fd = evs[i].data.fd;
@@ -362,6 +375,8 @@ int Daemon::run() {
     }
   }
   while (!sessions_.empty()) close_session(sessions_.begin()->first);
+  drain_async_events();
+  for (auto& d : devices_) stop_reference_flow(*d);
   unregister_telemetry();
   for (auto& w : workers_) w->stop();
   rte_eal_mp_wait_lcore();
@@ -389,6 +404,139 @@ bool Daemon::resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   return false;
+}
+
+void Daemon::start_reference_flow(DeviceEntry& d) {
+  const dataplane::DeviceConfig& c = d.dev->config();
+  d.ref_note.clear();
+  if (c.policy != sched::Policy::kJustitia || d.ref) return;
+  DeviceEntry* peer = nullptr;
+  if (config_.loopback) {
+    for (auto& o : devices_)
+      if (o.get() != &d) peer = o.get();
+  }
+  if (peer == nullptr) {
+    d.ref_note = "no reference flow: it needs a second port of this daemon as its peer (--loopback); "
+                 "SafeUtil stays at MaxRate";
+    log(LogLevel::kWarning, "{}: policy justitia: {}", c.name, d.ref_note);
+    return;
+  }
+  auto flow = std::make_unique<ReferenceFlow>(*d.dev, *peer->dev, c.justitia.ref_period);
+  std::string error;
+  d.worker->call([&](sched::Picos) { error = flow->create_src(); });
+  if (error.empty()) peer->worker->call([&](sched::Picos) { error = flow->create_dst(); });
+  if (error.empty() && (!resolve_neighbor(d, peer->dev->config().ip) || !resolve_neighbor(*peer, c.ip)))
+    error = "no ARP/ND answer between " + c.name + " and " + peer->dev->config().name;
+  if (error.empty()) peer->worker->call([&](sched::Picos) { error = flow->connect_dst(); });
+  if (error.empty()) d.worker->call([&](sched::Picos now) { error = flow->connect_src(now); });
+  if (!error.empty()) {
+    d.worker->call([&](sched::Picos) { flow->destroy_src(); });
+    peer->worker->call([&](sched::Picos) { flow->destroy_dst(); });
+    d.ref_note = "reference flow to " + peer->dev->config().name + " failed: " + error + "; SafeUtil stays at MaxRate";
+    log(LogLevel::kError, "{}: policy justitia: {}", c.name, d.ref_note);
+    return;
+  }
+  const ReferenceStats st = flow->stats();
+  {
+    std::lock_guard lock(registry_mu_);
+    for (auto [entry, qpn] : {std::pair{&d, st.src_qpn}, std::pair{peer, st.dst_qpn}}) {
+      QpInfo& info = qp_info_[{entry, qpn}];
+      info.client = 0;
+      info.pid = getpid();
+      info.comm = "isoroced";
+      info.cls = "reference";
+      info.app = 0;
+    }
+  }
+  d.ref = std::move(flow);
+  d.ref_peer = peer;
+  log(LogLevel::kInfo, "{}: policy justitia: reference flow to {} (QP {} -> {}), a {} B WRITE every {} us, Target99 {} us",
+      c.name, peer->dev->config().name, st.src_qpn, st.dst_qpn, ReferenceFlow::kProbeBytes,
+      static_cast<double>(c.justitia.ref_period) / 1e6, static_cast<double>(c.justitia.target99) / 1e6);
+}
+
+void Daemon::stop_reference_flow(DeviceEntry& d) {
+  if (!d.ref) return;
+  DeviceEntry* peer = d.ref_peer;
+  ReferenceStats st;
+  d.worker->call([&](sched::Picos) {
+    st = d.ref->stats();
+    d.ref->destroy_src();
+  });
+  peer->worker->call([&](sched::Picos) { d.ref->destroy_dst(); });
+  {
+    std::lock_guard lock(registry_mu_);
+    qp_info_.erase({&d, st.src_qpn});
+    qp_info_.erase({peer, st.dst_qpn});
+  }
+  d.ref.reset();
+  d.ref_peer = nullptr;
+  log(LogLevel::kDebug, "{}: reference flow stopped ({} probes)", d.dev->config().name, st.completed);
+}
+
+std::vector<DeviceEntry*> Daemon::stop_reference_flows(DeviceEntry& d) {
+  std::vector<DeviceEntry*> stopped;
+  for (auto& o : devices_) {
+    if (o->ref && (o.get() == &d || o->ref_peer == &d)) {
+      stop_reference_flow(*o);
+      stopped.push_back(o.get());
+    }
+  }
+  return stopped;
+}
+
+void Daemon::drain_async_events() {
+  for (auto& d : devices_) {
+    std::vector<transport::AsyncEvent> events;
+    sched::JustitiaStats js;
+    bool have_js = false;
+    d->worker->call([&](sched::Picos) {
+      events = d->dev->engine().take_async_events();
+      if (const sched::JustitiaStats* s = d->dev->engine().scheduler().justitia_stats(); s && !events.empty()) {
+        js = *s;
+        have_js = true;
+      }
+    });
+    const std::string& name = d->dev->config().name;
+    for (const transport::AsyncEvent& ev : events) {
+      ++d->async_events;
+      const char* type = "";
+      Session* owner = nullptr;
+      auto by_handle = [&](auto member) {
+        for (auto& [id, s] : sessions_)
+          if (s->dev == d.get() && ((*s).*member).count(ev.id)) return s.get();
+        return static_cast<Session*>(nullptr);
+      };
+      uint64_t client = 0;
+      switch (ev.type) {
+        case transport::AsyncEventType::kQpFatal: type = "qp_fatal"; owner = by_handle(&Session::qps); break;
+        case transport::AsyncEventType::kCqError: type = "cq_error"; owner = by_handle(&Session::cqs); break;
+        case transport::AsyncEventType::kSrqLimitReached: type = "srq_limit_reached"; owner = by_handle(&Session::srqs); break;
+        case transport::AsyncEventType::kLatencyTargetMissed:
+          type = "latency_target_missed";
+          owner = by_handle(&Session::qps);
+          ++d->latency_target_missed;
+          break;
+      }
+      if (owner != nullptr) client = owner->id;
+      if (ev.type == transport::AsyncEventType::kLatencyTargetMissed) {
+        log(LogLevel::kWarning,
+            "{}: latency-class QP {} (client {}{}) admitted while Current99 {} us > Target99 {} us "
+            "(justitia soft admission; SafeUtil {} Gb/s)",
+            name, ev.id, client, owner ? " pid " + std::to_string(owner->pid) + " " + owner->comm : std::string(),
+            have_js ? static_cast<double>(js.current99) / 1e6 : 0.0, have_js ? static_cast<double>(js.target99) / 1e6 : 0.0,
+            have_js ? static_cast<double>(js.safe_util_bps) / 1e9 : 0.0);
+      } else {
+        const bool ref = d->ref && ev.type == transport::AsyncEventType::kQpFatal && ev.id == d->ref->src_qpn();
+        log(ref ? LogLevel::kWarning : LogLevel::kInfo, "{}: async event {} on {} (client {}){}", name, type, ev.id,
+            client, ref ? ": the reference flow's QP" : "");
+      }
+      if (owner != nullptr) {
+        owner->async_events.push_back({{"type", type}, {"device", name}, {"id", ev.id}});
+        if (owner->async_events.size() > 1024) owner->async_events.pop_front();
+      }
+    }
+  }
 }
 
 }  // namespace isoroce::ctrl

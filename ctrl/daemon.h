@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "ctrl/config.h"
+#include "ctrl/reference_flow.h"
 #include "ctrl/shm_pump.h"
 #include "dataplane/dpdk/clock.h"
 #include "dataplane/dpdk/device.h"
@@ -34,6 +36,14 @@ struct DeviceEntry {
   std::unique_ptr<ShmPump> pump;  // the clients' shared-memory queues (a hook of dev)
   dataplane::Worker* worker = nullptr;
   uint32_t sessions = 0;  // clients that opened it
+  // Policy justitia: the reference flow from this device to ref_peer (a hook of
+  // dev; its peer end lives in ref_peer's engine), or why there is none.
+  std::unique_ptr<ReferenceFlow> ref;
+  DeviceEntry* ref_peer = nullptr;
+  std::string ref_note;
+  // Asynchronous events drained from the engine (control thread; telemetry reads).
+  std::atomic<uint64_t> async_events{0};
+  std::atomic<uint64_t> latency_target_missed{0};
 };
 
 // Registered memory mapped from a client's memfd.
@@ -58,6 +68,8 @@ struct Session {
   std::map<uint32_t, std::pair<std::unique_ptr<ShmQueue>, std::unique_ptr<ShmQueue>>> qp_rings;  // SQ, RQ
   std::map<uint32_t, int> cq_eventfds;
   std::vector<int> reply_fds;  // sent with the reply to the current request, then closed
+  // Asynchronous events of this client's objects not yet taken (get_async_events).
+  std::deque<json> async_events;
 };
 
 // What the daemon knows of a QP beyond the engine: its owner and class.
@@ -66,6 +78,7 @@ struct QpInfo {
   int pid = 0;
   std::string comm;
   std::string cls = "bandwidth";
+  uint64_t app = 0;  // Justitia's application: the client connection (session id); 0: the daemon's own
 };
 
 class Daemon {
@@ -102,10 +115,21 @@ class Daemon {
   DeviceEntry* find_qp(uint32_t qpn);
   json qp_json(DeviceEntry& d, uint32_t qpn, sched::Picos now);
   bool resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip);
+  // Policy justitia: starts d's reference flow (its peer: the other port with
+  // --loopback), or notes and logs why it cannot. Workers must be running.
+  void start_reference_flow(DeviceEntry& d);
+  // Stops every reference flow with an end on d; returns their sources.
+  std::vector<DeviceEntry*> stop_reference_flows(DeviceEntry& d);
+  void stop_reference_flow(DeviceEntry& d);
+  // Takes every engine's asynchronous events: logs, counts, queues them for
+  // their clients (periodically from run(), and before get_async_events).
+  void drain_async_events();
+  json justitia_json(DeviceEntry& d);
 
   // verbs_ops.cc
   json verbs_op(Session& s, const std::string& op, const json& req, std::vector<int>& fds);
   json admin_op(Session& s, const std::string& op, const json& req);
+  json reconfigure_op(const std::string& op, const json& req);
 
   DaemonConfig config_;
   dataplane::TscClock* clock_ = nullptr;

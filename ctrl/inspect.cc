@@ -72,6 +72,7 @@ json Daemon::qp_json(DeviceEntry& d, uint32_t qpn, sched::Picos) {
   auto it = qp_info_.find({&d, qpn});
   if (it != qp_info_.end()) {
     j["class"] = it->second.cls;
+    j["app"] = it->second.app;
     j["client"] = it->second.client;
     j["pid"] = it->second.pid;
     j["comm"] = it->second.comm;
@@ -177,9 +178,59 @@ json Daemon::sched_view() {
                    {"link_gbps", static_cast<double>(c.link_bps) / 1e9},
                    {"lookahead_us", static_cast<double>(c.lookahead) / 1e6},
                    {"qps", qps},
-                   {"rate_limited_qps", limited}};
+                   {"rate_limited_qps", limited},
+                   {"async_events", d->async_events.load()}};
+    if (c.policy == sched::Policy::kJustitia) out[c.name]["justitia"] = justitia_json(*d);
   }
   return out;
+}
+
+json Daemon::justitia_json(DeviceEntry& d) {
+  const dataplane::DeviceConfig& c = d.dev->config();
+  sched::JustitiaStats st;
+  bool have = false;
+  ReferenceStats ref;
+  d.worker->call([&](sched::Picos) {
+    if (const sched::JustitiaStats* s = d.dev->engine().scheduler().justitia_stats()) st = *s, have = true;
+    if (d.ref) ref = d.ref->stats();
+  });
+  auto us = [](sched::Picos p) { return static_cast<double>(p) / 1e6; };
+  json j = json::object();
+  if (have) {
+    j = {{"safe_util_bps", st.safe_util_bps},
+         {"min_safe_util_bps", st.min_safe_util_bps},
+         {"max_rate_bps", st.max_rate_bps},
+         {"tau_us", us(st.tau)},
+         {"current99_us", us(st.current99)},
+         {"target99_us", us(st.target99)},
+         {"token_bytes", st.token_bytes},
+         {"token_ops", st.token_ops},
+         {"tokens", st.tokens},
+         {"tokens_issued", st.tokens_issued},
+         {"latency_flows", st.latency_flows},
+         {"throughput_flows", st.throughput_flows},
+         {"bandwidth_flows", st.bandwidth_flows},
+         {"samples", st.samples},
+         {"halvings", st.halvings},
+         {"unattainable", st.unattainable}};
+  }
+  j["latency_target_missed"] = d.latency_target_missed.load();
+  json r = {{"peer", d.ref_peer ? d.ref_peer->dev->config().name : std::string("-")},
+            {"running", ref.running},
+            {"failed", ref.failed},
+            {"probes", ref.completed},
+            {"posted", ref.posted},
+            {"errors", ref.errors},
+            {"last_us", us(ref.last)},
+            {"min_us", us(ref.min)},
+            {"max_us", us(ref.max)},
+            {"qpn", ref.src_qpn}};
+  if (!d.ref_note.empty()) r["note"] = d.ref_note;
+  j["reference"] = r;
+  json params = json::object();
+  for (const auto& [k, v] : justitia_param_values(c.justitia)) params[k] = v;
+  j["params"] = params;
+  return j;
 }
 
 json Daemon::status_view() {

@@ -23,12 +23,14 @@ int main(int argc, char** argv) {
   app.add_option("--ip", ips, "ADDR/PREFIX of each --port, in order");
   app.add_option("--link-gbps", gbps, "emulated line rate of each --port, or one value for all");
   app.add_flag("--loopback", loopback, "two ports isoroce0 (10.0.0.1) and isoroce1 (10.0.0.2) joined by an in-process ring pair");
-  app.add_option("--policy", policy, "transmit scheduler: fifo or tassel");
+  app.add_option("--policy", policy, "transmit scheduler: fifo, tassel or justitia");
   app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports (default 0,1)");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
   app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");
   std::vector<std::string> dcqcn;
   app.add_option("--dcqcn", dcqcn, "a DCQCN parameter NAME=VALUE, e.g. enabled=true (repeat; docs/dcqcn.md)");
+  std::vector<std::string> justitia;
+  app.add_option("--justitia", justitia, "a justitia parameter NAME=VALUE, e.g. target99_us=50 (repeat; docs/isoroced.md)");
   bool check = false;
   app.add_flag("--check", check, "validate the configuration, print the ports and EAL arguments, and exit");
   app.footer("EAL arguments go after --, e.g. isoroced --loopback -- --no-huge -m 512");
@@ -55,7 +57,7 @@ int main(int argc, char** argv) {
   }
   if (!socket.empty()) c.socket = socket;
   if (!policy.empty()) {
-    if (!sched::parse_policy(policy, &c.policy)) return bad({"--policy", "'" + policy + "' is not a policy (fifo, tassel)"});
+    if (!sched::parse_policy(policy, &c.policy)) return bad({"--policy", "'" + policy + "' is not a policy (fifo, tassel, justitia)"});
   }
   if (!lcores.empty()) c.lcores = lcores;
   if (!log_level.empty()) c.log_level = log_level;
@@ -64,6 +66,9 @@ int main(int argc, char** argv) {
   if (!eal.empty()) c.eal_args = eal;
   for (const std::string& kv : dcqcn) {
     if (std::string e = dcqcn::set_param(c.dcqcn, kv); !e.empty()) return bad({"--dcqcn " + kv, e});
+  }
+  for (const std::string& kv : justitia) {
+    if (std::string e = ctrl::set_justitia_param(c.justitia, kv); !e.empty()) return bad({"--justitia " + kv, e});
   }
   if (!ports.empty()) {
     if (ips.size() != ports.size())

@@ -18,12 +18,22 @@ std::string clip(std::string s) {
   return s;
 }
 
-// One level of containers (what DPDK telemetry allows); deeper values as text.
-void fill(rte_tel_data* d, const json& obj, bool nested) {
-  size_t n = 0;
-  for (auto it = obj.begin(); it != obj.end() && n < RTE_TEL_MAX_DICT_ENTRIES; ++it, ++n) {
-    const std::string key = clip(obj.is_array() ? std::to_string(n) : it.key());
+// One level of containers (what DPDK telemetry allows); deeper objects are
+// flattened into their container, keys joined by "_" ("justitia_reference_probes":
+// DPDK telemetry takes names of letters, digits, "_" and "/" only),
+// deeper arrays given as text.
+void fill(rte_tel_data* d, const json& obj, bool nested, const std::string& prefix = "", size_t* count = nullptr) {
+  size_t own = 0;
+  size_t& n = count ? *count : own;
+  size_t i = 0;
+  for (auto it = obj.begin(); it != obj.end() && n < RTE_TEL_MAX_DICT_ENTRIES; ++it, ++i) {
+    const std::string key = clip(prefix + (obj.is_array() ? std::to_string(i) : it.key()));
     const json& v = *it;
+    if (nested && v.is_object()) {
+      fill(d, v, true, key + "_", &n);
+      continue;
+    }
+    ++n;
     if (v.is_number_unsigned()) {
       rte_tel_data_add_dict_u64(d, key.c_str(), v.get<uint64_t>());
     } else if (v.is_number_integer()) {

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -35,6 +36,16 @@ std::optional<uint64_t> u64(const json& j, const char* key) {
 }
 uint64_t u64_or(const json& j, const char* key, uint64_t def) { return u64(j, key).value_or(def); }
 
+// The classes a client or an operator may give (not the policy's own "reference").
+bool parse_class(const std::string& text, sched::FlowClass* cls) {
+  return sched::parse_flow_class(text, cls) && *cls != sched::FlowClass::kReference;
+}
+
+// Justitia's application of a client connection (its session id; 0: none known).
+uint32_t app_id(uint64_t session) {
+  return session == 0 ? sched::kOwnApp : static_cast<uint32_t>(session % 0xffff'fff0u);
+}
+
 }  // namespace
 
 json Daemon::handle(Session& s, const json& req, std::vector<int>& fds) {
@@ -52,51 +63,77 @@ json Daemon::handle(Session& s, const json& req, std::vector<int>& fds) {
     if (!v) return fail(ENOENT, "qp: no QP " + std::to_string(*qpn) + " on any device");
     return ok({{"qp", *v}});
   }
-  if (op == "set_rate" || op == "set_class" || op == "set_policy" || op == "set_dcqcn") return admin_op(s, op, req);
+  if (op == "set_rate" || op == "set_class" || op == "set_policy" || op == "set_dcqcn" || op == "set_justitia")
+    return admin_op(s, op, req);
+  if (op == "get_async_events") {
+    // This connection's events (ibv_get_async_event), oldest first, taken.
+    drain_async_events();
+    json list = json::array();
+    for (json& e : s.async_events) list.push_back(std::move(e));
+    s.async_events.clear();
+    return ok({{"events", list}});
+  }
   return verbs_op(s, op, req, fds);
 }
 
-json Daemon::admin_op(Session&, const std::string& op, const json& req) {
-  if (op == "set_policy" || op == "set_dcqcn") {
-    // Settings the engine takes at creation: a new engine for an unused device.
-    const std::string name = req.value("device", "");
-    DeviceEntry* d = find_device(name);
-    if (d == nullptr) return fail(ENODEV, op + ": device '" + name + "'");
-    if (d->sessions != 0)
-      return fail(EBUSY, op + " " + name + ": " + std::to_string(d->sessions) +
-                             " client(s) have it open; change it while it is unused");
-    dataplane::DeviceConfig c = d->dev->config();
-    if (op == "set_policy") {
-      if (!sched::parse_policy(req.value("policy", ""), &c.policy))
-        return fail(EINVAL, "set_policy: policy '" + req.value("policy", "") + "' (fifo, tassel, justitia)");
-    } else {
-      const json& params = req.contains("params") ? req["params"] : json::array();
-      if (!params.is_array() || params.empty())
-        return fail(EINVAL, "set_dcqcn: \"params\" is a list of NAME=VALUE (docs/dcqcn.md)");
-      for (const json& kv : params) {
-        if (!kv.is_string()) return fail(EINVAL, "set_dcqcn: each parameter is a \"NAME=VALUE\" string");
-        if (std::string e = dcqcn::set_param(c.dcqcn, kv.get<std::string>()); !e.empty())
-          return fail(EINVAL, "set_dcqcn: " + e);
-      }
-      if (std::string e = dcqcn::validate(c.dcqcn); !e.empty()) return fail(EINVAL, "set_dcqcn: " + e);
+json Daemon::reconfigure_op(const std::string& op, const json& req) {
+  // Settings the engine takes at creation: a new engine for an unused device.
+  const std::string name = req.value("device", "");
+  DeviceEntry* d = find_device(name);
+  if (d == nullptr) return fail(ENODEV, op + ": device '" + name + "'");
+  if (d->sessions != 0)
+    return fail(EBUSY, op + " " + name + ": " + std::to_string(d->sessions) +
+                           " client(s) have it open; change it while it is unused");
+  dataplane::DeviceConfig c = d->dev->config();
+  if (op == "set_policy") {
+    if (!sched::parse_policy(req.value("policy", ""), &c.policy))
+      return fail(EINVAL, "set_policy: policy '" + req.value("policy", "") + "' (fifo, tassel, justitia)");
+  } else {
+    const bool dc = op == "set_dcqcn";
+    const json& params = req.contains("params") ? req["params"] : json::array();
+    if (!params.is_array() || params.empty())
+      return fail(EINVAL, op + ": \"params\" is a list of NAME=VALUE (" +
+                              (dc ? "docs/dcqcn.md" : "docs/isoroced.md") + ")");
+    for (const json& kv : params) {
+      if (!kv.is_string()) return fail(EINVAL, op + ": each parameter is a \"NAME=VALUE\" string");
+      const std::string e = dc ? dcqcn::set_param(c.dcqcn, kv.get<std::string>())
+                               : set_justitia_param(c.justitia, kv.get<std::string>());
+      if (!e.empty()) return fail(EINVAL, op + ": " + e);
     }
-    if (c.dcqcn.enabled && c.policy == sched::Policy::kFifo)
-      return fail(EINVAL, op + " " + name + ": DCQCN needs a rate-limiting policy (tassel or justitia), not fifo");
-    std::string error;
-    bool busy = false;
-    d->worker->call([&](sched::Picos) {
-      busy = !d->dev->reconfigure(c, &error);
-      if (busy) return;
-      // The pump drives the engine that was replaced: a new one for the new engine.
-      d->dev->remove_hook(d->pump.get());
-      d->pump = std::make_unique<ShmPump>(d->dev->engine());
-      d->dev->add_hook(d->pump.get());
-    });
-    if (busy) return fail(EBUSY, op + " " + name + ": " + error);
-    json state = {{"policy", sched::to_string(c.policy)}, {"dcqcn", c.dcqcn.enabled}};
-    log(LogLevel::kInfo, "{}: {}", name, state.dump());
-    return ok(state);
+    const std::string e = dc ? dcqcn::validate(c.dcqcn) : std::string(sched::validate(c.justitia));
+    if (!e.empty()) return fail(EINVAL, op + ": " + e);
   }
+  if (c.dcqcn.enabled && c.policy == sched::Policy::kFifo)
+    return fail(EINVAL, op + " " + name + ": DCQCN needs a rate-limiting policy (tassel or justitia), not fifo");
+  // Reference flows with an end in this engine go first (the engine must have no
+  // QPs), and start again afterwards on whichever devices run justitia.
+  std::vector<DeviceEntry*> restart = stop_reference_flows(*d);
+  if (std::find(restart.begin(), restart.end(), d) == restart.end()) restart.push_back(d);
+  std::string error;
+  bool busy = false;
+  d->worker->call([&](sched::Picos) {
+    busy = !d->dev->reconfigure(c, &error);
+    if (busy) return;
+    // The pump drives the engine that was replaced: a new one for the new engine.
+    d->dev->remove_hook(d->pump.get());
+    d->pump = std::make_unique<ShmPump>(d->dev->engine());
+    d->dev->add_hook(d->pump.get());
+  });
+  for (DeviceEntry* e : restart) start_reference_flow(*e);
+  if (busy) return fail(EBUSY, op + " " + name + ": " + error);
+  json state = {{"policy", sched::to_string(c.policy)}, {"dcqcn", c.dcqcn.enabled}};
+  if (c.policy == sched::Policy::kJustitia) {
+    json params = json::object();
+    for (const auto& [k, v] : justitia_param_values(c.justitia)) params[k] = v;
+    state["justitia"] = params;
+    if (!d->ref_note.empty()) state["reference_flow"] = d->ref_note;
+  }
+  log(LogLevel::kInfo, "{}: {}", name, state.dump());
+  return ok(state);
+}
+
+json Daemon::admin_op(Session&, const std::string& op, const json& req) {
+  if (op == "set_policy" || op == "set_dcqcn" || op == "set_justitia") return reconfigure_op(op, req);
   auto qpn = u64(req, "qpn");
   if (!qpn) return fail(EINVAL, op + ": \"qpn\" missing");
   DeviceEntry* d = find_qp(static_cast<uint32_t>(*qpn));
@@ -112,11 +149,24 @@ json Daemon::admin_op(Session&, const std::string& op, const json& req) {
     return ok({{"qpn", *qpn}, {"bps", *bps}});
   }
   const std::string cls = req.value("class", "");
-  if (cls != "latency" && cls != "throughput" && cls != "bandwidth")
-    return fail(EINVAL, "set_class: class '" + cls + "' (latency, throughput, bandwidth)");
+  sched::FlowClass fc;
+  if (!parse_class(cls, &fc)) return fail(EINVAL, "set_class: class '" + cls + "' (latency, throughput, bandwidth)");
+  uint64_t app = 0;
+  {
+    std::lock_guard lock(registry_mu_);
+    auto it = qp_info_.find({d, static_cast<uint32_t>(*qpn)});
+    if (it != qp_info_.end() && it->second.cls == "reference")
+      return fail(EPERM, "set_class: QP " + std::to_string(*qpn) + " is the justitia reference flow's");
+    if (it != qp_info_.end()) app = it->second.app;
+  }
+  int rc = 0;
+  d->worker->call([&](sched::Picos now) {
+    rc = d->dev->engine().set_qp_class(now, wire::Qpn(static_cast<uint32_t>(*qpn)), fc, app_id(app), 1);
+  });
+  if (rc != 0) return fail(rc, "set_class");
   std::lock_guard lock(registry_mu_);
   qp_info_[{d, static_cast<uint32_t>(*qpn)}].cls = cls;
-  return ok({{"qpn", *qpn}, {"class", cls}});
+  return ok({{"qpn", *qpn}, {"class", cls}, {"app", app}});
 }
 
 json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::vector<int>& fds) {
@@ -361,9 +411,25 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
     c.init.cap.max_recv_sge = static_cast<uint32_t>(u64_or(req, "max_recv_sge", 1));
     c.init.cap.max_inline_data = static_cast<uint32_t>(u64_or(req, "max_inline_data", 0));
     c.init.sq_sig_all = req.value("sq_sig_all", false);
+    // Class: this field, else the default (bandwidth); set_class changes it later.
+    std::string cls = "bandwidth";
+    if (req.contains("class")) {
+      if (!req["class"].is_string()) return fail(EINVAL, "create_qp: \"class\" is latency, throughput or bandwidth");
+      cls = req["class"].get<std::string>();
+    }
+    sched::FlowClass fc;
+    if (!parse_class(cls, &fc)) return fail(EINVAL, "create_qp: class '" + cls + "' (latency, throughput, bandwidth)");
     verbs::Result<wire::Qpn> r = verbs::Result<wire::Qpn>::error(EIO);
-    run([&](sched::Picos) { r = e.create_qp(c); });
+    int class_rc = 0;
+    run([&](sched::Picos now) {
+      r = e.create_qp(c);
+      if (r.ok()) class_rc = e.set_qp_class(now, r.value(), fc, app_id(s.id), 1);
+    });
     if (!r.ok()) return fail(r.err(), "create_qp");
+    if (class_rc != 0) {
+      run([&](sched::Picos) { e.destroy_qp(r.value()); });
+      return fail(class_rc, "create_qp: set_qp_class");
+    }
     const uint32_t qpn = r.value().value();
     s.qps.insert(qpn);
     {
@@ -372,7 +438,8 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
       info.client = s.id;
       info.pid = s.pid;
       info.comm = s.comm;
-      if (req.contains("class") && req["class"].is_string()) info.cls = req["class"].get<std::string>();
+      info.cls = cls;
+      info.app = s.id;
     }
     if (!req.value("shm", false)) return ok({{"qpn", qpn}});
     // The QP's rings: SQ, and RQ unless it uses an SRQ.

@@ -19,6 +19,7 @@ transport::EngineConfig engine_config(const DeviceConfig& config, const wire::Ma
   ec.max_qps = config.max_qps;
   ec.active_mtu = config.mtu;
   ec.dcqcn = config.dcqcn;
+  ec.justitia = config.justitia;
   return ec;
 }
 

@@ -36,13 +36,14 @@ void print_devices(const json& list) {
 }
 
 void print_qps(const json& list) {
-  fmt::print("{:<10} {:>8} {:<4} {:<5} {:>8} {:<10} {:>12} {:>14} {:>8} {:>6} {:>6} {:>12} {:<16}\n", "device",
-             "qpn", "type", "state", "dest", "class", "tx_packets", "tx_bytes", "retrans", "naks", "errors",
-             "rate_bps", "owner");
+  fmt::print("{:<10} {:>8} {:<4} {:<5} {:>8} {:<10} {:>5} {:>12} {:>14} {:>8} {:>6} {:>6} {:>12} {:<16}\n",
+             "device", "qpn", "type", "state", "dest", "class", "app", "tx_packets", "tx_bytes", "retrans", "naks",
+             "errors", "rate_bps", "owner");
   for (const json& q : list)
-    fmt::print("{:<10} {:>8} {:<4} {:<5} {:>8} {:<10} {:>12} {:>14} {:>8} {:>6} {:>6} {:>12} {:<16}\n",
+    fmt::print("{:<10} {:>8} {:<4} {:<5} {:>8} {:<10} {:>5} {:>12} {:>14} {:>8} {:>6} {:>6} {:>12} {:<16}\n",
                num(q["device"]), num(q["qpn"]), num(q["type"]), num(q["state"]), num(q["dest_qpn"]),
-               q.value("class", std::string("-")), num(q["tx_packets"]), num(q["tx_bytes"]),
+               q.value("class", std::string("-")), q.contains("app") ? num(q["app"]) : std::string("-"),
+               num(q["tx_packets"]), num(q["tx_bytes"]),
                num(q["retransmits"]), num(q["naks_received"]), num(q["errors"]),
                q["rate_bps"] == 0 ? std::string("-") : num(q["rate_bps"]),
                q.contains("pid") ? fmt::format("{} ({})", num(q["comm"]), num(q["pid"])) : std::string("-"));
@@ -91,6 +92,11 @@ int main(int argc, char** argv) {
   auto* set_dcqcn = app.add_subcommand("set-dcqcn", "a device's DCQCN parameters NAME=VALUE (docs/dcqcn.md); the device must be unused");
   set_dcqcn->add_option("DEVICE", dev, "isoroce0, ...")->required();
   set_dcqcn->add_option("PARAM", dcqcn_params, "NAME=VALUE, e.g. enabled=true ai_mbps=5")->required();
+  std::vector<std::string> justitia_params;
+  auto* set_justitia = app.add_subcommand(
+      "set-justitia", "a device's justitia parameters NAME=VALUE (docs/isoroced.md); the device must be unused");
+  set_justitia->add_option("DEVICE", dev, "isoroce0, ...")->required();
+  set_justitia->add_option("PARAM", justitia_params, "NAME=VALUE, e.g. target99_us=50 ref_period_us=200")->required();
   auto* set_rate = app.add_subcommand("set-rate", "a QP's rate limit (10G, 500M, 100K bits/s; 0 or none: unlimited)");
   set_rate->add_option("QPN", qpn, "QP number")->required();
   set_rate->add_option("RATE", rate_text, "bits per second with an optional K/M/G suffix")->required();
@@ -133,6 +139,7 @@ int main(int argc, char** argv) {
   if (*sched) req = {{"op", "sched"}};
   if (*set_policy) req = {{"op", "set_policy"}, {"device", dev}, {"policy", policy}};
   if (*set_dcqcn) req = {{"op", "set_dcqcn"}, {"device", dev}, {"params", dcqcn_params}};
+  if (*set_justitia) req = {{"op", "set_justitia"}, {"device", dev}, {"params", justitia_params}};
   if (*set_rate) {
     uint64_t bps;
     if (!isoroce::tools::parse_rate(rate_text, &bps)) {
