@@ -1,0 +1,245 @@
+// The data path: ibv_post_send / ibv_post_recv / ibv_post_srq_recv write
+// elements into the shared-memory rings and ibv_poll_cq reads completions out
+// of the CQ ring (ctrl/shm_abi.h) — loads and stores, no system call. As in
+// rdma-core's providers/rxe/rxe.c: validate, check for room, build the WQE,
+// advance the producer; a failure returns a positive errno with *bad_wr at
+// the first work request not posted.
+#include <sched.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "verbs_compat/internal.h"
+
+namespace isoroce::vc {
+namespace {
+
+static_assert(offsetof(rxe_send_wqe, dma) + offsetof(rxe_dma_info, sge) == sizeof(rxe_send_wqe),
+              "SGEs / inline data start right after the send WQE, where the daemon reads them");
+static_assert(offsetof(rxe_recv_wqe, dma) + offsetof(rxe_dma_info, sge) == sizeof(rxe_recv_wqe));
+static_assert(sizeof(ib_uverbs_wc) <= 64);
+
+bool is_atomic(ibv_wr_opcode op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD; }
+
+int validate_send(const Qp& q, const ibv_send_wr& wr, uint64_t* total) {
+  const ibv_qp& qp = q.qp;
+  if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT || qp.state == IBV_QPS_RTR) return EINVAL;
+  if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > q.cap.max_send_sge) return EINVAL;
+  if (wr.num_sge > 0 && wr.sg_list == nullptr) return EINVAL;
+  switch (wr.opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+      break;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      if (qp.qp_type != IBV_QPT_RC) return EINVAL;
+      break;
+    default:
+      return EINVAL;
+  }
+  uint64_t len = 0;
+  for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+  if (wr.send_flags & IBV_SEND_INLINE) {
+    if (wr.opcode == IBV_WR_RDMA_READ || is_atomic(wr.opcode)) return EINVAL;
+    if (len > q.cap.max_inline_data) return EINVAL;
+  }
+  if (is_atomic(wr.opcode)) {
+    if (wr.num_sge != 1 || wr.sg_list[0].length != 8 || (wr.wr.atomic.remote_addr & 7)) return EINVAL;
+  }
+  if (qp.qp_type == IBV_QPT_UD) {
+    if (wr.wr.ud.ah == nullptr || wr.wr.ud.ah->context != qp.context) return EINVAL;
+    if (len > q.mtu_bytes) return EINVAL;
+  }
+  if (len > (1ull << 31)) return EINVAL;
+  *total = len;
+  return 0;
+}
+
+void build_send(const Qp& q, const ibv_send_wr& wr, uint32_t total, uint8_t* el) {
+  auto* w = reinterpret_cast<rxe_send_wqe*>(el);
+  std::memset(w, 0, sizeof *w);
+  w->wr.wr_id = wr.wr_id;
+  w->wr.opcode = wr.opcode;
+  w->wr.send_flags = wr.send_flags;
+  if (wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) w->wr.ex.imm_data = wr.imm_data;
+  if (is_atomic(wr.opcode)) {
+    w->wr.wr.atomic.remote_addr = wr.wr.atomic.remote_addr;
+    w->wr.wr.atomic.compare_add = wr.wr.atomic.compare_add;
+    w->wr.wr.atomic.swap = wr.wr.atomic.swap;
+    w->wr.wr.atomic.rkey = wr.wr.atomic.rkey;
+  } else if (q.qp.qp_type == IBV_QPT_UD) {
+    w->wr.wr.ud.remote_qpn = wr.wr.ud.remote_qpn;
+    w->wr.wr.ud.remote_qkey = wr.wr.ud.remote_qkey;
+    w->wr.wr.ud.ah_num = wr.wr.ud.ah->handle;
+  } else {
+    w->wr.wr.rdma.remote_addr = wr.wr.rdma.remote_addr;
+    w->wr.wr.rdma.rkey = wr.wr.rdma.rkey;
+  }
+  w->dma.length = total;
+  w->dma.resid = total;
+  if (wr.send_flags & IBV_SEND_INLINE) {
+    uint8_t* p = w->dma.inline_data;
+    for (int i = 0; i < wr.num_sge; ++i) {
+      std::memcpy(p, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+      p += wr.sg_list[i].length;
+    }
+  } else {
+    w->dma.num_sge = static_cast<uint32_t>(wr.num_sge);
+    for (int i = 0; i < wr.num_sge; ++i) {
+      w->dma.sge[i].addr = wr.sg_list[i].addr;
+      w->dma.sge[i].length = wr.sg_list[i].length;
+      w->dma.sge[i].lkey = wr.sg_list[i].lkey;
+    }
+  }
+}
+
+void build_recv(const ibv_recv_wr& wr, uint8_t* el) {
+  auto* w = reinterpret_cast<rxe_recv_wqe*>(el);
+  std::memset(w, 0, sizeof *w);
+  w->wr_id = wr.wr_id;
+  uint32_t total = 0;
+  w->dma.num_sge = static_cast<uint32_t>(wr.num_sge);
+  for (int i = 0; i < wr.num_sge; ++i) {
+    w->dma.sge[i].addr = wr.sg_list[i].addr;
+    w->dma.sge[i].length = wr.sg_list[i].length;
+    w->dma.sge[i].lkey = wr.sg_list[i].lkey;
+    total += wr.sg_list[i].length;
+  }
+  w->dma.length = total;
+  w->dma.resid = total;
+}
+
+// Posts a chain of receive WRs into a RQ/SRQ ring.
+int post_recv_ring(Ring& ring, uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  // Own index relaxed; the daemon's acquire (pairs with its release after it consumed).
+  uint32_t prod = shm::producer(ring.base).load(std::memory_order_relaxed) & ring.mask;
+  uint32_t cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
+  const uint32_t start = prod;
+  int rc = 0;
+  for (; wr; wr = wr->next) {
+    if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > max_sge || (wr->num_sge && !wr->sg_list)) {
+      rc = EINVAL;
+      break;
+    }
+    if (((prod + 1) & ring.mask) == cons) {
+      cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
+      if (((prod + 1) & ring.mask) == cons) {
+        rc = ENOMEM;
+        break;
+      }
+    }
+    build_recv(*wr, ring.at(prod));
+    prod = (prod + 1) & ring.mask;
+  }
+  // Pairs with the daemon's acquire load of producer_index before it reads the elements.
+  if (prod != start) shm::producer(ring.base).store(prod, std::memory_order_release);
+  if (rc) *bad_wr = wr;
+  return rc;
+}
+
+}  // namespace
+
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  Qp& q = *qp_of(ibqp);
+  std::lock_guard lock(q.sq_mu);
+  Ring& ring = q.sq;
+  uint32_t prod = shm::producer(ring.base).load(std::memory_order_relaxed) & ring.mask;
+  uint32_t cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
+  const uint32_t start = prod;
+  int rc = 0;
+  for (; wr; wr = wr->next) {
+    uint64_t total = 0;
+    if ((rc = validate_send(q, *wr, &total)) != 0) break;
+    if (((prod + 1) & ring.mask) == cons) {
+      cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
+      if (((prod + 1) & ring.mask) == cons) {
+        rc = ENOMEM;
+        break;
+      }
+    }
+    build_send(q, *wr, static_cast<uint32_t>(total), ring.at(prod));
+    prod = (prod + 1) & ring.mask;
+  }
+  // Pairs with the daemon's acquire load of producer_index (ShmPump::pump_send).
+  if (prod != start) shm::producer(ring.base).store(prod, std::memory_order_release);
+  if (rc) *bad_wr = wr;
+  return rc;
+}
+
+int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  Qp& q = *qp_of(ibqp);
+  if (!q.has_rq || ibqp->state == IBV_QPS_RESET) {
+    *bad_wr = wr;
+    return EINVAL;
+  }
+  std::lock_guard lock(q.rq_mu);
+  return post_recv_ring(q.rq, q.cap.max_recv_sge, wr, bad_wr);
+}
+
+int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  Srq& s = *srq_of(ibsrq);
+  std::lock_guard lock(s.mu);
+  return post_recv_ring(s.ring, s.attr.max_sge, wr, bad_wr);
+}
+
+int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
+  Cq& cq = *cq_of(ibcq);
+  if (num_entries < 0) return -EINVAL;
+  std::lock_guard lock(cq.mu);
+  Ring& ring = cq.ring;
+  uint32_t cons = shm::consumer(ring.base).load(std::memory_order_relaxed) & ring.mask;
+  // Pairs with the daemon's release store after it wrote the completions.
+  const uint32_t prod = shm::producer(ring.base).load(std::memory_order_acquire) & ring.mask;
+  int n = 0;
+  while (n < num_entries && cons != prod) {
+    ib_uverbs_wc u;
+    std::memcpy(&u, ring.at(cons), sizeof u);
+    ibv_wc& w = wc[n++];
+    w.wr_id = u.wr_id;
+    w.status = static_cast<ibv_wc_status>(u.status);
+    w.opcode = static_cast<ibv_wc_opcode>(u.opcode);
+    w.vendor_err = u.vendor_err;
+    w.byte_len = u.byte_len;
+    w.imm_data = u.ex.imm_data;
+    w.qp_num = u.qp_num;
+    w.src_qp = u.src_qp;
+    w.wc_flags = u.wc_flags;
+    w.pkey_index = u.pkey_index;
+    w.slid = u.slid;
+    w.sl = u.sl;
+    w.dlid_path_bits = u.dlid_path_bits;
+    cons = (cons + 1) & ring.mask;
+  }
+  if (n) {
+    // Pairs with the daemon's acquire load when it checks for room.
+    shm::consumer(ring.base).store(cons, std::memory_order_release);
+    cq.empty_polls = 0;
+    return n;
+  }
+  // Idle is cheap (DESIGN.md): an application spinning on an empty CQ gives
+  // the CPU away now and then, so it cannot starve the daemon on a small box.
+  ++cq.empty_polls;
+  if (cq.empty_polls > 200000) {
+    const timespec ts{0, 20000};
+    nanosleep(&ts, nullptr);
+  } else if (cq.empty_polls > 256) {
+    sched_yield();
+  }
+  return 0;
+}
+
+int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
+  Cq& cq = *cq_of(ibcq);
+  cq.notify->solicited_only = solicited_only ? 1 : 0;
+  // seq_cst: the arm must be visible before this thread's next look at
+  // producer_index (a completion the daemon writes concurrently either sees
+  // armed or is found by the application's next poll).
+  cq.notify->armed.store(1, std::memory_order_seq_cst);
+  return 0;
+}
+
+}  // namespace isoroce::vc

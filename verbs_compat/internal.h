@@ -1,0 +1,133 @@
+// libisoroce-verbs internals: the objects behind the ibv_* handles the library
+// hands out. Each embeds the public libibverbs struct, so the pointer an
+// application holds converts back with container_of arithmetic (as rdma-core
+// providers do with verbs_context / verbs_cq).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ctrl/client.h"
+#include "ctrl/shm_abi.h"
+
+namespace isoroce::vc {
+
+using nlohmann::json;
+
+// One line on stderr, "isoroce-verbs: ...". Failures always; debug lines only
+// with ISOROCE_VERBS_DEBUG set.
+void log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void debug(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+template <typename Outer, typename Inner>
+Outer* outer_of(Inner* inner, Inner Outer::*member) {
+  const auto off = reinterpret_cast<size_t>(&(static_cast<Outer*>(nullptr)->*member));
+  return reinterpret_cast<Outer*>(reinterpret_cast<char*>(inner) - off);
+}
+
+// A device as the daemon describes it ("devices"), shown like rxe.
+struct Device {
+  ibv_device dev{};
+  int index = 0;
+  std::string name;
+  uint8_t gid[16] = {};
+  uint64_t guid_be = 0;  // from the MAC (EUI-64), network order
+  ibv_mtu active_mtu = IBV_MTU_1024;
+  double link_gbps = 0;
+  bool link_up = true;
+};
+Device* device_of(ibv_device* d);
+
+struct Context {
+  verbs_context vctx{};  // the application holds &vctx.context
+  std::unique_ptr<ctrl::Client> client;
+  std::mutex mu;  // one request at a time on the connection
+  Device* dev = nullptr;
+  json info;  // "open" reply's device
+
+  // A request; a failed reply is logged (op and error) unless quiet.
+  json call(const json& req, std::span<const int> fds = {}, std::vector<int>* received = nullptr, bool quiet = false);
+};
+Context* context_of(ibv_context* c);
+// errno from a failed reply (EIO if it has none).
+int reply_errno(const json& r);
+
+// A mapped queue file (ctrl/shm_abi.h).
+struct Ring {
+  void* base = nullptr;
+  size_t bytes = 0;
+  uint32_t log2_entries = 0, log2_elem = 0, mask = 0;
+  uint8_t* at(uint32_t i) const { return shm::element(base, i & mask, log2_elem); }
+  size_t elem_bytes() const { return size_t{1} << log2_elem; }
+};
+// Maps fd (and closes it) with the geometry in geo; false on failure.
+bool map_ring(int fd, const json& geo, bool cq, Ring* r);
+void unmap_ring(Ring* r);
+
+struct Pd {
+  ibv_pd pd{};
+};
+struct Mr {
+  ibv_mr mr{};
+};
+struct Ah {
+  ibv_ah ah{};
+};
+
+struct Cq {
+  ibv_cq cq{};
+  Ring ring;
+  shm::CqNotify* notify = nullptr;
+  int evfd = -1;  // the daemon's eventfd, with a completion channel
+  std::mutex mu;  // ibv_poll_cq may be called from several threads
+  uint32_t empty_polls = 0;
+};
+
+struct Srq {
+  ibv_srq srq{};
+  Ring ring;
+  ibv_srq_attr attr{};
+  std::mutex mu;
+};
+
+struct Qp {
+  ibv_qp qp{};
+  Ring sq, rq;
+  bool has_rq = false;
+  ibv_qp_cap cap{};
+  bool sq_sig_all = false;
+  uint32_t mtu_bytes = 1024;  // UD payload limit (the port's active MTU)
+  std::mutex sq_mu, rq_mu;
+};
+
+inline Pd* pd_of(ibv_pd* p) { return outer_of(p, &Pd::pd); }
+inline Cq* cq_of(ibv_cq* c) { return outer_of(c, &Cq::cq); }
+inline Qp* qp_of(ibv_qp* q) { return outer_of(q, &Qp::qp); }
+inline Srq* srq_of(ibv_srq* s) { return outer_of(s, &Srq::srq); }
+
+// The data path (datapath.cc): the ibv_context_ops entries.
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+
+// Device limits reported by ibv_query_device (device.cc).
+void fill_device_attr(const Device& d, ibv_device_attr* a);
+inline constexpr uint32_t kMaxQpWr = 16383;
+inline constexpr uint32_t kMaxSge = 32;
+inline constexpr uint32_t kMaxInline = 320;
+inline constexpr uint32_t kMaxCqe = 32767;
+inline constexpr uint32_t kMaxSrqSge = 27;
+
+}  // namespace isoroce::vc
