@@ -230,6 +230,7 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     }
   }
   if (c->ports.empty()) return ConfigError{"port", "no port: give --port and --ip, [[port]] tables, or --loopback"};
+  if (c->ports.size() > 16) return ConfigError{"port", "at most 16 ports per daemon (each gets 2^20 QP numbers)"};
   if (!(c->link_gbps > 0 && c->link_gbps <= 1000)) return ConfigError{"link_gbps", "must be in (0, 1000]"};
   const std::set<uint32_t> mtus = {256, 512, 1024, 2048, 4096};
   if (!mtus.count(c->mtu)) return ConfigError{"mtu", "must be 256, 512, 1024, 2048 or 4096"};

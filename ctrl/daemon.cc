@@ -148,7 +148,9 @@ bool Daemon::start(int, std::string* error) {
     dc.dcqcn = config_.dcqcn;
     dc.justitia = config_.justitia;
     dc.key_seed = 0x15070ce000ull + i * 7919 + static_cast<uint64_t>(getpid());
-    dc.qpn_seed = static_cast<uint32_t>(0x100 + i * 0x10000);
+    // QPNs unique across the daemon's devices (isoroce-ctl qp/set-rate name a QP
+    // by number): device i starts at i * 2^20 + 16, a million QPNs apart.
+    dc.first_qpn = static_cast<uint32_t>((i << 20) + 16);
     auto port = dataplane::Port::open(dc.name, port_ids[i], max_frame(pc.mtu), error);
     if (port == nullptr) {
       *error = "port[" + std::to_string(i) + "] (" + pc.devargs + "): " + *error;

@@ -13,6 +13,7 @@ transport::EngineConfig engine_config(const DeviceConfig& config, const wire::Ma
   ec.ip = config.ip;
   ec.key_seed = config.key_seed;
   ec.qpn_seed = config.qpn_seed;
+  ec.first_qpn = config.first_qpn;
   ec.policy = config.policy;
   ec.link_bps = config.link_bps;
   ec.sched_lookahead = config.lookahead;

@@ -29,6 +29,7 @@ struct DeviceConfig {
   sched::Picos lookahead = 20'000'000;  // grant this far ahead of now (one poll period)
   uint64_t key_seed = 1;
   uint32_t qpn_seed = 1;
+  uint32_t first_qpn = 0;  // see transport::EngineConfig::first_qpn
   uint32_t max_qps = 4096;
   dcqcn::Params dcqcn;
   sched::JustitiaParams justitia;  // policy justitia only

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -619,6 +620,27 @@ TEST(IsoroceCtlRun, EveryVerbOfTheFlowGeneratorAcrossPortsIntact) {
   EXPECT_NE(sim.find("isoroce-ctl run"), std::string::npos) << sim;
   unlink(path.c_str());
   EXPECT_EQ(d.stop(), 0) << d.log();
+}
+
+}  // namespace
+}  // namespace isoroce::test
+
+namespace isoroce::test {
+namespace {
+
+// isoroce-ctl names a QP by number alone: a daemon's devices never share one.
+TEST_F(Loopback, QpNumbersAreUniqueAcrossTheDaemonsDevices) {
+  Verbs a(daemon_->socket(), "isoroce0"), b(daemon_->socket(), "isoroce1");
+  const uint32_t ca = a.create_cq(), cb = b.create_cq();
+  std::set<uint32_t> seen;
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t qa = a.create_qp(ca), qb = b.create_qp(cb);
+    ASSERT_TRUE(qa && qb);
+    EXPECT_TRUE(seen.insert(qa).second) << qa;
+    EXPECT_TRUE(seen.insert(qb).second) << qb;
+    json q = b.call({{"op", "qp"}, {"qpn", qb}})["qp"];
+    EXPECT_EQ(q["device"], "isoroce1") << q.dump();
+  }
 }
 
 }  // namespace

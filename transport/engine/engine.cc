@@ -61,7 +61,7 @@ EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Schedu
       mrs_(config.key_seed),
       slots_(config.max_qps),
       gen_(config.max_qps, 0),
-      next_qpn_(16 + (config.qpn_seed * 2654435761u) % 0x100) {
+      next_qpn_(config.first_qpn ? config.first_qpn & 0xffffff : 16 + (config.qpn_seed * 2654435761u) % 0x100) {
   free_slots_.reserve(config.max_qps);
   for (uint32_t i = config.max_qps; i-- > 0;) free_slots_.push_back(i);
   granted_.reserve(256);

@@ -51,6 +51,7 @@ struct EngineConfig {
   wire::IpAddr ip{};             // the port's address; GID 0 is ip (IPv4-mapped for IPv4)
   uint64_t key_seed = 1;         // MR keys (verbs::MrKeyGen)
   uint32_t qpn_seed = 1;         // first QPN is derived from it; QPNs are never 0 or 1
+  uint32_t first_qpn = 0;        // if not 0, the first QPN (a daemon keeps its devices' QPNs apart)
   sched::Policy policy = sched::Policy::kFifo;
   uint64_t link_bps = 100'000'000'000;
   Picos sched_lookahead = 0;     // see sched::Config::lookahead
