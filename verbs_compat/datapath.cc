@@ -82,7 +82,10 @@ void build_send(const Qp& q, const ibv_send_wr& wr, uint32_t total, uint8_t* el)
   w->dma.length = total;
   w->dma.resid = total;
   if (wr.send_flags & IBV_SEND_INLINE) {
-    uint8_t* p = w->dma.inline_data;
+    // Where C puts dma.inline_data and the daemon reads it: at dma.sge. In C++
+    // the kernel header's flexible-array wrappers put the inline_data member
+    // one byte into the union (an empty struct has size 1), 7 bytes too early.
+    uint8_t* p = reinterpret_cast<uint8_t*>(w->dma.sge);
     for (int i = 0; i < wr.num_sge; ++i) {
       std::memcpy(p, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
       p += wr.sg_list[i].length;

@@ -456,8 +456,15 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
     }
   }
   if ((mask & IBV_QP_PORT) && attr->port_num != 1) return EINVAL;
+  ibv_qp_attr clamped = *attr;
+  const ibv_mtu active = context_of(qp->context)->dev->active_mtu;
+  if ((mask & IBV_QP_PATH_MTU) && clamped.path_mtu > active) {
+    // As rxe: the path MTU is at most the port's active MTU.
+    debug("modify_qp %u: path MTU %d clamped to the port's %d", qp->qp_num, 128 << clamped.path_mtu, 128 << active);
+    clamped.path_mtu = active;
+  }
   json a;
-  if (!qp_attr_json(*attr, mask, &a)) return EINVAL;
+  if (!qp_attr_json(clamped, mask, &a)) return EINVAL;
   json r = context_of(qp->context)->call({{"op", "modify_qp"}, {"qpn", qp->qp_num}, {"attr", a}});
   if (!r.value("ok", false)) return reply_errno(r);
   if (mask & IBV_QP_STATE) qp->state = attr->qp_state;
