@@ -93,6 +93,14 @@ struct Cq {
   uint32_t empty_polls = 0;
 };
 
+// A completion channel: its fd is an epoll fd over its CQs' eventfds.
+struct Channel {
+  ibv_comp_channel ch{};
+  std::mutex mu;
+  std::vector<Cq*> cqs;
+  uint64_t recovered = 0;  // wakeups found by the safety net (see ibv_get_cq_event)
+};
+
 struct Srq {
   ibv_srq srq{};
   Ring ring;

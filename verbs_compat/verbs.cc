@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstdlib>
 #include <cstring>
 
@@ -180,17 +181,19 @@ int ibv_dereg_mr(ibv_mr* mr) {
 ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return nullptr;
-  auto* ch = new ibv_comp_channel{};
-  ch->context = context;
-  ch->fd = ep;
-  ch->refcnt = 0;
-  return ch;
+  auto* ch = new Channel;
+  ch->ch.context = context;
+  ch->ch.fd = ep;
+  ch->ch.refcnt = 0;
+  return &ch->ch;
 }
 
 int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (channel->refcnt) return EBUSY;
   close(channel->fd);
-  delete channel;
+  Channel* ch = outer_of(channel, &Channel::ch);
+  if (ch->recovered) debug("channel: %" PRIu64 " wakeup(s) found by polling", ch->recovered);
+  delete ch;
   return 0;
 }
 
@@ -232,6 +235,9 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
       return fail(errno, "adding the CQ to its channel");
     }
     ++channel->refcnt;
+    Channel* ch = outer_of(channel, &Channel::ch);
+    std::lock_guard lock(ch->mu);
+    ch->cqs.push_back(cq);
   }
   ibv_cq& c = cq->cq;
   c.context = context;
@@ -258,6 +264,9 @@ int ibv_destroy_cq(ibv_cq* ibcq) {
   if (ibcq->channel) {
     epoll_ctl(ibcq->channel->fd, EPOLL_CTL_DEL, cq->evfd, nullptr);
     --ibcq->channel->refcnt;
+    Channel* ch = outer_of(ibcq->channel, &Channel::ch);
+    std::lock_guard lock(ch->mu);
+    std::erase(ch->cqs, cq);
   }
   if (cq->evfd >= 0) close(cq->evfd);
   unmap_ring(&cq->ring);
@@ -267,13 +276,41 @@ int ibv_destroy_cq(ibv_cq* ibcq) {
   return 0;
 }
 
+// Safety net: blocked, the channel also looks every 10 ms for an armed CQ
+// whose ring holds completions — a wakeup the daemon missed (its publish of
+// producer_index and its look at CqNotify::armed need a full fence between
+// them, which release/acquire is not) then costs 10 ms instead of a hang.
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  Channel* ch = outer_of(channel, &Channel::ch);
   const bool nonblock = (fcntl(channel->fd, F_GETFL) & O_NONBLOCK) != 0;
   for (;;) {
     epoll_event ev{};
-    const int n = epoll_wait(channel->fd, &ev, 1, nonblock ? 0 : -1);
+    const int n = epoll_wait(channel->fd, &ev, 1, nonblock ? 0 : 10);
     if (n < 0) return -1;
-    if (n == 0) return errno = EAGAIN, -1;
+    if (n == 0) {
+      Cq* found = nullptr;
+      {
+        std::lock_guard lock(ch->mu);
+        for (Cq* c : ch->cqs) {
+          const uint32_t prod = shm::producer(c->ring.base).load(std::memory_order_acquire) & c->ring.mask;
+          const uint32_t cons = shm::consumer(c->ring.base).load(std::memory_order_acquire) & c->ring.mask;
+          if (prod != cons && c->notify->armed.load(std::memory_order_acquire) &&
+              c->notify->armed.exchange(0, std::memory_order_acq_rel)) {
+            found = c;
+            ++ch->recovered;
+            break;
+          }
+        }
+      }
+      if (found) {
+        debug("get_cq_event: CQ %u had completions but no wakeup", found->cq.handle);
+        *cq = &found->cq;
+        *cq_context = found->cq.cq_context;
+        return 0;
+      }
+      if (nonblock) return errno = EAGAIN, -1;
+      continue;
+    }
     Cq* c = static_cast<Cq*>(ev.data.ptr);
     uint64_t v = 0;
     if (read(c->evfd, &v, sizeof v) != sizeof v) {

@@ -7,6 +7,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "tests/daemon/harness.h"
 
@@ -41,28 +42,39 @@ class Tools : public ::testing::Test {
   }
   void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
 
-  // Server on isoroce1, client on isoroce0 (they exchange QP numbers over TCP).
-  void pingpong(const std::string& prog, const std::string& args) {
+  // Server on isoroce1, client on isoroce0 (they exchange QP numbers over
+  // TCP); gid_flag picks GID 0 ("-g 0" for the examples, "-x 0" for perftest).
+  // Both must exit 0 without a complaint from the library; the client prints
+  // `summary` (perftest's passive side prints no table for READ and atomics).
+  std::pair<Result, Result> pair(const std::string& prog, const std::string& args, const std::string& gid_flag,
+                                 const std::string& summary) {
     static int port = 18600;
-    const std::string p = " -p " + std::to_string(++port) + " ";
-    auto server = std::async(std::launch::async, [&] { return sh(daemon_->socket(), prog + " -d isoroce1 -g 0" + p + args); });
+    const std::string common = " " + gid_flag + " -p " + std::to_string(++port) + " " + args;
+    auto server = std::async(std::launch::async, [&] { return sh(daemon_->socket(), prog + " -d isoroce1" + common); });
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     Result client;
     for (int attempt = 0; attempt < 10; ++attempt) {
-      client = sh(daemon_->socket(), prog + " -d isoroce0 -g 0" + p + args + " 127.0.0.1");
-      if (client.out.find("Couldn't connect") == std::string::npos) break;
+      client = sh(daemon_->socket(), prog + " -d isoroce0" + common + " 127.0.0.1");
+      if (client.rc == 0 || client.out.find("onnect") == std::string::npos) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
     }
     Result srv = server.get();
     EXPECT_EQ(client.rc, 0) << client.out;
     EXPECT_EQ(srv.rc, 0) << srv.out;
+    EXPECT_NE(client.out.find(summary), std::string::npos) << client.out;
     for (const Result* r : {&client, &srv}) {
-      EXPECT_NE(r->out.find("iters in"), std::string::npos) << r->out;
-      EXPECT_NE(r->out.find("bytes in"), std::string::npos) << r->out;
+      EXPECT_EQ(r->out.find("isoroce-verbs:"), std::string::npos) << "the library complained:\n" << r->out;
     }
+    return {client, srv};
+  }
+  void pingpong(const std::string& prog, const std::string& args) {
+    auto [client, srv] = pair(prog, args, "-g 0", "iters in");
+    EXPECT_NE(client.out.find("bytes in"), std::string::npos) << client.out;
+    EXPECT_NE(srv.out.find("iters in"), std::string::npos) << srv.out;
     EXPECT_NE(client.out.find("GID ::ffff:10.0.0.1"), std::string::npos) << client.out;
     EXPECT_NE(srv.out.find("GID ::ffff:10.0.0.2"), std::string::npos) << srv.out;
   }
+  void perftest(const std::string& prog, const std::string& args) { pair(prog, args, "-x 0", "#bytes"); }
   static DaemonProcess* daemon_;
 };
 DaemonProcess* Tools::daemon_ = nullptr;
@@ -101,6 +113,16 @@ TEST_F(Tools, UdPingpong) { pingpong("ibv_ud_pingpong", "-s 1000"); }
 TEST_F(Tools, UdPingpongWithEvents) { pingpong("ibv_ud_pingpong", "-e -s 256"); }
 TEST_F(Tools, SrqPingpong) { pingpong("ibv_srq_pingpong", ""); }
 TEST_F(Tools, SrqPingpongWithEvents) { pingpong("ibv_srq_pingpong", "-e -q 4 -s 2048"); }
+
+// perftest (it links libmlx5 and friends: the system libibverbs stays loaded).
+TEST_F(Tools, PerftestWriteLatency) { perftest("ib_write_lat", "-n 200"); }
+TEST_F(Tools, PerftestReadLatency) { perftest("ib_read_lat", "-n 200"); }
+TEST_F(Tools, PerftestAtomicLatency) { perftest("ib_atomic_lat", "-n 200"); }
+TEST_F(Tools, PerftestSendLatency) { perftest("ib_send_lat", "-n 200"); }
+TEST_F(Tools, PerftestWriteBandwidth) { perftest("ib_write_bw", "-n 500"); }
+TEST_F(Tools, PerftestReadBandwidth) { perftest("ib_read_bw", "-n 200"); }
+TEST_F(Tools, PerftestSendBandwidthRc) { perftest("ib_send_bw", "-n 200"); }
+TEST_F(Tools, PerftestSendBandwidthUd) { perftest("ib_send_bw", "-n 200 -c UD"); }
 
 }  // namespace
 }  // namespace isoroce::test
