@@ -15,7 +15,9 @@
 //
 // Elements:
 //   SQ        struct rxe_send_wqe, its dma.sge[] (num_sge entries) or, with
-//             IBV_SEND_INLINE, dma.inline_data (dma.length bytes)
+//             IBV_SEND_INLINE, dma.length bytes of data at the offset of
+//             dma.sge (= sizeof(rxe_send_wqe) in C and C++; dma.inline_data
+//             is not used: in C++ the uapi's flexible-array wrapper moves it)
 //   RQ, SRQ   struct rxe_recv_wqe and its dma.sge[num_sge]
 //   CQ        struct ib_uverbs_wc (<rdma/ib_user_verbs.h>)
 // In a send WQE: wr.opcode is the ibv_wr_opcode, wr.send_flags the

@@ -208,6 +208,10 @@ unsigned ShmPump::pump_cq(const Work& w) {
   shm::producer(q.base()).store(prod, std::memory_order_release);
   counters_.cqes += static_cast<uint64_t>(n);
   shm::CqNotify* nt = q.notify();
+  // Store-load ordering: the library arms, then re-polls; we publish, then
+  // read armed. Without a full fence the load may pass the store on x86 and
+  // a wakeup be lost (found by the verbs library's -e pingpong tests).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (w.eventfd >= 0 && nt->armed.load(std::memory_order_acquire) &&
       (!nt->solicited_only || solicited_or_error) && nt->armed.exchange(0, std::memory_order_acq_rel)) {
     const uint64_t one = 1;
