@@ -34,6 +34,17 @@ sed "s#/run/isoroce/isoroced.sock#$sock#" tools/ctl/examples/loopback_all_verbs.
 status=0
 build/bin/isoroce-ctl run "$scenario" || status=$?
 rm -f "$scenario"
+# Unmodified rdma-core and perftest programs through libisoroce-verbs.so: the
+# server on isoroce1, the client on isoroce0 (they meet over TCP on loopback).
+preload="$PWD/build/lib/libisoroce-verbs.so"
+for tool in "ibv_rc_pingpong -g 0 -n 1000" "ib_write_bw -x 0 -n 2000"; do
+  echo "== LD_PRELOAD=libisoroce-verbs.so $tool (isoroce1 serves, isoroce0 connects)"
+  ISOROCE_SOCKET="$sock" LD_PRELOAD="$preload" timeout 60 $tool -d isoroce1 &
+  server=$!
+  sleep 1
+  ISOROCE_SOCKET="$sock" LD_PRELOAD="$preload" timeout 60 $tool -d isoroce0 127.0.0.1 || status=$?
+  wait "$server" || status=$?
+done
 kill -TERM "$daemon"
 wait "$daemon"
 exit "$status"
