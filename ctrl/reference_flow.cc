@@ -1,5 +1,7 @@
 #include "ctrl/reference_flow.h"
 
+#include "transport/engine/rc_connect.h"
+
 #include <algorithm>
 #include <cstring>
 #include <random>
@@ -14,36 +16,13 @@ std::string failed(const char* what, int err) { return std::string(what) + " fai
 // INIT -> RTR -> RTS towards (peer_ip, peer_qpn); 0 or the errno.
 int connect(transport::Engine& e, wire::Qpn self, const wire::IpAddr& peer_ip, uint32_t peer_qpn, uint32_t sq_psn,
             uint32_t rq_psn) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (int rc = e.modify_qp(self, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return rc;
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_256;  // a probe is 10 bytes: any MTU both ports take
-  a.dest_qp_num = peer_qpn;
-  a.rq_psn = rq_psn;
-  a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = 1;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.port_num = 1;
-  a.ah_attr.grh.hop_limit = 64;
-  std::memcpy(a.ah_attr.grh.dgid.raw, peer_ip.data(), 16);
-  if (int rc = e.modify_qp(self, a,
-                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    return rc;
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = sq_psn;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
-  return e.modify_qp(self, a,
-                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                         IBV_QP_MAX_QP_RD_ATOMIC);
+  transport::RcPath p;
+  p.peer_ip = peer_ip;
+  p.peer_qpn = peer_qpn;
+  p.sq_psn = sq_psn;
+  p.rq_psn = rq_psn;
+  p.mtu = IBV_MTU_256;  // a probe is 10 bytes: any MTU both ports take
+  return transport::connect_rc(e, self, p);
 }
 
 }  // namespace

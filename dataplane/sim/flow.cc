@@ -11,6 +11,7 @@
 
 #include "dataplane/sim/pattern.h"
 #include "dataplane/sim/sim_internal.h"
+#include "transport/engine/rc_connect.h"
 #include "dataplane/sim/simulator.h"
 
 namespace isoroce::sim::detail {
@@ -184,41 +185,20 @@ std::optional<ScenarioError> Flow::setup_rc(uint32_t q) {
 
   // The application's view: INIT, RTR, RTS with the masks IBTA table 91 asks for.
   auto connect = [&](FlowVerbs& e, wire::Qpn self, const wire::IpAddr& peer_ip, wire::Qpn peer,
-                     wire::Psn sq_psn, wire::Psn rq_psn) -> int {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    if (int rc = e.modify_qp(self, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = mtu_enum(effective_mtu(w_.scenario, cfg_));
-    a.dest_qp_num = peer.value();
-    a.rq_psn = rq_psn.value();
-    a.max_dest_rd_atomic = static_cast<uint8_t>(cfg_.max_rd_atomic);
-    a.min_rnr_timer = cfg_.min_rnr_timer;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.sl = 0;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.grh.sgid_index = 0;
-    std::memcpy(a.ah_attr.grh.dgid.raw, peer_ip.data(), 16);
-    if (int rc = e.modify_qp(self, a,
-                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-      return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = sq_psn.value();
-    a.timeout = cfg_.timeout;
-    a.retry_cnt = cfg_.retry_cnt;
-    a.rnr_retry = cfg_.rnr_retry;
-    a.max_rd_atomic = static_cast<uint8_t>(cfg_.max_rd_atomic);
-    return e.modify_qp(self, a,
-                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                           IBV_QP_MAX_QP_RD_ATOMIC);
+                     wire::Psn sq_psn, wire::Psn rq_psn) {
+    transport::RcPath p;
+    p.peer_ip = peer_ip;
+    p.peer_qpn = peer.value();
+    p.sq_psn = sq_psn.value();
+    p.rq_psn = rq_psn.value();
+    p.mtu = mtu_enum(effective_mtu(w_.scenario, cfg_));
+    p.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    p.max_rd_atomic = static_cast<uint8_t>(cfg_.max_rd_atomic);
+    p.min_rnr_timer = cfg_.min_rnr_timer;
+    p.timeout = cfg_.timeout;
+    p.retry_cnt = cfg_.retry_cnt;
+    p.rnr_retry = cfg_.rnr_retry;
+    return transport::connect_rc(e, self, p);
   };
   if (int rc = connect(se, qp.src_qpn, dst.host->config().ip, qp.dst_qpn[0], qp.start_psn[0], dst_psn))
     return fail("modify_qp (source, RESET to RTS)", rc);

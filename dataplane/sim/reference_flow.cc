@@ -1,5 +1,7 @@
 #include "dataplane/sim/reference_flow.h"
 
+#include "transport/engine/rc_connect.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -50,39 +52,14 @@ std::optional<ScenarioError> ReferenceFlow::setup() {
   Rng rng(component_seed(w_.scenario.seed, component::kFlow + 0x10000 + index_));
   const wire::Psn spsn(static_cast<uint32_t>(rng.next()) & wire::kMask24);
   const wire::Psn dpsn(static_cast<uint32_t>(rng.next()) & wire::kMask24);
-  auto connect = [&](transport::Engine& e, wire::Qpn self, const wire::IpAddr& peer_ip, wire::Qpn peer,
-                     wire::Psn sq_psn, wire::Psn rq_psn) -> int {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    if (int rc = e.modify_qp(self, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = peer.value();
-    a.rq_psn = rq_psn.value();
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.grh.hop_limit = 64;
-    std::memcpy(a.ah_attr.grh.dgid.raw, peer_ip.data(), 16);
-    if (int rc = e.modify_qp(self, a,
-                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-      return rc;
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = sq_psn.value();
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    return e.modify_qp(self, a,
-                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                           IBV_QP_MAX_QP_RD_ATOMIC);
+  auto connect = [](transport::Engine& e, wire::Qpn self, const wire::IpAddr& peer_ip, wire::Qpn peer,
+                    wire::Psn sq_psn, wire::Psn rq_psn) {
+    transport::RcPath p;
+    p.peer_ip = peer_ip;
+    p.peer_qpn = peer.value();
+    p.sq_psn = sq_psn.value();
+    p.rq_psn = rq_psn.value();
+    return transport::connect_rc(e, self, p);
   };
   if (int rc = connect(se, qpn_, dst_->config().ip, dq.value(), spsn, dpsn)) return fail("modify_qp", rc);
   if (int rc = connect(de, dq.value(), src_->config().ip, qpn_, dpsn, spsn)) return fail("modify_qp (peer)", rc);
