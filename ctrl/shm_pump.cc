@@ -75,7 +75,7 @@ void ShmPump::remove_cq(uint32_t cq) {
 unsigned ShmPump::poll(sched::Picos now) {
   unsigned n = 0;
   for (const Work& w : sqs_) n += pump_send(now, w);
-  for (const Work& w : rqs_) n += pump_recv(w);
+  for (const Work& w : rqs_) n += pump_recv(now, w);
   for (const Work& w : cqs_) n += pump_cq(w);
   return n;
 }
@@ -128,8 +128,12 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
     }
     wr.sg_list = sges_;
     int rc = ok ? engine_.post_send(now, wire::Qpn(w.id), wr) : EINVAL;
+    // Garbage (the library validates what it posts): the WR completes with
+    // IBV_WC_LOC_QP_OP_ERR and the QP goes to ERR, so the application learns
+    // of it instead of waiting for a completion that never comes.
+    if (rc == EINVAL) rc = engine_.post_malformed_send(now, wire::Qpn(w.id), wqe.wr.wr_id) == ENOMEM ? ENOMEM : EINVAL;
     if (rc == ENOMEM) break;  // the engine's send queue is full: try again next pass
-    if (rc != 0) ++counters_.bad_wqes;  // refused (the library validates; this is garbage)
+    if (rc != 0) ++counters_.bad_wqes;
     else ++counters_.send_wqes;
     cons = (cons + 1) & q.mask();
     ++moved;
@@ -139,7 +143,7 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
   return moved;
 }
 
-unsigned ShmPump::pump_recv(const Work& w) {
+unsigned ShmPump::pump_recv(sched::Picos now, const Work& w) {
   ShmQueue& q = *w.q;
   const uint32_t prod = shm::producer(q.base()).load(std::memory_order_acquire) & q.mask();
   uint32_t cons = shm::consumer(q.base()).load(std::memory_order_relaxed) & q.mask();
@@ -163,6 +167,9 @@ unsigned ShmPump::pump_recv(const Work& w) {
     wr.sg_list = sges_;
     int rc = EINVAL;
     if (ok) rc = w.srq ? engine_.post_srq_recv(w.id, wr) : engine_.post_recv(wire::Qpn(w.id), wr);
+    // As for sends; an SRQ has no error state, so garbage there is dropped (counted).
+    if (rc == EINVAL && !w.srq)
+      rc = engine_.post_malformed_recv(now, wire::Qpn(w.id), wqe.wr_id) == ENOMEM ? ENOMEM : EINVAL;
     if (rc == ENOMEM) break;
     if (rc != 0) ++counters_.bad_wqes;
     else ++counters_.recv_wqes;

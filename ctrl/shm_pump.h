@@ -45,7 +45,7 @@ class ShmQueue {
 
 struct ShmCounters {
   uint64_t send_wqes = 0, recv_wqes = 0, cqes = 0, wakeups = 0;
-  uint64_t bad_wqes = 0;  // refused: garbage from the application
+  uint64_t bad_wqes = 0;  // garbage from the application (completed in error, or dropped on an SRQ)
 };
 
 class ShmPump final : public dataplane::DeviceHook {
@@ -76,7 +76,7 @@ class ShmPump final : public dataplane::DeviceHook {
     int eventfd = -1;
   };
   unsigned pump_send(sched::Picos now, const Work& w);
-  unsigned pump_recv(const Work& w);
+  unsigned pump_recv(sched::Picos now, const Work& w);
   unsigned pump_cq(const Work& w);
 
   transport::Engine& engine_;

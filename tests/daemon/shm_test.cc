@@ -87,6 +87,52 @@ TEST_F(Shm, ArmedCqWakesItsEventfd) {
   close(b.evfd);
 }
 
+// A WQE the daemon cannot decode is not lost: it completes with
+// IBV_WC_LOC_QP_OP_ERR and the QP goes to ERR (later WRs flush, a QP-fatal
+// async event is queued), as an RNIC answers a malformed WQE — the
+// application is told instead of waiting forever.
+TEST_F(Shm, MalformedWqesCompleteInErrorAndTheQpGoesToErr) {
+  ShmEnd a = make_end(daemon_->socket(), "isoroce0");
+  ShmEnd b = make_end(daemon_->socket(), "isoroce1");
+  connect(a, b);
+  // A good WRITE first: it completes normally, ahead of the bad one.
+  post_send(a.sq, 1, IBV_WR_RDMA_WRITE, a.buf->iova(), 64, a.buf->lkey, b.buf->iova(), b.buf->rkey);
+  post_send(a.sq, 2, static_cast<ibv_wr_opcode>(77), a.buf->iova(), 64, a.buf->lkey, b.buf->iova(), b.buf->rkey,
+            0 /* unsignaled: errors complete anyway */);
+  post_send(a.sq, 3, IBV_WR_RDMA_WRITE, a.buf->iova(), 64, a.buf->lkey, b.buf->iova(), b.buf->rkey);
+  auto wc = poll(a.cq_ring, 3);
+  ASSERT_EQ(wc.size(), 3u);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[1].wr_id, 2u);
+  EXPECT_EQ(wc[1].status, IBV_WC_LOC_QP_OP_ERR);
+  EXPECT_EQ(wc[2].wr_id, 3u);
+  EXPECT_EQ(wc[2].status, IBV_WC_WR_FLUSH_ERR);
+  json q = a.v->call({{"op", "query_qp"}, {"qpn", a.qpn}});
+  EXPECT_EQ(q["attr"]["qp_state"], "ERR") << q.dump();
+  json ev = a.v->call({{"op", "get_async_events"}});
+  ASSERT_FALSE(ev["events"].empty()) << ev.dump();
+  EXPECT_EQ(ev["events"][0]["type"], "qp_fatal");
+  EXPECT_EQ(ev["events"][0]["id"], a.qpn);
+
+  // A receive WQE with more SGEs than the QP allows, behind a good one.
+  post_recv(b.rq, 10, b.buf->iova(), 4096, b.buf->lkey);
+  const uint32_t prod = shm::producer(b.rq.base).load(std::memory_order_relaxed);
+  auto* w = reinterpret_cast<rxe_recv_wqe*>(b.rq.at(prod));
+  std::memset(w, 0, sizeof *w);
+  w->wr_id = 11;
+  w->dma.num_sge = 1000;
+  shm::producer(b.rq.base).store((prod + 1) & b.rq.mask(), std::memory_order_release);
+  auto rwc = poll(b.cq_ring, 2);
+  ASSERT_EQ(rwc.size(), 2u);
+  EXPECT_EQ(rwc[0].wr_id, 10u);
+  EXPECT_EQ(rwc[0].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(rwc[1].wr_id, 11u);
+  EXPECT_EQ(rwc[1].status, IBV_WC_LOC_QP_OP_ERR);
+  EXPECT_EQ(rwc[1].opcode, IBV_WC_RECV);
+  EXPECT_EQ(b.v->call({{"op", "query_qp"}, {"qpn", b.qpn}})["attr"]["qp_state"], "ERR");
+}
+
 // A malicious client scribbles over its rings: indices out of range, random
 // opcodes, SGE counts and lengths, lkeys of nobody. The daemon drops what is
 // wrong and keeps serving everyone else.

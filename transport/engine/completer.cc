@@ -191,7 +191,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     const uint64_t orig = *pkt.atomic_ack;
     uint8_t bytes[8];
     std::memcpy(bytes, &orig, 8);  // the original value, in host order in local memory
-    if (!w.local_error && !scatter(mrs_, q.pd, w.sges, 0, bytes)) {
+    if (w.local_error == IBV_WC_SUCCESS && !scatter(mrs_, q.pd, w.sges, 0, bytes)) {
       fail_request(now, q, IBV_WC_LOC_PROT_ERR);
       return;
     }

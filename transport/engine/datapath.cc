@@ -142,11 +142,11 @@ TxDesc EngineImpl::peek(Picos now, QpCtx& q) {
 
 void EngineImpl::kick(Picos now, QpCtx& q) {
   // A WR whose SGEs failed their check completes in error when it is next.
-  if (q.req_wqe < q.sq.tail() && q.req_pkt == 0 && q.sq[q.req_wqe].local_error &&
+  if (q.req_wqe < q.sq.tail() && q.req_pkt == 0 && q.sq[q.req_wqe].local_error != IBV_WC_SUCCESS &&
       q.sq[q.req_wqe].state == WqeState::kQueued &&
       (q.qp.state() == IBV_QPS_RTS || q.qp.state() == IBV_QPS_SQD) && q.req_wqe == q.sq.head()) {
     SendWqe& w = q.sq.front();
-    complete_send(q, w, IBV_WC_LOC_PROT_ERR);
+    complete_send(q, w, w.local_error);
     q.sq.pop();
     q.req_wqe = q.sq.head();
     if (q.qp.type() == IBV_QPT_RC) {

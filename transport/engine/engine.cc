@@ -439,7 +439,7 @@ void EngineImpl::flush(QpCtx& q) {
   auto flush_recv = [&](const RecvWqe& r) {
     ibv_wc wc{};
     wc.wr_id = r.wr_id;
-    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.status = r.local_error != IBV_WC_SUCCESS ? r.local_error : IBV_WC_WR_FLUSH_ERR;
     wc.opcode = IBV_WC_RECV;
     wc.qp_num = q.qp.qpn().value();
     complete(q.recv_cq, wc);
@@ -531,7 +531,9 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   // L_Key checks happen now; a failure completes the WR with
   // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
   const uint32_t needed = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
-  w.local_error = !w.is_inline && check_sges(mrs_, q.pd, w.sges, needed) != verbs::MrCheck::kOk;
+  w.local_error = !w.is_inline && check_sges(mrs_, q.pd, w.sges, needed) != verbs::MrCheck::kOk
+                      ? IBV_WC_LOC_PROT_ERR
+                      : IBV_WC_SUCCESS;
   w.state = WqeState::kQueued;
   w.npkts = 0;
   w.read_done = 0;
@@ -556,6 +558,44 @@ int EngineImpl::post_recv(wire::Qpn qpn, const RecvWr& wr) {
   if (int err = fill_recv(wr, q.qp.cap().max_recv_sge, r); err != 0) return err;
   q.rq.push() = std::move(r);
   if (q.qp.state() == IBV_QPS_ERR) flush(q);
+  return 0;
+}
+
+int EngineImpl::post_malformed_send(Picos now, wire::Qpn qpn, uint64_t wr_id) {
+  QpCtx* qp = find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  QpCtx& q = *qp;
+  const ibv_qp_state st = q.qp.state();
+  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
+  if (q.sq.full()) return ENOMEM;
+  SendWqe& w = q.sq.push();
+  w = SendWqe{};
+  w.wr_id = wr_id;
+  w.signaled = true;
+  w.local_error = IBV_WC_LOC_QP_OP_ERR;
+  if (st == IBV_QPS_ERR) {
+    flush(q);
+    return 0;
+  }
+  kick(now, q);
+  return 0;
+}
+
+int EngineImpl::post_malformed_recv(Picos now, wire::Qpn qpn, uint64_t wr_id) {
+  QpCtx* qp = find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  QpCtx& q = *qp;
+  if (q.use_srq || q.qp.state() == IBV_QPS_RESET) return EINVAL;
+  if (q.rq.full()) return ENOMEM;
+  RecvWqe& r = q.rq.push();
+  r = RecvWqe{};
+  r.wr_id = wr_id;
+  r.local_error = IBV_WC_LOC_QP_OP_ERR;
+  if (q.qp.state() != IBV_QPS_ERR) {
+    q.qp.set_error();
+    events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
+  }
+  enter_error(now, q);
   return 0;
 }
 

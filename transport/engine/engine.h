@@ -240,6 +240,16 @@ class Engine {
   // 0 or EINVAL/ENOMEM (queue full)/EOPNOTSUPP, as ibv_post_send.
   virtual int post_send(Picos now, wire::Qpn qpn, const SendWr& wr) = 0;
   virtual int post_recv(wire::Qpn qpn, const RecvWr& wr) = 0;
+  // A work request the driver could not decode (an application's shared ring
+  // held garbage): it takes its place in the queue and completes with
+  // IBV_WC_LOC_QP_OP_ERR (always, signaled or not), and the QP moves to ERR
+  // (UD send: SQE) with IBV_EVENT_QP_FATAL, as an RNIC does for a malformed
+  // WQE. A send completes when it reaches the head of the send queue; a
+  // receive at once, after the receives posted before it are flushed.
+  // 0, EINVAL (no such QP, RESET/INIT/RTR for a send, RESET for a receive,
+  // an SRQ QP for a receive) or ENOMEM (queue full).
+  virtual int post_malformed_send(Picos now, wire::Qpn qpn, uint64_t wr_id) = 0;
+  virtual int post_malformed_recv(Picos now, wire::Qpn qpn, uint64_t wr_id) = 0;
   // Transmit rate limit of one QP in bits per second (0: none), sched::Scheduler.
   virtual int set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) = 0;
   // Asynchronous events since the last call (ibv_get_async_event).

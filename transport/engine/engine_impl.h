@@ -46,6 +46,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   int destroy_qp(wire::Qpn qpn) override;
   int post_send(Picos now, wire::Qpn qpn, const SendWr& wr) override;
   int post_recv(wire::Qpn qpn, const RecvWr& wr) override;
+  int post_malformed_send(Picos now, wire::Qpn qpn, uint64_t wr_id) override;
+  int post_malformed_recv(Picos now, wire::Qpn qpn, uint64_t wr_id) override;
   int set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) override;
   std::vector<AsyncEvent> take_async_events() override;
   int set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uint32_t app, uint32_t weight) override;

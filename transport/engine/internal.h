@@ -69,7 +69,10 @@ struct SendWqe {
   uint32_t npkts = 0;         // PSNs the message uses (READ: response packets)
   uint64_t read_done = 0;     // READ bytes received in order
   bool completed_ok = false;  // READ/atomic data arrived; completes when at the head
-  bool local_error = false;   // an SGE failed its L_Key check at post time
+  // Not IBV_WC_SUCCESS: the WR completes with this status when it reaches the
+  // head (an SGE failed its L_Key check at post time, or the driver could not
+  // decode it), and the QP moves to ERR.
+  ibv_wc_status local_error = IBV_WC_SUCCESS;
 
   bool is_read_or_atomic() const {
     return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
@@ -82,6 +85,7 @@ struct RecvWqe {
   uint64_t wr_id = 0;
   std::vector<Sge> sges;
   uint64_t length = 0;
+  ibv_wc_status local_error = IBV_WC_SUCCESS;  // a WR the driver could not decode (post_malformed_recv)
 };
 
 // A READ or atomic the responder executed, kept for replay of duplicates

@@ -38,7 +38,7 @@ TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
   if (q.req_wqe == q.sq.tail()) return d;
   if (psn_diff(q.req_psn, q.comp_psn) >= kMaxOutstanding) return d;
   SendWqe& w = q.sq[q.req_wqe];
-  if (w.local_error) return d;  // datapath completes it in error outside the scheduler
+  if (w.local_error != IBV_WC_SUCCESS) return d;  // datapath completes it in error outside the scheduler
   if (q.req_pkt == 0) {
     // SQD: WRs not yet started wait (IBTA 10.3.1, send queue drain).
     if (st == IBV_QPS_SQD && w.state == WqeState::kQueued) return d;

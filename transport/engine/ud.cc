@@ -20,7 +20,7 @@ TxDesc EngineImpl::peek_ud(QpCtx& q) {
   if (q.qp.state() != IBV_QPS_RTS) return d;
   if (q.req_wqe == q.sq.tail()) return d;
   const SendWqe& w = q.sq[q.req_wqe];
-  if (w.local_error) return d;
+  if (w.local_error != IBV_WC_SUCCESS) return d;
   d.kind = TxKind::kUdSend;
   d.qp_slot = q.slot;
   d.wqe = static_cast<uint32_t>(q.req_wqe);
