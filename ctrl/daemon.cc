@@ -536,6 +536,10 @@ void Daemon::drain_async_events() {
       if (owner != nullptr) {
         owner->async_events.push_back({{"type", type}, {"device", name}, {"id", ev.id}});
         if (owner->async_events.size() > 1024) owner->async_events.pop_front();
+        if (owner->async_eventfd >= 0) {
+          const uint64_t one = 1;
+          (void)!write(owner->async_eventfd, &one, sizeof one);
+        }
       }
     }
   }

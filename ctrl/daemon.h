@@ -70,6 +70,7 @@ struct Session {
   std::vector<int> reply_fds;  // sent with the reply to the current request, then closed
   // Asynchronous events of this client's objects not yet taken (get_async_events).
   std::deque<json> async_events;
+  int async_eventfd = -1;  // "open" with async_events: written when one is queued
 };
 
 // What the daemon knows of a QP beyond the engine: its owner and class.

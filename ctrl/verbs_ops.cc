@@ -174,6 +174,13 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
     if (s.dev != nullptr) return fail(EBUSY, "open: this connection has a device open already");
     DeviceEntry* d = find_device(req.value("device", ""));
     if (d == nullptr) return fail(ENODEV, "open: device '" + req.value("device", "") + "'");
+    if (req.value("async_events", false)) {
+      // ibv_get_async_event blocks on this (the library's async_fd): blocking,
+      // so the flags the application sets on its copy stay its own choice.
+      s.async_eventfd = eventfd(0, EFD_CLOEXEC);
+      if (s.async_eventfd < 0) return fail(errno, std::string("open: eventfd: ") + std::strerror(errno));
+      s.reply_fds.push_back(dup(s.async_eventfd));
+    }
     s.dev = d;
     ++d->sessions;
     for (const json& v : devices_view())
@@ -584,6 +591,8 @@ void Daemon::reclaim(Session& s) {
   }
   for (const auto& [cq, fd] : s.cq_eventfds) close(fd);
   s.cq_eventfds.clear();
+  if (s.async_eventfd >= 0) close(s.async_eventfd);
+  s.async_eventfd = -1;
   s.qp_rings.clear();
   s.srq_rings.clear();
   s.cq_rings.clear();

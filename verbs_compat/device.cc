@@ -251,9 +251,11 @@ ibv_context* ibv_open_device(ibv_device* device) {
   auto* ctx = new Context;
   ctx->client = std::move(client);
   ctx->dev = d;
-  json r = ctx->call({{"op", "open"}, {"device", d->name}});
-  if (!r.value("ok", false)) {
-    errno = reply_errno(r);
+  std::vector<int> fds;
+  json r = ctx->call({{"op", "open"}, {"device", d->name}, {"async_events", true}}, {}, &fds);
+  if (!r.value("ok", false) || fds.size() != 1) {
+    for (int f : fds) close(f);
+    errno = r.value("ok", false) ? EPROTO : reply_errno(r);
     delete ctx;
     return nullptr;
   }
@@ -276,7 +278,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
       .post_recv = isoroce::vc::post_recv,
   };
   c.cmd_fd = ctx->client->fd();
-  c.async_fd = eventfd(0, EFD_CLOEXEC);  // no asynchronous events yet: never readable
+  c.async_fd = fds[0];  // the daemon writes it when it queues an event (async.cc)
   c.num_comp_vectors = 1;
   pthread_mutex_init(&c.mutex, nullptr);
   c.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -291,16 +293,6 @@ int ibv_close_device(ibv_context* context) {
   delete ctx;  // closing the connection makes the daemon destroy what is left
   return 0;
 }
-
-int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-  uint64_t v;
-  (void)event;
-  if (read(context->async_fd, &v, sizeof v) != sizeof v) return -1;
-  errno = EIO;
-  return -1;
-}
-
-void ibv_ack_async_event(ibv_async_event*) {}
 
 int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
   fill_device_attr(*context_of(context)->dev, attr);

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -55,6 +57,14 @@ struct Context {
   Device* dev = nullptr;
   json info;  // "open" reply's device
 
+  // The application's objects by daemon handle / QPN (async events name them).
+  std::mutex objects_mu;
+  std::map<uint32_t, struct Qp*> qps;
+  std::map<uint32_t, struct Cq*> cqs;
+  std::map<uint32_t, struct Srq*> srqs;
+  std::mutex async_mu;
+  std::deque<json> async_pending;  // taken from the daemon, not yet handed out
+
   // A request; a failed reply is logged (op and error) unless quiet.
   json call(const json& req, std::span<const int> fds = {}, std::vector<int>* received = nullptr, bool quiet = false);
 };
@@ -91,6 +101,7 @@ struct Cq {
   int evfd = -1;  // the daemon's eventfd, with a completion channel
   std::mutex mu;  // ibv_poll_cq may be called from several threads
   uint32_t empty_polls = 0;
+  uint32_t async_delivered = 0;  // IBV_EVENT_CQ_ERR handed out (destroy waits for their acks)
 };
 
 // A completion channel: its fd is an epoll fd over its CQs' eventfds.
@@ -106,6 +117,7 @@ struct Srq {
   Ring ring;
   ibv_srq_attr attr{};
   std::mutex mu;
+  uint32_t async_delivered = 0;
 };
 
 struct Qp {
@@ -116,12 +128,22 @@ struct Qp {
   bool sq_sig_all = false;
   uint32_t mtu_bytes = 1024;  // UD payload limit (the port's active MTU)
   std::mutex sq_mu, rq_mu;
+  uint32_t async_delivered = 0;
 };
 
 inline Pd* pd_of(ibv_pd* p) { return outer_of(p, &Pd::pd); }
 inline Cq* cq_of(ibv_cq* c) { return outer_of(c, &Cq::cq); }
 inline Qp* qp_of(ibv_qp* q) { return outer_of(q, &Qp::qp); }
 inline Srq* srq_of(ibv_srq* s) { return outer_of(s, &Srq::srq); }
+
+// Async events (async.cc): objects are tracked from creation; untrack waits
+// until the events delivered for the object are acknowledged.
+void track(Context& c, Qp* q);
+void track(Context& c, Cq* cq);
+void track(Context& c, Srq* s);
+void untrack(Context& c, Qp* q);
+void untrack(Context& c, Cq* cq);
+void untrack(Context& c, Srq* s);
 
 // The data path (datapath.cc): the ibv_context_ops entries.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);

@@ -249,6 +249,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   pthread_cond_init(&c.cond, nullptr);
   c.comp_events_completed = 0;
   c.async_events_completed = 0;
+  track(*context_of(context), cq);
   return &c;
 }
 
@@ -261,6 +262,7 @@ int ibv_destroy_cq(ibv_cq* ibcq) {
   Cq* cq = cq_of(ibcq);
   json r = context_of(ibcq->context)->call({{"op", "destroy_cq"}, {"cq", ibcq->handle}});
   if (!r.value("ok", false)) return reply_errno(r);
+  untrack(*context_of(ibcq->context), cq);
   if (ibcq->channel) {
     epoll_ctl(ibcq->channel->fd, EPOLL_CTL_DEL, cq->evfd, nullptr);
     --ibcq->channel->refcnt;
@@ -362,6 +364,7 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
   q.events_completed = 0;
+  track(*context_of(pd->context), s);
   return &q;
 }
 
@@ -393,6 +396,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
   json r = context_of(srq->context)->call({{"op", "destroy_srq"}, {"srq", srq->handle}});
   if (!r.value("ok", false)) return reply_errno(r);
   Srq* s = srq_of(srq);
+  untrack(*context_of(srq->context), s);
   unmap_ring(&s->ring);
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);
@@ -476,6 +480,7 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   pthread_cond_init(&qp.cond, nullptr);
   qp.events_completed = 0;
   init->cap = cap;
+  track(*ctx, q);
   debug("create_qp %u: sq 2^%u x %u B, rq 2^%u, inline %u", qpn, q->sq.log2_entries, 1u << q->sq.log2_elem,
         q->rq.log2_entries, cap.max_inline_data);
   return &qp;
@@ -547,6 +552,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
   json r = context_of(qp->context)->call({{"op", "destroy_qp"}, {"qpn", qp->qp_num}});
   if (!r.value("ok", false)) return reply_errno(r);
   Qp* q = qp_of(qp);
+  untrack(*context_of(qp->context), q);
   unmap_ring(&q->sq);
   unmap_ring(&q->rq);
   pthread_mutex_destroy(&qp->mutex);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "isoroce/verbs_ext.h"
 #include "tests/daemon/harness.h"
 
 namespace isoroce::test {
@@ -466,6 +467,96 @@ TEST_F(Library, InlineSendsCarryTheirBytesUpToMaxInlineData) {
   ibv_send_wr* bad = nullptr;
   EXPECT_EQ(ibv_post_send(a.qp, &w, &bad), EINVAL);
   EXPECT_EQ(bad, &w);
+}
+
+// A WRITE with an L_Key of nobody completes with IBV_WC_LOC_PROT_ERR, the QP
+// goes to ERR, and the daemon's QP-fatal event reaches ibv_get_async_event
+// through the context's async_fd (readable in poll(2) first), naming the
+// application's own ibv_qp; destroying the QP waits for the acknowledgement.
+TEST_F(Library, QpFatalReachesIbvGetAsyncEventThroughAsyncFd) {
+  Dev a, b;
+  make(a, "isoroce0");
+  make(b, "isoroce1");
+  connect(a, "::ffff:10.0.0.2", b.qp->qp_num);
+  connect(b, "::ffff:10.0.0.1", a.qp->qp_num);
+  // Nothing yet: a non-blocking async_fd says EAGAIN.
+  const int flags = fcntl(a.ctx->async_fd, F_GETFL);
+  ASSERT_EQ(fcntl(a.ctx->async_fd, F_SETFL, flags | O_NONBLOCK), 0);
+  ibv_async_event ev{};
+  errno = 0;
+  EXPECT_EQ(ibv_get_async_event(a.ctx, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(fcntl(a.ctx->async_fd, F_SETFL, flags), 0);
+
+  std::vector<uint8_t> buf(4096);
+  ibv_mr* mr = ibv_reg_mr(a.pd, buf.data(), buf.size(), kAll);
+  ASSERT_NE(mr, nullptr);
+  a.mrs.push_back(mr);
+  ibv_sge sge{reinterpret_cast<uint64_t>(buf.data()), 64, mr->lkey ^ 0x5a5a00};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = 42;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = 0x1000;
+  wr.wr.rdma.rkey = 1;
+  ASSERT_EQ(ibv_post_send(a.qp, &wr, &bad), 0);
+  auto wc = wait(a.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 42u);
+  EXPECT_EQ(wc[0].status, IBV_WC_LOC_PROT_ERR);
+
+  pollfd p{a.ctx->async_fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "async_fd never became readable";
+  ASSERT_EQ(ibv_get_async_event(a.ctx, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_FATAL);
+  EXPECT_EQ(ev.element.qp, a.qp);
+  ibv_ack_async_event(&ev);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(a.qp, &attr, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
+  EXPECT_EQ(ibv_destroy_qp(a.qp), 0);  // returns: the event was acknowledged
+  a.qp = nullptr;
+  // The peer saw nothing.
+  ASSERT_EQ(fcntl(b.ctx->async_fd, F_SETFL, fcntl(b.ctx->async_fd, F_GETFL) | O_NONBLOCK), 0);
+  errno = 0;
+  EXPECT_EQ(ibv_get_async_event(b.ctx, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+}
+
+// The flow class: isoroce_qp_set_class (isoroce/verbs_ext.h) and, for
+// unmodified programs, ISOROCE_FLOW_CLASS; the daemon's view shows it.
+TEST_F(Library, FlowClassFromVerbsExtAndFromTheEnvironment) {
+  Verbs admin(daemon_->socket(), "isoroce0");
+  auto cls = [&](uint32_t qpn) {
+    json r = admin.call({{"op", "qp"}, {"qpn", qpn}});
+    return r.value("qp", json::object()).value("class", std::string("?"));
+  };
+  Dev a;
+  make(a, "isoroce0");
+  EXPECT_EQ(cls(a.qp->qp_num), "bandwidth");
+  EXPECT_EQ(isoroce_qp_set_class_if_present(a.qp, ISOROCE_CLASS_LATENCY), 0);
+  EXPECT_EQ(cls(a.qp->qp_num), "latency");
+  EXPECT_EQ(isoroce_qp_set_class(a.qp, ISOROCE_CLASS_THROUGHPUT), 0);
+  EXPECT_EQ(cls(a.qp->qp_num), "throughput");
+  EXPECT_EQ(isoroce_qp_set_class(a.qp, static_cast<isoroce_flow_class>(9)), EINVAL);
+
+  setenv("ISOROCE_FLOW_CLASS", "latency", 1);
+  Dev b;
+  make(b, "isoroce0");
+  EXPECT_EQ(cls(b.qp->qp_num), "latency");
+  setenv("ISOROCE_FLOW_CLASS", "fastest", 1);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = b.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp(b.pd, &ia), nullptr) << "an unknown class is refused, not ignored";
+  EXPECT_EQ(errno, EINVAL);
+  unsetenv("ISOROCE_FLOW_CLASS");
 }
 
 }  // namespace
