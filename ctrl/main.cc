@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   std::string config_file;
   std::vector<std::string> ports, ips;
   std::vector<double> gbps;
+  uint32_t mtu = 0;
   std::string socket, policy, lcores, log_level, file_prefix;
   bool loopback = false;
   std::vector<std::string> eal;
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   app.add_option("--ip", ips, "ADDR/PREFIX of each --port, in order");
   app.add_option("--link-gbps", gbps, "emulated line rate of each --port, or one value for all");
   app.add_flag("--loopback", loopback, "two ports isoroce0 (10.0.0.1) and isoroce1 (10.0.0.2) joined by an in-process ring pair");
+  app.add_option("--mtu", mtu, "RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096 (default 1024)");
   app.add_option("--policy", policy, "transmit scheduler: fifo, tassel or justitia");
   app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports (default 0,1)");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
@@ -58,6 +60,10 @@ int main(int argc, char** argv) {
   if (!socket.empty()) c.socket = socket;
   if (!policy.empty()) {
     if (!sched::parse_policy(policy, &c.policy)) return bad({"--policy", "'" + policy + "' is not a policy (fifo, tassel, justitia)"});
+  }
+  if (mtu != 0) {
+    c.mtu = mtu;
+    for (ctrl::PortConfig& p : c.ports) p.mtu = 0;  // the flag wins over the file's [[port]] mtu
   }
   if (!lcores.empty()) c.lcores = lcores;
   if (!log_level.empty()) c.log_level = log_level;

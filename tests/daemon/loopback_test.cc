@@ -332,6 +332,7 @@ TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
       {{"--loopback", "--dcqcn", "enabled=true"}, "DCQCN (dcqcn.enabled) needs a rate-limiting policy"},
       {{"--loopback", "--policy", "tassel", "--dcqcn", "g=7"}, "--dcqcn g=7"},
       {{"--loopback", "--policy", "tassel", "--dcqcn", "nonsense=1"}, "unknown parameter"},
+      {{"--loopback", "--mtu", "1500"}, "mtu: must be 256, 512, 1024, 2048 or 4096"},
   };
   for (const Case& c : cases) {
     DaemonProcess d(c.args);
@@ -447,6 +448,15 @@ TEST(DaemonConfig, SampleConfigsInDocsAreValid) {
     EXPECT_NE(out.find("isoroce0:"), std::string::npos) << out;
     EXPECT_NE(out.find("EAL:"), std::string::npos) << out;
   }
+  // --mtu overrides the file's port MTUs.
+  const std::string cmd = daemon_path() + " --check --mtu 4096 --config " + ISOROCE_DOCS_DIR + "/isoroced-loopback.toml 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  EXPECT_EQ(pclose(f), 0) << out;
+  EXPECT_NE(out.find("mtu 4096"), std::string::npos) << out;
+  EXPECT_EQ(out.find("mtu 1024"), std::string::npos) << out;
 }
 
 }  // namespace
