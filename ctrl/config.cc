@@ -1,5 +1,7 @@
 #include "ctrl/config.h"
 
+#include "transport/wire/packet.h"
+
 #include <arpa/inet.h>
 #include <toml++/toml.h>
 
@@ -150,13 +152,13 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                        std::string(e.description()) + " (line " +
                            std::to_string(e.source().begin.line) + ")"};
   }
-  if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "lcores", "log_level",
+  if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
                                   "file_prefix", "idle_sleep_us", "loopback", "eal_args", "port", "dcqcn",
                                   "justitia"}))
     return e;
   std::optional<sched::Policy> policy;
   for (auto e : {read(t, "", "socket", &c->socket), read(t, "", "link_gbps", &c->link_gbps),
-                 read(t, "", "mtu", &c->mtu), read(t, "", "lcores", &c->lcores),
+                 read(t, "", "mtu", &c->mtu), read(t, "", "ref_peer", &c->ref_peer), read(t, "", "lcores", &c->lcores),
                  read(t, "", "log_level", &c->log_level), read(t, "", "file_prefix", &c->file_prefix),
                  read(t, "", "idle_sleep_us", &c->idle_sleep_us), read(t, "", "loopback", &c->loopback),
                  read_policy(t, "", &policy)})
@@ -204,10 +206,11 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::table& pt = *a->get(i)->as_table();
       const std::string path = "port[" + std::to_string(i) + "].";
-      if (auto e = check_keys(pt, path, {"devargs", "ip", "link_gbps", "policy", "mtu"})) return e;
+      if (auto e = check_keys(pt, path, {"devargs", "ip", "link_gbps", "policy", "mtu", "ref_peer"})) return e;
       PortConfig p;
       for (auto e : {read(pt, path, "devargs", &p.devargs), read(pt, path, "ip", &p.ip_text),
                      read(pt, path, "link_gbps", &p.link_gbps), read(pt, path, "mtu", &p.mtu),
+                     read(pt, path, "ref_peer", &p.ref_peer_text),
                      read_policy(pt, path, &p.policy)})
         if (e) return e;
       c->ports.push_back(std::move(p));
@@ -262,6 +265,17 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     if (p.mtu == 0) p.mtu = c->mtu;
     if (!mtus.count(p.mtu)) return ConfigError{path + "mtu", "must be 256, 512, 1024, 2048 or 4096"};
     if (!p.policy) p.policy = c->policy;
+    if (p.ref_peer_text.empty()) p.ref_peer_text = c->ref_peer;
+    if (!p.ref_peer_text.empty()) {
+      wire::IpAddr peer{};
+      uint8_t len = 0;
+      if (p.ref_peer_text.find('/') != std::string::npos || !parse_ip_prefix(p.ref_peer_text, &peer, &len))
+        return ConfigError{path + "ref_peer", "'" + p.ref_peer_text + "' is not an IPv4 or IPv6 address"};
+      if (wire::is_ipv4_mapped(peer) != wire::is_ipv4_mapped(p.ip))
+        return ConfigError{path + "ref_peer", "'" + p.ref_peer_text + "' is not of the port's address family"};
+      if (peer == p.ip) return ConfigError{path + "ref_peer", "is the port's own address"};
+      p.ref_peer = peer;
+    }
     if (c->dcqcn.enabled && *p.policy == sched::Policy::kFifo)
       return ConfigError{path + "policy", "DCQCN (dcqcn.enabled) needs a rate-limiting policy (tassel, justitia), not fifo"};
   }

@@ -25,6 +25,10 @@ struct PortConfig {
   double link_gbps = 0;     // 0: the daemon's link_gbps
   std::optional<sched::Policy> policy;  // none: the daemon's policy
   uint32_t mtu = 0;         // 0: the daemon's mtu
+  // justitia: the reference flow's peer in another isoroced (ctrl/reference_echo.h);
+  // empty: the daemon's ref_peer.
+  std::string ref_peer_text;
+  std::optional<wire::IpAddr> ref_peer;
 };
 
 struct DaemonConfig {
@@ -34,6 +38,7 @@ struct DaemonConfig {
   sched::Policy policy = sched::Policy::kFifo;
   double link_gbps = 10;
   uint32_t mtu = 1024;      // RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096
+  std::string ref_peer;     // every port's justitia reference peer (an address), unless its own
   std::string lcores = "0,1";  // EAL -l: the first is the control thread, the rest poll
   std::string log_level = "info";  // error, warning, info, debug
   std::string file_prefix = "isoroced";  // EAL --file-prefix (also names the telemetry socket)

@@ -23,6 +23,7 @@
 #include "ctrl/log.h"
 #include "ctrl/protocol.h"
 #include "ctrl/telemetry.h"
+#include "ctrl/wire_json.h"
 
 namespace isoroce::ctrl {
 namespace {
@@ -160,6 +161,7 @@ bool Daemon::start(int, std::string* error) {
     if (dev == nullptr) return false;
     auto e = std::make_unique<DeviceEntry>();
     e->dev = std::move(dev);
+    e->ref_peer_ip = pc.ref_peer;
     e->pump = std::make_unique<ShmPump>(e->dev->engine());
     e->dev->add_hook(e->pump.get());
     devices_.push_back(std::move(e));
@@ -411,15 +413,44 @@ bool Daemon::resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip) {
 void Daemon::start_reference_flow(DeviceEntry& d) {
   const dataplane::DeviceConfig& c = d.dev->config();
   d.ref_note.clear();
+  if (!d.echo) {
+    // The echo every device runs (and, with a ref_peer, the probes).
+    auto echo = std::make_unique<ReferenceEcho>(*d.dev);
+    std::string error;
+    d.worker->call([&](sched::Picos now) { error = echo->create(now); });
+    if (error.empty()) {
+      d.echo = std::move(echo);
+      std::lock_guard lock(registry_mu_);
+      QpInfo& info = qp_info_[{&d, ReferenceEcho::kQpn}];
+      info.pid = getpid();
+      info.comm = "isoroced";
+      info.cls = "reference";
+    } else {
+      d.worker->call([&](sched::Picos) { echo->destroy(); });
+      log(LogLevel::kError, "{}: the reference echo (UD QPN {}) failed: {}", c.name, ReferenceEcho::kQpn, error);
+    }
+  }
   if (c.policy != sched::Policy::kJustitia || d.ref) return;
+  if (d.ref_peer_ip) {
+    if (!d.echo) {
+      d.ref_note = "no reference flow: the reference echo QP could not be made; SafeUtil stays at MaxRate";
+      return;
+    }
+    const wire::IpAddr peer = *d.ref_peer_ip;
+    d.worker->call([&](sched::Picos now) { d.echo->start_probing(now, peer, c.justitia.ref_period); });
+    log(LogLevel::kInfo, "{}: policy justitia: reference flow to {} (UD QPN {} both ends, echoed), a {} B SEND every {} us, "
+        "Target99 {} us", c.name, gid_text(peer), ReferenceEcho::kQpn, ReferenceEcho::kProbeBytes,
+        static_cast<double>(c.justitia.ref_period) / 1e6, static_cast<double>(c.justitia.target99) / 1e6);
+    return;
+  }
   DeviceEntry* peer = nullptr;
   if (config_.loopback) {
     for (auto& o : devices_)
       if (o.get() != &d) peer = o.get();
   }
   if (peer == nullptr) {
-    d.ref_note = "no reference flow: it needs a second port of this daemon as its peer (--loopback); "
-                 "SafeUtil stays at MaxRate";
+    d.ref_note = "no reference flow: set ref_peer (--ref-peer ADDR) to a port of another isoroced, or use "
+                 "--loopback; SafeUtil stays at MaxRate";
     log(LogLevel::kWarning, "{}: policy justitia: {}", c.name, d.ref_note);
     return;
   }
@@ -458,6 +489,12 @@ void Daemon::start_reference_flow(DeviceEntry& d) {
 }
 
 void Daemon::stop_reference_flow(DeviceEntry& d) {
+  if (d.echo) {
+    d.worker->call([&](sched::Picos) { d.echo->destroy(); });
+    d.echo.reset();
+    std::lock_guard lock(registry_mu_);
+    qp_info_.erase({&d, ReferenceEcho::kQpn});
+  }
   if (!d.ref) return;
   DeviceEntry* peer = d.ref_peer;
   ReferenceStats st;
@@ -479,7 +516,7 @@ void Daemon::stop_reference_flow(DeviceEntry& d) {
 std::vector<DeviceEntry*> Daemon::stop_reference_flows(DeviceEntry& d) {
   std::vector<DeviceEntry*> stopped;
   for (auto& o : devices_) {
-    if (o->ref && (o.get() == &d || o->ref_peer == &d)) {
+    if (o.get() == &d || (o->ref && o->ref_peer == &d)) {
       stop_reference_flow(*o);
       stopped.push_back(o.get());
     }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ctrl/config.h"
+#include "ctrl/reference_echo.h"
 #include "ctrl/reference_flow.h"
 #include "ctrl/shm_pump.h"
 #include "dataplane/dpdk/clock.h"
@@ -41,6 +42,10 @@ struct DeviceEntry {
   std::unique_ptr<ReferenceFlow> ref;
   DeviceEntry* ref_peer = nullptr;
   std::string ref_note;
+  // Every device answers other daemons' reference probes (UD QPN 15); with
+  // justitia and a ref_peer address it probes that peer itself.
+  std::unique_ptr<ReferenceEcho> echo;
+  std::optional<wire::IpAddr> ref_peer_ip;
   // Asynchronous events drained from the engine (control thread; telemetry reads).
   std::atomic<uint64_t> async_events{0};
   std::atomic<uint64_t> latency_target_missed{0};

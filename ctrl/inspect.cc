@@ -190,9 +190,11 @@ json Daemon::justitia_json(DeviceEntry& d) {
   sched::JustitiaStats st;
   bool have = false;
   ReferenceStats ref;
+  EchoStats echo;
   d.worker->call([&](sched::Picos) {
     if (const sched::JustitiaStats* s = d.dev->engine().scheduler().justitia_stats()) st = *s, have = true;
     if (d.ref) ref = d.ref->stats();
+    if (d.echo) echo = d.echo->stats();
   });
   auto us = [](sched::Picos p) { return static_cast<double>(p) / 1e6; };
   json j = json::object();
@@ -225,7 +227,22 @@ json Daemon::justitia_json(DeviceEntry& d) {
             {"min_us", us(ref.min)},
             {"max_us", us(ref.max)},
             {"qpn", ref.src_qpn}};
+  if (echo.probing) {
+    // A peer in another daemon (ctrl/reference_echo.h): UD probes, echoed.
+    r = {{"peer", d.ref_peer_ip ? gid_text(*d.ref_peer_ip) : std::string("-")},
+         {"running", echo.peer_known},
+         {"failed", false},
+         {"probes", echo.completed},
+         {"posted", echo.posted},
+         {"lost", echo.lost},
+         {"errors", echo.errors},
+         {"last_us", us(echo.last)},
+         {"min_us", us(echo.min)},
+         {"max_us", us(echo.max)},
+         {"qpn", ReferenceEcho::kQpn}};
+  }
   if (!d.ref_note.empty()) r["note"] = d.ref_note;
+  r["echoed"] = echo.echoed;  // probes of other daemons this device answered
   j["reference"] = r;
   json params = json::object();
   for (const auto& [k, v] : justitia_param_values(c.justitia)) params[k] = v;

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> ports, ips;
   std::vector<double> gbps;
   uint32_t mtu = 0;
+  std::string ref_peer;
   std::string socket, policy, lcores, log_level, file_prefix;
   bool loopback = false;
   std::vector<std::string> eal;
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   app.add_option("--link-gbps", gbps, "emulated line rate of each --port, or one value for all");
   app.add_flag("--loopback", loopback, "two ports isoroce0 (10.0.0.1) and isoroce1 (10.0.0.2) joined by an in-process ring pair");
   app.add_option("--mtu", mtu, "RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096 (default 1024)");
+  app.add_option("--ref-peer", ref_peer,
+                 "justitia: probe this address (a port of another isoroced) as the reference flow (docs/isoroced.md)");
   app.add_option("--policy", policy, "transmit scheduler: fifo, tassel or justitia");
   app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports (default 0,1)");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
@@ -64,6 +67,10 @@ int main(int argc, char** argv) {
   if (mtu != 0) {
     c.mtu = mtu;
     for (ctrl::PortConfig& p : c.ports) p.mtu = 0;  // the flag wins over the file's [[port]] mtu
+  }
+  if (!ref_peer.empty()) {
+    c.ref_peer = ref_peer;
+    for (ctrl::PortConfig& p : c.ports) p.ref_peer_text.clear();  // the flag wins over [[port]] ref_peer
   }
   if (!lcores.empty()) c.lcores = lcores;
   if (!log_level.empty()) c.log_level = log_level;

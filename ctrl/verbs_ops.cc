@@ -136,6 +136,8 @@ json Daemon::admin_op(Session&, const std::string& op, const json& req) {
   if (op == "set_policy" || op == "set_dcqcn" || op == "set_justitia") return reconfigure_op(op, req);
   auto qpn = u64(req, "qpn");
   if (!qpn) return fail(EINVAL, op + ": \"qpn\" missing");
+  if (*qpn == ReferenceEcho::kQpn)
+    return fail(EPERM, op + ": QP " + std::to_string(*qpn) + " is every device's reference echo (the daemon's own)");
   DeviceEntry* d = find_qp(static_cast<uint32_t>(*qpn));
   if (d == nullptr) return fail(ENOENT, op + ": no QP " + std::to_string(*qpn) + " on any device");
   if (op == "set_rate") {

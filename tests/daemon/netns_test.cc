@@ -207,20 +207,34 @@ class Netns : public ::testing::Test {
   // The daemons' addresses (IPv4 here; NetnsIpv6 uses IPv6).
   std::string daemon_ip_a_ = kDaemonA, daemon_ip_b_ = kDaemonB, prefix_ = "/24";
   std::vector<std::string> daemon_args_ = {"--policy", "fifo"};
+  bool ref_peers_ = false;  // each daemon's --ref-peer is the other one
 
   // One daemon per namespace on its veth (qdisc_bypass=0: tc applies).
   void start_daemons() {
     const std::string prefix = prefix_;
     const std::vector<std::string> extra = daemon_args_;
-    auto args = [prefix, extra](const std::string& veth, const std::string& addr) {
+    const bool refs = ref_peers_;
+    auto args = [prefix, extra, refs](const std::string& veth, const std::string& addr, const std::string& other) {
       std::vector<std::string> a = {"--port", "net_af_packet0,iface=" + veth + ",qdisc_bypass=0", "--ip", addr + prefix};
       a.insert(a.end(), extra.begin(), extra.end());
+      if (refs) a.insert(a.end(), {"--ref-peer", other});
       a.insert(a.end(), {"--", "--no-huge", "-m", "256"});
       return a;
     };
-    daemon_a_ = std::make_unique<DaemonProcess>(args(veth_a_, daemon_ip_a_), ns_a_);
+    daemon_a_ = std::make_unique<DaemonProcess>(args(veth_a_, daemon_ip_a_, daemon_ip_b_), ns_a_);
     ASSERT_TRUE(daemon_a_->ok()) << daemon_a_->log();
-    daemon_b_ = std::make_unique<DaemonProcess>(args(veth_b_, daemon_ip_b_), ns_b_);
+    daemon_b_ = std::make_unique<DaemonProcess>(args(veth_b_, daemon_ip_b_, daemon_ip_a_), ns_b_);
+    ASSERT_TRUE(daemon_b_->ok()) << daemon_b_->log();
+  }
+
+  // Daemon B again after it was stopped (same arguments as start_daemons).
+  void start_daemons_b_only() {
+    std::vector<std::string> a = {"--port", "net_af_packet0,iface=" + veth_b_ + ",qdisc_bypass=0", "--ip",
+                                  daemon_ip_b_ + prefix_};
+    a.insert(a.end(), daemon_args_.begin(), daemon_args_.end());
+    if (ref_peers_) a.insert(a.end(), {"--ref-peer", daemon_ip_a_});
+    a.insert(a.end(), {"--", "--no-huge", "-m", "256"});
+    daemon_b_ = std::make_unique<DaemonProcess>(a, ns_b_);
     ASSERT_TRUE(daemon_b_->ok()) << daemon_b_->log();
   }
 
@@ -754,6 +768,54 @@ TEST_F(NetnsCongested, DcqcnFlowsShareAMarkingBottleneckWithoutDrops) {
   // The forwarder and both daemons share two cores with the test: measured 47-91
   // Mb/s together depending on the load, so the floor only catches a stall.
   EXPECT_GT(mbps[0] + mbps[1], 20.0) << "the two flows together used under a fifth of the 100 Mb/s bottleneck";
+}
+
+// Justitia's reference flow to a peer in another daemon (ctrl/reference_echo.h):
+// each daemon probes the other's well-known UD QP and answers the other's
+// probes; Current99 comes from those round trips. Restarting one daemon costs
+// the other a few lost probes, then the flow goes on by itself (no handshake).
+class NetnsJustitia : public Netns {
+ protected:
+  NetnsJustitia() {
+    daemon_args_ = {"--policy", "justitia", "--justitia", "target99_us=5000", "--justitia", "ref_period_us=1000"};
+    ref_peers_ = true;
+  }
+  static json reference(DaemonProcess& d) {
+    Verbs v(d.socket(), "isoroce0");
+    return v.call({{"op", "sched"}})["sched"]["isoroce0"]["justitia"];
+  }
+};
+
+TEST_F(NetnsJustitia, ReferenceFlowToAPeerDaemonIsEchoedAndSurvivesItsRestart) {
+  ASSERT_NO_FATAL_FAILURE(start_daemons());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  for (DaemonProcess* d : {daemon_a_.get(), daemon_b_.get()}) {
+    const json j = reference(*d);
+    const json& r = j["reference"];
+    EXPECT_EQ(r["qpn"], 15) << j.dump(2);
+    EXPECT_TRUE(r["running"].get<bool>()) << j.dump(2);
+    EXPECT_GE(r["probes"].get<uint64_t>(), 300u) << j.dump(2);  // one per ms for ~1.5 s, less ARP
+    EXPECT_LE(r["lost"].get<uint64_t>(), 5u) << j.dump(2);
+    EXPECT_GE(r["echoed"].get<uint64_t>(), 300u) << j.dump(2);  // the other's probes
+    EXPECT_GT(j["samples"].get<uint64_t>(), 0u) << j.dump(2);
+    EXPECT_GT(j["current99_us"].get<double>(), 0.0) << j.dump(2);
+  }
+  EXPECT_NE(daemon_a_->log().find("reference flow to ::ffff:10.9.0.12 (UD QPN 15"), std::string::npos)
+      << daemon_a_->log();
+  // B goes away: A's probes are lost; B comes back: they are answered again.
+  ASSERT_EQ(daemon_b_->stop(), 0) << daemon_b_->log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const json before = reference(*daemon_a_)["reference"];
+  EXPECT_GT(before["lost"].get<uint64_t>(), 0u) << before.dump(2);
+  ASSERT_NO_FATAL_FAILURE(start_daemons_b_only());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const json after = reference(*daemon_a_)["reference"];
+  EXPECT_GE(after["probes"].get<uint64_t>(), before["probes"].get<uint64_t>() + 200) << after.dump(2);
+  // Nobody but the daemon may touch QPN 15.
+  Verbs v(daemon_a_->socket(), "isoroce0");
+  json r = v.call({{"op", "set_class"}, {"qpn", 15}, {"class", "bandwidth"}});
+  EXPECT_FALSE(r["ok"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["errno"], EPERM) << r.dump();
 }
 
 }  // namespace

@@ -299,10 +299,16 @@ Result<wire::Qpn> EngineImpl::create_qp(const QpCreate& c) {
   init.has_srq = c.use_srq;
   // Find a free QPN (24 bits, never 0 or 1: QP0/QP1 are the special QPs).
   uint32_t qpn = next_qpn_;
-  while (qpn < 2 || slot_by_qpn_.count(qpn)) qpn = (qpn + 1) & 0xffffff;
+  if (c.qpn != 0) {
+    if (c.qpn < 2 || c.qpn > 0xffffff) return R::error(EINVAL);
+    if (slot_by_qpn_.count(c.qpn)) return R::error(EEXIST);
+    qpn = c.qpn;
+  } else {
+    while (qpn < 2 || slot_by_qpn_.count(qpn)) qpn = (qpn + 1) & 0xffffff;
+  }
   auto qp = verbs::Qp::create(config_.device, wire::Qpn(qpn), init);
   if (!qp.ok()) return R::error(qp.err());
-  next_qpn_ = (qpn + 1) & 0xffffff;
+  if (c.qpn == 0) next_qpn_ = (qpn + 1) & 0xffffff;
 
   const uint32_t slot = free_slots_.back();
   free_slots_.pop_back();

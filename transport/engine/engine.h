@@ -115,6 +115,9 @@ struct QpCreate {
   bool use_srq = false;
   SrqHandle srq = 0;
   verbs::QpInitAttr init;  // init.has_srq is set from use_srq
+  // 0: the next free QPN; else exactly this one (2 .. 2^24-1; EEXIST if taken).
+  // For the daemon's own well-known QPs (ctrl/reference_echo.h).
+  uint32_t qpn = 0;
 };
 
 enum class AsyncEventType : uint8_t {

@@ -1,0 +1,216 @@
+#include "ctrl/reference_echo.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "transport/wire/packet.h"
+
+namespace isoroce::ctrl {
+namespace {
+
+constexpr uint8_t kMagic[4] = {'I', 'R', 'F', '1'};
+constexpr uint8_t kProbe = 1, kEcho = 2;
+constexpr uint32_t kGrh = 40;
+constexpr sched::Picos kSolicitEvery = 250'000'000'000;  // 250 ms
+
+std::string failed(const char* what, int err) { return std::string(what) + " failed: " + std::strerror(err); }
+
+}  // namespace
+
+ReferenceEcho::ReferenceEcho(dataplane::Device& dev) : dev_(dev), mem_(new uint8_t[kRecvs * kSlot]()) {}
+
+ReferenceEcho::~ReferenceEcho() = default;
+
+std::string ReferenceEcho::create(sched::Picos now) {
+  transport::Engine& e = dev_.engine();
+  auto pd = e.alloc_pd();
+  if (!pd.ok()) return failed("alloc_pd", pd.err());
+  pd_ = pd.value(), has_pd_ = true;
+  auto cq = e.create_cq(static_cast<int>(kRecvs + kSends));
+  if (!cq.ok()) return failed("create_cq", cq.err());
+  cq_ = cq.value(), has_cq_ = true;
+  auto mr = e.reg_mr(pd_, mem_.get(), kRecvs * kSlot, reinterpret_cast<uint64_t>(mem_.get()), IBV_ACCESS_LOCAL_WRITE);
+  if (!mr.ok()) return failed("reg_mr", mr.err());
+  lkey_ = mr.value().lkey, has_mr_ = true;
+  transport::QpCreate qc;
+  qc.pd = pd_;
+  qc.send_cq = qc.recv_cq = cq_;
+  qc.qpn = kQpn;
+  qc.init.qp_type = IBV_QPT_UD;
+  qc.init.cap.max_send_wr = kSends;
+  qc.init.cap.max_recv_wr = kRecvs;
+  qc.init.cap.max_send_sge = 1;
+  qc.init.cap.max_recv_sge = 1;
+  qc.init.cap.max_inline_data = kProbeBytes;
+  auto qp = e.create_qp(qc);
+  if (!qp.ok()) return failed("create_qp (QPN 15)", qp.err());
+  has_qp_ = true;
+  const wire::Qpn q(kQpn);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.qkey = kQkey;
+  if (int rc = e.modify_qp(q, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+    return failed("modify_qp INIT", rc);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  if (int rc = e.modify_qp(q, a, IBV_QP_STATE)) return failed("modify_qp RTR", rc);
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 0;
+  if (int rc = e.modify_qp(q, a, IBV_QP_STATE | IBV_QP_SQ_PSN)) return failed("modify_qp RTS", rc);
+  // Echoes and probes are the policy's own (latency-class service, never paced).
+  e.set_qp_class(now, q, sched::FlowClass::kReference, kApp, 1);
+  for (uint32_t i = 0; i < kRecvs; ++i) post_recv(i);
+  dev_.add_hook(this);
+  hooked_ = true;
+  return {};
+}
+
+void ReferenceEcho::start_probing(sched::Picos now, const wire::IpAddr& peer, sched::Picos period) {
+  peer_ = peer;
+  period_ = std::max<sched::Picos>(period, 1);
+  next_due_ = now;
+  stats_.probing = true;
+}
+
+void ReferenceEcho::destroy() {
+  if (hooked_) dev_.remove_hook(this), hooked_ = false;
+  transport::Engine& e = dev_.engine();
+  if (has_qp_) e.destroy_qp(wire::Qpn(kQpn));
+  for (const auto& [ip, ah] : ahs_) e.destroy_ah(ah);
+  ahs_.clear();
+  if (has_cq_) e.destroy_cq(cq_);
+  if (has_mr_) e.dereg_mr(lkey_);
+  if (has_pd_) e.dealloc_pd(pd_);
+  has_qp_ = has_cq_ = has_mr_ = has_pd_ = false;
+  stats_.probing = stats_.peer_known = false;
+}
+
+void ReferenceEcho::post_recv(uint32_t slot) {
+  transport::Sge sge{reinterpret_cast<uint64_t>(mem_.get() + slot * kSlot), kSlot, lkey_};
+  transport::RecvWr wr;
+  wr.wr_id = slot;
+  wr.sg_list = std::span<const transport::Sge>(&sge, 1);
+  if (dev_.engine().post_recv(wire::Qpn(kQpn), wr) != 0) ++stats_.errors;
+}
+
+uint32_t ReferenceEcho::address(sched::Picos now, const wire::IpAddr& ip) {
+  if (auto it = ahs_.find(ip); it != ahs_.end()) return it->second;
+  if (!dev_.net().lookup(ip)) {
+    auto [it, fresh] = solicited_.try_emplace(ip, now);
+    if (fresh || now - it->second >= kSolicitEvery) {
+      it->second = now;
+      dev_.resolve(ip);
+    }
+    return 0;
+  }
+  dev_.resolve(ip);  // known: pushes the entry into the engine
+  transport::AhAttr attr;
+  attr.dgid = ip;
+  auto ah = dev_.engine().create_ah(pd_, attr);
+  if (!ah.ok()) {
+    ++stats_.errors;
+    return 0;
+  }
+  solicited_.erase(ip);
+  ahs_[ip] = ah.value();
+  return ah.value();
+}
+
+bool ReferenceEcho::send(sched::Picos now, uint32_t ah, uint32_t qpn, uint8_t kind, uint64_t seq) {
+  uint8_t msg[kProbeBytes] = {};
+  std::memcpy(msg, kMagic, 4);
+  msg[4] = kind;
+  std::memcpy(msg + 8, &seq, 8);
+  transport::Sge sge{reinterpret_cast<uint64_t>(msg), kProbeBytes, 0};
+  transport::SendWr wr;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_INLINE;  // unsignaled: only errors complete
+  wr.sg_list = std::span<const transport::Sge>(&sge, 1);
+  wr.ah = ah;
+  wr.remote_qpn = qpn;
+  wr.remote_qkey = kQkey;
+  if (dev_.engine().post_send(now, wire::Qpn(kQpn), wr) != 0) {
+    ++stats_.errors;
+    return false;
+  }
+  return true;
+}
+
+void ReferenceEcho::on_recv(sched::Picos now, const ibv_wc& wc) {
+  const uint8_t* buf = mem_.get() + wc.wr_id * kSlot;
+  if (wc.byte_len < kGrh + kProbeBytes || std::memcmp(buf + kGrh, kMagic, 4) != 0) return;
+  const uint8_t kind = buf[kGrh + 4];
+  uint64_t seq;
+  std::memcpy(&seq, buf + kGrh + 8, 8);
+  if (kind == kProbe) {
+    // The sender's address from the GRH: an IPv4 header in its last 20 bytes,
+    // or the IPv6 header itself (RoCEv2, as the port's own family).
+    wire::IpAddr src{};
+    if (wire::is_ipv4_mapped(dev_.config().ip)) {
+      uint32_t v4;
+      std::memcpy(&v4, buf + 20 + 12, 4);
+      src = wire::ipv4_mapped(__builtin_bswap32(v4));
+    } else {
+      std::memcpy(src.data(), buf + 8, 16);
+    }
+    if (uint32_t ah = address(now, src); ah != 0 && send(now, ah, wc.src_qp, kEcho, seq)) ++stats_.echoed;
+  } else if (kind == kEcho && stats_.probing && outstanding_ && seq == seq_) {
+    const sched::Picos lat = now - posted_at_;
+    outstanding_ = false;
+    dev_.engine().add_reference_latency(now, lat);
+    ++stats_.completed;
+    stats_.last = lat;
+    stats_.min = stats_.completed == 1 ? lat : std::min(stats_.min, lat);
+    stats_.max = std::max(stats_.max, lat);
+  }
+}
+
+unsigned ReferenceEcho::poll(sched::Picos now) {
+  transport::Engine& e = dev_.engine();
+  unsigned work = 0;
+  ibv_wc wc[8];
+  for (int n; (n = e.poll_cq(cq_, wc)) > 0;) {
+    for (int i = 0; i < n; ++i) {
+      ++work;
+      if (wc[i].opcode == IBV_WC_RECV) {
+        if (wc[i].status == IBV_WC_SUCCESS) on_recv(now, wc[i]);
+        if (wc[i].status != IBV_WC_WR_FLUSH_ERR) post_recv(static_cast<uint32_t>(wc[i].wr_id));
+      } else if (wc[i].status != IBV_WC_SUCCESS) {
+        // A UD send error leaves the send queue in SQE: back to RTS.
+        ++stats_.errors;
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_RTS;
+        e.modify_qp(wire::Qpn(kQpn), a, IBV_QP_STATE);
+      }
+    }
+  }
+  if (!stats_.probing) return work;
+  if (outstanding_ && now - posted_at_ >= kLostAfter) {
+    outstanding_ = false;
+    ++stats_.lost;
+    e.add_reference_latency(now, kLostAfter);
+  }
+  if (!outstanding_ && now >= next_due_) {
+    next_due_ += period_;
+    if (next_due_ <= now) next_due_ = now + period_;  // late: no burst of catch-up probes
+    const uint32_t ah = address(now, peer_);
+    stats_.peer_known = ah != 0;
+    if (ah != 0 && send(now, ah, kQpn, kProbe, ++seq_)) {
+      outstanding_ = true;
+      posted_at_ = now;
+      ++stats_.posted;
+    }
+    ++work;
+  }
+  return work;
+}
+
+sched::Picos ReferenceEcho::next_deadline() const {
+  if (!stats_.probing) return sched::kNever;  // probes of others arrive as received work
+  return outstanding_ ? posted_at_ + kLostAfter : next_due_;
+}
+
+}  // namespace isoroce::ctrl
