@@ -304,6 +304,41 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
     }
     return ok();
   }
+  if (op == "resize_cq") {
+    // A new ring of the new size, the unconsumed completions moved into it and
+    // swapped into the pump on the worker, so the pump never writes between
+    // the count, the copy and the swap. The client keeps polling its old ring
+    // until the reply (the library holds the CQ's lock meanwhile).
+    auto cq = mine(s.cqs, req, "cq");
+    if (!cq) return fail(EINVAL, "resize_cq: not a CQ of this client");
+    auto cqe = u64(req, "cqe");
+    if (!cqe || *cqe == 0 || *cqe > INT32_MAX) return fail(EINVAL, "resize_cq: \"cqe\" must be positive");
+    auto old = s.cq_rings.find(*cq);
+    std::unique_ptr<ShmQueue> ring;
+    if (old != s.cq_rings.end()) {
+      std::string err;
+      ring = ShmQueue::create(static_cast<uint32_t>(std::min<uint64_t>(*cqe, UINT32_MAX)), sizeof(ib_uverbs_wc),
+                              true, &err);
+      // Too many entries for a ring is beyond the device's max_cqe as well.
+      if (!ring) return fail(*cqe >= 0xffff ? EINVAL : ENOMEM, "resize_cq: " + err);
+    }
+    int rc = 0;
+    uint32_t outstanding = 0;
+    run([&](sched::Picos) {
+      outstanding = ring ? d.pump->cq_ring_count(*cq) : 0;
+      rc = e.resize_cq(*cq, static_cast<int>(*cqe), outstanding);
+      if (rc == 0 && ring) rc = d.pump->replace_cq(*cq, ring.get());  // cannot fail: checked above
+    });
+    if (rc)
+      return fail(rc, "resize_cq: cqe " + std::to_string(*cqe) + " (1..max_cqe, not below the completions not polled yet, " +
+                          std::to_string(outstanding) + " of them in the ring)");
+    if (!ring) return ok({{"cq", *cq}});
+    s.reply_fds.push_back(dup(ring->fd()));
+    ring->close_fd();
+    json reply = {{"cq", *cq}, {"log2_entries", ring->log2_entries()}, {"log2_elem", ring->log2_elem()}};
+    old->second = std::move(ring);  // the old ring is unmapped here; the client still has its own mapping
+    return ok(reply);
+  }
   if (op == "poll_cq") {
     auto cq = mine(s.cqs, req, "cq");
     if (!cq) return fail(EINVAL, "poll_cq: not a CQ of this client");

@@ -86,10 +86,11 @@ struct Ah {
 
 struct Cq {
   ibv_cq cq{};
+  // ibv_resize_cq replaces ring and notify under mu: touch them only holding mu.
   Ring ring;
   shm::CqNotify* notify = nullptr;
   int evfd = -1;  // the daemon's eventfd, with a completion channel
-  std::mutex mu;  // ibv_poll_cq may be called from several threads
+  std::mutex mu;  // ibv_poll_cq may be called from several threads; see ring
   uint32_t empty_polls = 0;
 };
 
