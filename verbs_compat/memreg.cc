@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,8 +38,10 @@ struct Segment {
 
 struct Vma {
   uintptr_t start = 0, end = 0;
+  uintptr_t vma_start = 0, vma_end = 0;  // before clipping (/proc/self/map_files names)
   char perms[5] = {};
-  uint64_t offset = 0;
+  uint64_t offset = 0;  // of start in the file
+  dev_t dev = 0;
   ino_t ino = 0;
   std::string path;
 };
@@ -57,10 +60,13 @@ std::vector<Vma> read_maps() {
   while (std::fgets(line, sizeof line, f)) {
     Vma v;
     unsigned long long start, end, off, ino;
-    char perms[8], dev[32];
+    unsigned major = 0, minor = 0;
+    char perms[8];
     int pos = 0;
-    if (std::sscanf(line, "%llx-%llx %7s %llx %31s %llu %n", &start, &end, perms, &off, dev, &ino, &pos) < 6) continue;
-    v.start = start, v.end = end, v.offset = off, v.ino = static_cast<ino_t>(ino);
+    if (std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off, &major, &minor, &ino, &pos) < 7)
+      continue;
+    v.start = v.vma_start = start, v.end = v.vma_end = end, v.offset = off, v.ino = static_cast<ino_t>(ino);
+    v.dev = makedev(major, minor);
     std::memcpy(v.perms, perms, 4);
     std::string path = pos > 0 ? std::string(line + pos) : std::string();
     while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
@@ -146,29 +152,17 @@ Segment* segment_by_ino(ino_t ino) {
   return nullptr;
 }
 
-}  // namespace
-
-int remap_for_mr(void* addr, size_t length, Remapped* out) {
-  if (addr == nullptr || length == 0) return EINVAL;
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
-  if (a + length < a) return EINVAL;
-  const uintptr_t s = a & ~(page - 1);
-  const uintptr_t e = (a + length + page - 1) & ~(page - 1);
-
-  std::lock_guard lock(g_mu);
-  const std::vector<Vma> maps = read_maps();
-  // The VMAs covering [s, e), clipped; no holes.
-  std::vector<Vma> cover;
+// The VMAs covering [s, e), clipped to it; EFAULT (logged) at a hole.
+int cover_range(uintptr_t s, uintptr_t e, const void* addr, size_t length, std::vector<Vma>* cover) {
   uintptr_t at = s;
-  for (const Vma& v : maps) {
+  for (const Vma& v : read_maps()) {
     if (v.end <= at || v.start >= e) continue;
     if (v.start > at) break;
     Vma c = v;
     c.offset += at - v.start;
     c.start = at;
     c.end = std::min(v.end, e);
-    cover.push_back(c);
+    cover->push_back(c);
     at = c.end;
     if (at >= e) break;
   }
@@ -176,12 +170,129 @@ int remap_for_mr(void* addr, size_t length, Remapped* out) {
     log("reg_mr: [%p, +%zu) is not all mapped memory", addr, length);
     return EFAULT;
   }
-  // Which segment: the one these pages are already on, else the window's.
+  return 0;
+}
+
+bool on_segment(const Vma& v, const Segment& seg) {
+  return is_ours(v) && v.ino == seg.ino && v.start - v.offset == seg.base;
+}
+
+// A shared mapping the daemon maps from its file; private memory goes onto a segment.
+bool is_shared_file(const Vma& v) {
+  if (v.perms[3] != 's') return false;
+  const Segment* sv = is_ours(v) ? segment_by_ino(v.ino) : nullptr;
+  return sv == nullptr || sv->base != v.start - v.offset;  // not (or no longer) a segment of ours
+}
+
+// The file behind a shared mapping, opened for the daemon: through
+// /proc/self/map_files (any file, even deleted ones and memfds; needs
+// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE), else by its path if that still
+// names the same file. -errno (logged) if neither works.
+int open_mapping_file(const Vma& v, bool writable) {
+  const int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+  char link[64];
+  std::snprintf(link, sizeof link, "/proc/self/map_files/%" PRIxPTR "-%" PRIxPTR, v.vma_start, v.vma_end);
+  int fd = open(link, flags);
+  if (fd >= 0) return fd;
+  const int link_err = errno;
+  const bool has_path = !v.path.empty() && v.path[0] == '/' &&
+                        !(v.path.size() > 10 && v.path.compare(v.path.size() - 10, 10, " (deleted)") == 0);
+  int path_err = 0;
+  if (has_path) {
+    fd = open(v.path.c_str(), flags);
+    if (fd >= 0) {
+      struct stat st{};
+      if (fstat(fd, &st) == 0 && st.st_ino == v.ino && st.st_dev == v.dev) return fd;
+      close(fd);
+      path_err = ESTALE;  // another file has that name now
+    } else {
+      path_err = errno;
+    }
+  }
+  log("reg_mr: [%#" PRIxPTR ", %#" PRIxPTR ") is a shared mapping of %s: the daemon needs the file, but %s: %s%s%s%s",
+      v.start, v.end, v.path.empty() ? "anonymous memory" : v.path.c_str(), link, std::strerror(link_err),
+      link_err == EPERM || link_err == EACCES ? " (needs root: CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE)" : "",
+      has_path ? ", and by its path: " : ", and it has no path to open",
+      has_path ? (path_err == ESTALE ? "another file has that name now" : std::strerror(path_err)) : "");
+  return -(has_path && path_err != ESTALE ? path_err : link_err);
+}
+
+constexpr unsigned kWriteAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
+
+int prepare(void* addr, size_t length, unsigned access, bool files, MrMemory* out) {
+  if (addr == nullptr || length == 0) return EINVAL;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  if (a + length < a) return EINVAL;
+  const uintptr_t s = a & ~(page - 1);
+  const uintptr_t e = (a + length + page - 1) & ~(page - 1);
+  const bool writable = (access & kWriteAccess) != 0;
+
+  std::lock_guard lock(g_mu);
+  std::vector<Vma> cover;
+  if (int rc = cover_range(s, e, addr, length, &cover)) return rc;
+
+  // Shared mappings: checked and their files opened first, so a refusal
+  // leaves the application's memory as it was.
+  struct FileRef {
+    dev_t dev;
+    ino_t ino;
+    size_t fd_index;
+  };
+  std::vector<FileRef> files_open;
+  std::vector<size_t> piece_fd(cover.size(), SIZE_MAX);  // per VMA: its file's index in out->fds
+  uintptr_t first_private = 0;
+  bool any_private = false;
+  for (size_t i = 0; i < cover.size(); ++i) {
+    const Vma& v = cover[i];
+    if (!is_shared_file(v)) {
+      if (!any_private) first_private = v.start;
+      any_private = true;
+      continue;
+    }
+    if (!files) {
+      log("reg_mr: [%#" PRIxPTR ", %#" PRIxPTR ") is a shared mapping (%s); this path takes private memory only",
+          v.start, v.end, v.path.empty() ? "anonymous" : v.path.c_str());
+      return EINVAL;
+    }
+    if (v.perms[0] != 'r') {
+      log("reg_mr: [%#" PRIxPTR ", %#" PRIxPTR ") is not readable", v.start, v.end);
+      return EFAULT;
+    }
+    if (writable && v.perms[1] != 'w') {
+      // As the kernel: pinning read-only memory for write access is EFAULT.
+      log("reg_mr: [%#" PRIxPTR ", %#" PRIxPTR ") is a read-only shared mapping (%s), but the access flags %#x "
+          "allow writes to it",
+          v.start, v.end, v.path.empty() ? "anonymous" : v.path.c_str(), access & kWriteAccess);
+      return EFAULT;
+    }
+    auto known = std::find_if(files_open.begin(), files_open.end(),
+                              [&](const FileRef& f) { return f.dev == v.dev && f.ino == v.ino; });
+    if (known != files_open.end()) {
+      piece_fd[i] = known->fd_index;
+      continue;
+    }
+    const int fd = open_mapping_file(v, writable);
+    if (fd < 0) return -fd;
+    out->fds.push_back(fd);
+    out->owned.push_back(true);
+    struct stat st{};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      // Device memory (VM_IO/VM_PFNMAP): the kernel's EFAULT too.
+      log("reg_mr: [%#" PRIxPTR ", %#" PRIxPTR ") is a shared mapping of %s, not of a file", v.start, v.end,
+          v.path.c_str());
+      return EFAULT;
+    }
+    files_open.push_back({v.dev, v.ino, out->fds.size() - 1});
+    piece_fd[i] = out->fds.size() - 1;
+  }
+
+  // Private memory: onto a segment, the one these pages are already on, else the window's.
   Segment* seg = nullptr;
   for (const Vma& v : cover) {
-    if (!is_ours(v)) continue;
+    if (is_shared_file(v) || !is_ours(v)) continue;
     Segment* sv = segment_by_ino(v.ino);
-    if (sv == nullptr || sv->base != v.start - v.offset) continue;  // not (or no longer) a segment of ours
     if (seg != nullptr && seg != sv) {
       log("reg_mr: [%p, +%zu) spans pages remapped for two earlier registrations in different windows; "
           "not supported yet",
@@ -190,13 +301,13 @@ int remap_for_mr(void* addr, size_t length, Remapped* out) {
     }
     seg = sv;
   }
-  if (seg != nullptr && seg->base > s) {
+  if (any_private && seg != nullptr && seg->base > first_private) {
     log("reg_mr: [%p, +%zu) starts before the memfd window of an earlier registration it overlaps; not supported yet",
         addr, length);
     return EINVAL;
   }
-  if (seg == nullptr) {
-    const uintptr_t base = s & ~(kWindow - 1);
+  if (any_private && seg == nullptr) {
+    const uintptr_t base = first_private & ~(kWindow - 1);
     auto it = segments().find(base);
     if (it == segments().end()) {
       Segment n;
@@ -214,16 +325,13 @@ int remap_for_mr(void* addr, size_t length, Remapped* out) {
     }
     seg = &it->second;
   }
-  // The pages not on the segment yet.
+  // The private pages not on the segment yet.
   std::vector<Part> parts;
+  uintptr_t seg_end = 0;
   for (const Vma& v : cover) {
-    if (is_ours(v) && v.ino == seg->ino && v.start - v.offset == seg->base) continue;
-    if (v.perms[3] == 's') {
-      log("reg_mr: [%#" PRIxPTR ", %#" PRIxPTR ") is a shared mapping (%s); registering shared file mappings is "
-          "not supported yet",
-          v.start, v.end, v.path.empty() ? "anonymous" : v.path.c_str());
-      return EINVAL;
-    }
+    if (is_shared_file(v)) continue;
+    seg_end = v.end;
+    if (on_segment(v, *seg)) continue;
     if (v.perms[0] != 'r') {
       log("reg_mr: [%#" PRIxPTR ", %#" PRIxPTR ") is not readable", v.start, v.end);
       return EFAULT;
@@ -236,22 +344,68 @@ int remap_for_mr(void* addr, size_t length, Remapped* out) {
     else
       parts.push_back({v.start, v.end, prot});
   }
-  const uint64_t need = e - seg->base;
-  if (need > seg->size) {
-    if (ftruncate(seg->fd, static_cast<off_t>(need)) != 0) {
-      const int err = errno;
-      log("reg_mr: growing the memfd to %" PRIu64 " bytes: %s", need, std::strerror(err));
-      return err;
+  if (seg != nullptr) {
+    const uint64_t need = seg_end - seg->base;
+    if (need > seg->size) {
+      if (ftruncate(seg->fd, static_cast<off_t>(need)) != 0) {
+        const int err = errno;
+        log("reg_mr: growing the memfd to %" PRIu64 " bytes: %s", need, std::strerror(err));
+        return err;
+      }
+      seg->size = need;
     }
-    seg->size = need;
+    if (!parts.empty()) {
+      if (int rc = run_remap(*seg, parts)) return rc;
+      debug("reg_mr: remapped %zu range(s) of [%p, +%zu) onto memfd window %#" PRIxPTR, parts.size(), addr, length,
+            seg->base);
+    }
+    out->fds.push_back(seg->fd);
+    out->owned.push_back(false);
   }
-  if (!parts.empty()) {
-    if (int rc = run_remap(*seg, parts)) return rc;
-    debug("reg_mr: remapped %zu range(s) of [%p, +%zu) onto memfd window %#" PRIxPTR, parts.size(), addr, length,
-          seg->base);
+
+  // The pieces, in address order; runs of one file at consecutive offsets merge.
+  json pieces = json::array();
+  size_t last_fd = SIZE_MAX;
+  uint64_t last_end = 0;
+  for (size_t i = 0; i < cover.size(); ++i) {
+    const Vma& v = cover[i];
+    const bool file = piece_fd[i] != SIZE_MAX;
+    const size_t fd_index = file ? piece_fd[i] : out->fds.size() - 1;
+    const uint64_t off = file ? v.offset : v.start - seg->base;
+    const uint64_t len = v.end - v.start;
+    if (!pieces.empty() && fd_index == last_fd && off == last_end) {
+      pieces.back()["length"] = pieces.back()["length"].get<uint64_t>() + len;
+    } else {
+      pieces.push_back({{"fd", fd_index}, {"offset", off}, {"length", len}, {"kind", file ? "file" : "memfd"}});
+    }
+    last_fd = fd_index;
+    last_end = off + len;
   }
-  out->fd = seg->fd;
-  out->offset = a - seg->base;
+  if (!files_open.empty())
+    debug("reg_mr: [%p, +%zu): %zu piece(s), %zu shared file(s) mapped by the daemon as they are", addr, length,
+          pieces.size(), files_open.size());
+  out->fields = {{"offset", a - s}, {"pieces", std::move(pieces)}};
+  return 0;
+}
+
+}  // namespace
+
+MrMemory::~MrMemory() {
+  for (size_t i = 0; i < fds.size(); ++i)
+    if (i < owned.size() && owned[i]) close(fds[i]);
+}
+
+int prepare_mr_memory(void* addr, size_t length, unsigned access, MrMemory* out) {
+  return prepare(addr, length, access, true, out);
+}
+
+int remap_for_mr(void* addr, size_t length, Remapped* out) {
+  MrMemory m;
+  if (int rc = prepare(addr, length, 0, false, &m)) return rc;
+  const json& p = m.fields["pieces"];
+  if (m.fds.size() != 1 || p.size() != 1) return EINVAL;  // private memory is on one segment
+  out->fd = m.fds[0];
+  out->offset = p[0]["offset"].get<uint64_t>() + m.fields["offset"].get<uint64_t>();
   return 0;
 }
 

@@ -126,16 +126,15 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
     log("reg_mr: empty range");
     return errno = EINVAL, nullptr;
   }
-  Remapped m;
-  if (int rc = remap_for_mr(addr, length, &m)) return errno = rc, nullptr;
   // Optional and ordering hints (relaxed ordering, optional range) mean nothing here.
   const uint32_t acc = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
-  const int fds[] = {m.fd};
-  json r = context_of(pd->context)
-               ->call({{"op", "reg_mr"}, {"pd", pd->handle}, {"offset", m.offset}, {"length", length},
-                       {"iova", iova}, {"access", acc}},
-                      fds);
+  // Private pages moved onto a memfd, shared mappings sent as their files (memreg.h).
+  MrMemory m;
+  if (int rc = prepare_mr_memory(addr, length, acc, &m)) return errno = rc, nullptr;
+  json req = {{"op", "reg_mr"}, {"pd", pd->handle}, {"length", length}, {"iova", iova}, {"access", acc}};
+  req.update(m.fields);
+  json r = context_of(pd->context)->call(req, m.fds);
   if (!r.value("ok", false)) return errno = reply_errno(r), nullptr;
   auto* mr = new Mr;
   mr->mr.context = pd->context;
