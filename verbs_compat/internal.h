@@ -19,6 +19,7 @@
 
 #include "ctrl/client.h"
 #include "ctrl/shm_abi.h"
+#include "verbs_compat/memreg.h"
 
 namespace isoroce::vc {
 
@@ -79,6 +80,7 @@ struct Pd {
 };
 struct Mr {
   ibv_mr mr{};
+  MrPages pages;  // released after dereg_mr (memreg.h)
 };
 struct Ah {
   ibv_ah ah{};

@@ -1,6 +1,7 @@
 #include "verbs_compat/memreg.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,10 +13,12 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "verbs_compat/internal.h"
@@ -85,11 +88,29 @@ struct Part {
 };
 
 struct Job {
-  const Segment* seg;
-  const std::vector<Part>* parts;
+  const Segment* seg;  // forward: the segment the parts go onto
+  const Part* parts;
+  size_t count;
+  bool back = false;  // back to private anonymous memory (the bytes kept)
   int err = 0;
   size_t failed_part = 0;
 };
+
+// The pages of p as private anonymous memory with the same bytes: a copy
+// moved over them (mremap replaces the old mapping in one step).
+int unremap_part(const Part& p) {
+  const size_t len = p.end - p.start;
+  void* tmp = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (tmp == MAP_FAILED) return errno;
+  std::memcpy(tmp, reinterpret_cast<const void*>(p.start), len);
+  if (p.prot != (PROT_READ | PROT_WRITE)) mprotect(tmp, len, p.prot);
+  if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(p.start)) == MAP_FAILED) {
+    const int err = errno;
+    munmap(tmp, len);
+    return err;
+  }
+  return 0;
+}
 
 // Runs in a child that shares our address space while we are suspended in
 // the kernel (CLONE_VFORK): nothing writes the pages between their copy and
@@ -97,8 +118,15 @@ struct Job {
 // registers memory on its stack.
 int remap_child(void* arg) {
   auto* job = static_cast<Job*>(arg);
-  for (size_t i = 0; i < job->parts->size(); ++i) {
-    const Part& p = (*job->parts)[i];
+  for (size_t i = 0; i < job->count; ++i) {
+    const Part& p = job->parts[i];
+    if (job->back) {
+      if ((job->err = unremap_part(p)) != 0) {
+        job->failed_part = i;
+        return 0;
+      }
+      continue;
+    }
     const uint64_t off = p.start - job->seg->base;
     size_t done = 0;
     const size_t len = p.end - p.start;
@@ -124,11 +152,12 @@ int remap_child(void* arg) {
   return 0;
 }
 
-int run_remap(const Segment& seg, const std::vector<Part>& parts) {
+// Runs the job in the child; its error (0), *failed_part set. No allocation:
+// also used in the child of fork() (privatize_after_fork).
+int run_job(Job& job) {
   constexpr size_t kStack = 256 * 1024;
   void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return errno;
-  Job job{&seg, &parts};
   // Exit signal 0: no SIGCHLD for the application; reaped with __WCLONE.
   pid_t pid = clone(remap_child, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK, &job);
   int rc = 0;
@@ -138,12 +167,82 @@ int run_remap(const Segment& seg, const std::vector<Part>& parts) {
     while (waitpid(pid, nullptr, __WCLONE) < 0 && errno == EINTR) {
     }
     rc = job.err;
-    if (rc)
-      log("reg_mr: remapping [%#" PRIxPTR ", %#" PRIxPTR ") onto a memfd failed: %s", parts[job.failed_part].start,
-          parts[job.failed_part].end, std::strerror(rc));
   }
   munmap(stack, kStack);
   return rc;
+}
+
+int run_remap(const Segment& seg, const std::vector<Part>& parts) {
+  Job job{&seg, parts.data(), parts.size()};
+  const int rc = run_job(job);
+  if (rc && job.err)
+    log("reg_mr: remapping [%#" PRIxPTR ", %#" PRIxPTR ") onto a memfd failed: %s", parts[job.failed_part].start,
+        parts[job.failed_part].end, std::strerror(rc));
+  return rc;
+}
+
+// ---- holds: which remapped pages registrations still use --------------------
+//
+// Pages stay on a segment while an MR over them lives; when the last one is
+// deregistered they go back to private memory (and the memfd's pages are
+// freed). Otherwise they would stay MAP_SHARED forever, and after fork() a
+// child would share them with its parent: its malloc and its stack frames
+// would write the parent's heap and stack.
+struct Hold {
+  uintptr_t end;
+  uint32_t count;
+};
+std::map<uintptr_t, Hold>& holds() {  // disjoint [start, end) with count > 0
+  static auto* m = new std::map<uintptr_t, Hold>;
+  return *m;
+}
+
+void split_hold(uintptr_t x) {
+  auto& h = holds();
+  auto it = h.upper_bound(x);
+  if (it == h.begin()) return;
+  --it;
+  if (it->first < x && x < it->second.end) {
+    const Hold right{it->second.end, it->second.count};
+    it->second.end = x;
+    h.emplace(x, right);
+  }
+}
+
+void hold(uintptr_t s, uintptr_t e) {
+  split_hold(s);
+  split_hold(e);
+  auto& h = holds();
+  auto it = h.lower_bound(s);
+  for (uintptr_t at = s; at < e;) {
+    if (it != h.end() && it->first == at) {
+      ++it->second.count;
+      at = it->second.end;
+      ++it;
+    } else {
+      const uintptr_t gap_end = it != h.end() && it->first < e ? it->first : e;
+      h.emplace_hint(it, at, Hold{gap_end, 1});
+      at = gap_end;
+    }
+  }
+}
+
+// Drops one hold of [s, e); appends the ranges nobody holds any more.
+void unhold(uintptr_t s, uintptr_t e, std::vector<Part>* freed) {
+  split_hold(s);
+  split_hold(e);
+  auto& h = holds();
+  for (auto it = h.lower_bound(s); it != h.end() && it->first < e;) {
+    if (--it->second.count > 0) {
+      ++it;
+      continue;
+    }
+    if (!freed->empty() && freed->back().end == it->first)
+      freed->back().end = it->second.end;
+    else
+      freed->push_back({it->first, it->second.end, 0});
+    it = h.erase(it);
+  }
 }
 
 Segment* segment_by_ino(ino_t ino) {
@@ -361,6 +460,16 @@ int prepare(void* addr, size_t length, unsigned access, bool files, MrMemory* ou
     }
     out->fds.push_back(seg->fd);
     out->owned.push_back(false);
+    // This registration holds its private pages on the segment.
+    auto& ranges = out->pages.ranges;
+    for (size_t i = 0; i < cover.size(); ++i) {
+      if (piece_fd[i] != SIZE_MAX) continue;
+      if (!ranges.empty() && ranges.back().second == cover[i].start)
+        ranges.back().second = cover[i].end;
+      else
+        ranges.emplace_back(cover[i].start, cover[i].end);
+    }
+    for (const auto& [rs, re] : ranges) hold(rs, re);
   }
 
   // The pieces, in address order; runs of one file at consecutive offsets merge.
@@ -388,11 +497,124 @@ int prepare(void* addr, size_t length, unsigned access, bool files, MrMemory* ou
   return 0;
 }
 
+// ---- fork ---------------------------------------------------------------------
+//
+// In the child of fork(), pages still on a segment (registrations the parent
+// holds) are MAP_SHARED: the child would share them with its parent. It gets
+// private copies instead, as fork() gives of any private memory and the kernel
+// gives of pinned pages. Until that is done nothing may allocate (the heap
+// may be on a segment), so /proc/self/maps is read raw into static buffers.
+// Not covered: the stack frames fork() itself writes in the child before its
+// handlers run; do not fork while memory on the forking thread's stack is
+// registered.
+
+// The readable segment VMAs, at most max of them.
+size_t scan_segment_vmas(Part* out, size_t max) {
+  static char buf[1 << 16];
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const std::string_view prefix = "/memfd:isoroce-mr";
+  size_t n = 0, have = 0;
+  for (;;) {
+    const ssize_t r = read(fd, buf + have, sizeof buf - 1 - have);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    have += static_cast<size_t>(r);
+    char* line = buf;
+    for (char* nl; (nl = static_cast<char*>(std::memchr(line, '\n', static_cast<size_t>(buf + have - line))));
+         line = nl + 1) {
+      *nl = 0;
+      char* p = line;
+      const uintptr_t start = std::strtoull(p, &p, 16);
+      const uintptr_t end = *p == '-' ? std::strtoull(p + 1, &p, 16) : 0;
+      while (*p == ' ') ++p;
+      const char* perms = p;
+      if (std::strlen(perms) < 4) continue;
+      p += 4;
+      const uint64_t offset = std::strtoull(p, &p, 16);
+      while (*p == ' ') ++p;
+      while (*p && *p != ' ') ++p;  // device
+      const ino_t ino = static_cast<ino_t>(std::strtoull(p, &p, 10));
+      while (*p == ' ') ++p;
+      if (std::string_view(p).substr(0, prefix.size()) != prefix || perms[0] != 'r' || n == max) continue;
+      const Segment* seg = segment_by_ino(ino);
+      if (seg == nullptr || seg->base != start - offset) continue;
+      int prot = PROT_READ;
+      if (perms[1] == 'w') prot |= PROT_WRITE;
+      if (perms[2] == 'x') prot |= PROT_EXEC;
+      out[n++] = {start, end, prot};
+    }
+    have = static_cast<size_t>(buf + have - line);
+    std::memmove(buf, line, have);
+    if (have == sizeof buf - 1) have = 0;  // a line longer than the buffer: not ours
+  }
+  close(fd);
+  return n;
+}
+
+void before_fork() { g_mu.lock(); }
+void after_fork_parent() { g_mu.unlock(); }
+void after_fork_child() {
+  static Part found[512];
+  for (int round = 0; round < 64; ++round) {
+    const size_t n = scan_segment_vmas(found, std::size(found));
+    if (n == 0) break;
+    Job job{nullptr, found, n, true};
+    if (run_job(job) != 0 && job.failed_part == 0) break;  // no progress
+  }
+  // The parent's segments and holds are not the child's.
+  for (auto& [base, seg] : segments()) close(seg.fd);
+  segments().clear();
+  holds().clear();
+  g_mu.unlock();
+}
+[[maybe_unused]] const int g_atfork = pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+
 }  // namespace
 
 MrMemory::~MrMemory() {
   for (size_t i = 0; i < fds.size(); ++i)
     if (i < owned.size() && owned[i]) close(fds[i]);
+  release_mr_pages(pages);
+}
+
+void release_mr_pages(MrPages& pages) {
+  if (pages.ranges.empty()) return;
+  std::lock_guard lock(g_mu);
+  std::vector<Part> freed;
+  for (const auto& [s, e] : pages.ranges) unhold(s, e, &freed);
+  pages.ranges.clear();
+  if (freed.empty()) return;
+  // What of that is still on a segment of ours (the application may have
+  // unmapped or replaced memory since), and readable (else it stays).
+  std::vector<Part> back;
+  std::vector<const Segment*> seg_of;
+  for (const Vma& v : read_maps()) {
+    if (!is_ours(v) || v.perms[0] != 'r') continue;
+    const Segment* seg = segment_by_ino(v.ino);
+    if (seg == nullptr || seg->base != v.start - v.offset) continue;
+    int prot = PROT_READ;
+    if (v.perms[1] == 'w') prot |= PROT_WRITE;
+    if (v.perms[2] == 'x') prot |= PROT_EXEC;
+    for (const Part& f : freed) {
+      const uintptr_t s = std::max(v.start, f.start), e = std::min(v.end, f.end);
+      if (s >= e) continue;
+      back.push_back({s, e, prot});
+      seg_of.push_back(seg);
+    }
+  }
+  if (back.empty()) return;
+  Job job{nullptr, back.data(), back.size(), true};
+  const int rc = run_job(job);
+  const size_t done = rc ? job.failed_part : back.size();
+  if (rc)
+    log("dereg_mr: moving [%#" PRIxPTR ", %#" PRIxPTR ") back to private memory failed: %s; it stays on the memfd",
+        back[done].start, back[done].end, std::strerror(rc));
+  // The memfd's copies are garbage now: free them.
+  for (size_t i = 0; i < done; ++i)
+    fallocate(seg_of[i]->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+              static_cast<off_t>(back[i].start - seg_of[i]->base), static_cast<off_t>(back[i].end - back[i].start));
+  debug("dereg_mr: %zu range(s) back to private memory", done);
 }
 
 int prepare_mr_memory(void* addr, size_t length, unsigned access, MrMemory* out) {
@@ -402,6 +624,7 @@ int prepare_mr_memory(void* addr, size_t length, unsigned access, MrMemory* out)
 int remap_for_mr(void* addr, size_t length, Remapped* out) {
   MrMemory m;
   if (int rc = prepare(addr, length, 0, false, &m)) return rc;
+  m.pages.ranges.clear();  // held for good
   const json& p = m.fields["pieces"];
   if (m.fds.size() != 1 || p.size() != 1) return EINVAL;  // private memory is on one segment
   out->fd = m.fds[0];

@@ -14,11 +14,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace isoroce::vc {
+
+// The private pages a registration keeps on the library's memfds. While any
+// registration holds a page it stays there; when the last is deregistered the
+// page goes back to private memory with its bytes (so fork() copies it again
+// instead of sharing it with the child), and the memfd's page is freed.
+struct MrPages {
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+};
+// Call once the daemon no longer maps them (after dereg_mr's reply).
+void release_mr_pages(MrPages& pages);
 
 // What reg_mr sends for a range: "offset" and "pieces" (docs/control-protocol.md)
 // and the descriptors the pieces name.
@@ -26,6 +37,7 @@ struct MrMemory {
   nlohmann::json fields = nlohmann::json::object();  // merged into the reg_mr request
   std::vector<int> fds;                             // sent with it
   std::vector<bool> owned;                          // closed by the destructor (files opened for this call)
+  MrPages pages;  // move into the Mr when the daemon accepted it; else the destructor releases them
   MrMemory() = default;
   MrMemory(const MrMemory&) = delete;
   MrMemory& operator=(const MrMemory&) = delete;
@@ -46,7 +58,8 @@ struct Remapped {
 // The private-memory path alone, as one memfd: 0 and *out, or a positive
 // errno (logged); EINVAL for ranges with shared mappings in them. Ranges
 // already on a segment reuse it; the file grows to cover adjacent and
-// overlapping registrations.
+// overlapping registrations. The pages stay on the memfd for good (no
+// MrPages): prefer prepare_mr_memory.
 int remap_for_mr(void* addr, size_t length, Remapped* out);
 
 }  // namespace isoroce::vc

@@ -137,6 +137,7 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
   json r = context_of(pd->context)->call(req, m.fds);
   if (!r.value("ok", false)) return errno = reply_errno(r), nullptr;
   auto* mr = new Mr;
+  mr->pages = std::move(m.pages);
   mr->mr.context = pd->context;
   mr->mr.pd = pd;
   mr->mr.addr = addr;
@@ -168,8 +169,10 @@ int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
 int ibv_dereg_mr(ibv_mr* mr) {
   json r = context_of(mr->context)->call({{"op", "dereg_mr"}, {"lkey", mr->lkey}});
   if (!r.value("ok", false)) return reply_errno(r);
-  // The pages stay on their memfd: the application may register them again.
-  delete outer_of(mr, &Mr::mr);
+  // The daemon has unmapped them: pages no other MR holds go back to private memory.
+  Mr* m = outer_of(mr, &Mr::mr);
+  release_mr_pages(m->pages);
+  delete m;
   return 0;
 }
 

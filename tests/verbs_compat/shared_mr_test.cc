@@ -369,5 +369,80 @@ TEST_F(SharedMr, WithoutTheCapabilityAFileIsOpenedByItsPathAndOtherwiseRefusedCl
   EXPECT_EQ(f.read(7, 1)[0], 0x77);
 }
 
+// Private memory the library moved onto its memfd for registration.
+class PrivateMr : public SharedMr {};
+
+TEST_F(PrivateMr, PagesGoBackToPrivateMemoryWhenTheLastMrOverThemGoes) {
+  VerbsDev a, b;
+  ASSERT_NO_FATAL_FAILURE(pair(a, b));
+  auto* buf = static_cast<uint8_t*>(
+      mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(buf, MAP_FAILED);
+  const auto bytes = pattern(3 * kPage, 9);
+  std::memcpy(buf, bytes.data(), bytes.size());
+  ibv_mr* whole = ibv_reg_mr(b.pd, buf, 3 * kPage, kAllAccess);
+  ibv_mr* middle = ibv_reg_mr(b.pd, buf + kPage + 10, 100, kAllAccess);
+  ASSERT_TRUE(whole && middle);
+  EXPECT_EQ(backing_of(buf).rfind("/memfd:isoroce-mr", 0), 0u);
+  // Expect: after the first dereg only the page the other MR still uses stays shared.
+  ASSERT_EQ(ibv_dereg_mr(whole), 0);
+  EXPECT_EQ(backing_of(buf), "") << "page 0: nobody holds it";
+  EXPECT_EQ(backing_of(buf + kPage).rfind("/memfd:isoroce-mr", 0), 0u) << "page 1: the second MR";
+  EXPECT_EQ(backing_of(buf + 2 * kPage), "");
+  // The second MR still works on the same pages.
+  Local src;
+  ASSERT_NO_FATAL_FAILURE(local(a, src, 100));
+  std::memset(src.buf.data(), 0xab, 100);
+  ASSERT_EQ(rdma(a, IBV_WR_RDMA_WRITE, src.buf.data(), 100, src.mr->lkey,
+                 reinterpret_cast<uintptr_t>(buf + kPage + 10), middle->rkey),
+            IBV_WC_SUCCESS);
+  EXPECT_EQ(buf[kPage + 10], 0xab);
+  ASSERT_EQ(ibv_dereg_mr(middle), 0);
+  EXPECT_EQ(backing_of(buf + kPage), "");
+  // The bytes came back with the pages.
+  std::vector<uint8_t> expect = bytes;
+  std::memset(expect.data() + kPage + 10, 0xab, 100);
+  EXPECT_EQ(std::memcmp(buf, expect.data(), expect.size()), 0);
+  munmap(buf, 3 * kPage);
+}
+
+TEST_F(PrivateMr, AForkedChildGetsPrivateCopiesOfRegisteredMemory) {
+  VerbsDev a, b;
+  ASSERT_NO_FATAL_FAILURE(pair(a, b));
+  auto* buf = static_cast<uint8_t*>(
+      mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(buf, MAP_FAILED);
+  std::memset(buf, 0x11, 2 * kPage);
+  ibv_mr* mr = ibv_reg_mr(b.pd, buf, 2 * kPage, kAllAccess);
+  ASSERT_NE(mr, nullptr);
+  b.mrs.push_back(mr);
+  // Expect: the child's writes stay in the child (the registered pages are
+  // MAP_SHARED in the parent), and the child sees the bytes of the fork.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (buf[100] != 0x11) _exit(1);
+    if (backing_of(buf) != "") _exit(2);
+    std::memset(buf, 0xcc, 2 * kPage);
+    std::vector<std::string> churn(1000, std::string(100, 'x'));  // the child's heap is its own too
+    _exit(churn.size() == 1000 ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(buf[0], 0x11);
+  EXPECT_EQ(buf[2 * kPage - 1], 0x11);
+  // The parent's MR is intact: the daemon reads the parent's bytes.
+  Local dst;
+  ASSERT_NO_FATAL_FAILURE(local(a, dst, 2 * kPage));
+  ASSERT_EQ(rdma(a, IBV_WR_RDMA_READ, dst.buf.data(), static_cast<uint32_t>(2 * kPage), dst.mr->lkey,
+                 reinterpret_cast<uintptr_t>(buf), mr->rkey),
+            IBV_WC_SUCCESS);
+  EXPECT_EQ(dst.buf, std::vector<uint8_t>(2 * kPage, 0x11));
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  b.mrs.clear();
+  munmap(buf, 2 * kPage);
+}
+
 }  // namespace
 }  // namespace isoroce::test
