@@ -90,16 +90,16 @@ int map_mr_memory(const json& req, const std::vector<int>& fds, uint64_t length,
     if (!list.is_array() || list.empty() || list.size() > kMaxPieces)
       return *err = "\"pieces\" is a list of 1.." + std::to_string(kMaxPieces) + " {fd, offset, length, kind}", EINVAL;
     for (const json& p : list) {
-      auto idx = p.is_object() ? u64(p, "fd") : std::nullopt;
-      auto off = p.is_object() ? u64(p, "offset") : std::nullopt;
-      auto len = p.is_object() ? u64(p, "length") : std::nullopt;
-      auto kind = p.is_object() ? p.find("kind") : p.end();
-      const bool kind_ok = kind != p.end() && kind->is_string() && (*kind == "memfd" || *kind == "file");
-      if (!idx || *idx >= fds.size() || !off || !len || *len == 0 || *off % page || *len % page ||
-          *len > (uint64_t{1} << 46) || !kind_ok)
+      const uint64_t none = UINT64_MAX;
+      const uint64_t idx = p.is_object() ? u64_or(p, "fd", none) : none;
+      const uint64_t off = p.is_object() ? u64_or(p, "offset", none) : none;
+      const uint64_t len = p.is_object() ? u64_or(p, "length", 0) : 0;
+      const std::string kind = p.is_object() && p.contains("kind") && p["kind"].is_string() ? p["kind"].get<std::string>() : "";
+      if (idx >= fds.size() || off == none || len == 0 || off % page || len % page || len > (uint64_t{1} << 46) ||
+          (kind != "memfd" && kind != "file"))
         return *err = "a piece is {fd: index of a descriptor sent, offset, length: page multiples, kind: memfd or file}",
                EINVAL;
-      pieces.push_back({fds[*idx], *off, *len, *kind == "file"});
+      pieces.push_back({fds[idx], off, len, kind == "file"});
     }
     at = offset;
   }
@@ -408,15 +408,16 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
     auto cq = mine(s.cqs, req, "cq");
     if (!cq) return fail(EINVAL, "resize_cq: not a CQ of this client");
     auto cqe = u64(req, "cqe");
-    if (!cqe || *cqe == 0 || *cqe > INT32_MAX) return fail(EINVAL, "resize_cq: \"cqe\" must be positive");
+    // The device's limits are fixed while the engine lives (no ring for nothing).
+    const uint32_t max_cqe = e.config().device.max_cqe;
+    if (!cqe || *cqe == 0 || *cqe > max_cqe)
+      return fail(EINVAL, "resize_cq: \"cqe\" must be 1.." + std::to_string(max_cqe));
     auto old = s.cq_rings.find(*cq);
     std::unique_ptr<ShmQueue> ring;
     if (old != s.cq_rings.end()) {
       std::string err;
-      ring = ShmQueue::create(static_cast<uint32_t>(std::min<uint64_t>(*cqe, UINT32_MAX)), sizeof(ib_uverbs_wc),
-                              true, &err);
-      // Too many entries for a ring is beyond the device's max_cqe as well.
-      if (!ring) return fail(*cqe >= 0xffff ? EINVAL : ENOMEM, "resize_cq: " + err);
+      ring = ShmQueue::create(static_cast<uint32_t>(*cqe), sizeof(ib_uverbs_wc), true, &err);
+      if (!ring) return fail(ENOMEM, "resize_cq: " + err);
     }
     int rc = 0;
     uint32_t outstanding = 0;
@@ -426,7 +427,7 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
       if (rc == 0 && ring) rc = d.pump->replace_cq(*cq, ring.get());  // cannot fail: checked above
     });
     if (rc)
-      return fail(rc, "resize_cq: cqe " + std::to_string(*cqe) + " (1..max_cqe, not below the completions not polled yet, " +
+      return fail(rc, "resize_cq: cqe " + std::to_string(*cqe) + " is below the completions not polled yet (" +
                           std::to_string(outstanding) + " of them in the ring)");
     if (!ring) return ok({{"cq", *cq}});
     s.reply_fds.push_back(dup(ring->fd()));

@@ -272,16 +272,19 @@ int cover_range(uintptr_t s, uintptr_t e, const void* addr, size_t length, std::
   return 0;
 }
 
-bool on_segment(const Vma& v, const Segment& seg) {
-  return is_ours(v) && v.ino == seg.ino && v.start - v.offset == seg.base;
+// The segment these pages are on: a MAP_SHARED mapping of one of our memfds
+// at its window's offsets (a MAP_PRIVATE one is private memory: pages given
+// back by release_mr_pages).
+Segment* shared_segment_of(const Vma& v) {
+  if (v.perms[3] != 's' || !is_ours(v)) return nullptr;
+  Segment* seg = segment_by_ino(v.ino);
+  return seg != nullptr && seg->base == v.start - v.offset ? seg : nullptr;
 }
 
+bool on_segment(const Vma& v, const Segment& seg) { return shared_segment_of(v) == &seg; }
+
 // A shared mapping the daemon maps from its file; private memory goes onto a segment.
-bool is_shared_file(const Vma& v) {
-  if (v.perms[3] != 's') return false;
-  const Segment* sv = is_ours(v) ? segment_by_ino(v.ino) : nullptr;
-  return sv == nullptr || sv->base != v.start - v.offset;  // not (or no longer) a segment of ours
-}
+bool is_shared_file(const Vma& v) { return v.perms[3] == 's' && shared_segment_of(v) == nullptr; }
 
 // The file behind a shared mapping, opened for the daemon: through
 // /proc/self/map_files (any file, even deleted ones and memfds; needs
@@ -390,8 +393,8 @@ int prepare(void* addr, size_t length, unsigned access, bool files, MrMemory* ou
   // Private memory: onto a segment, the one these pages are already on, else the window's.
   Segment* seg = nullptr;
   for (const Vma& v : cover) {
-    if (is_shared_file(v) || !is_ours(v)) continue;
-    Segment* sv = segment_by_ino(v.ino);
+    Segment* sv = shared_segment_of(v);
+    if (sv == nullptr) continue;
     if (seg != nullptr && seg != sv) {
       log("reg_mr: [%p, +%zu) spans pages remapped for two earlier registrations in different windows; "
           "not supported yet",
@@ -536,7 +539,8 @@ size_t scan_segment_vmas(Part* out, size_t max) {
       while (*p && *p != ' ') ++p;  // device
       const ino_t ino = static_cast<ino_t>(std::strtoull(p, &p, 10));
       while (*p == ' ') ++p;
-      if (std::string_view(p).substr(0, prefix.size()) != prefix || perms[0] != 'r' || n == max) continue;
+      if (std::string_view(p).substr(0, prefix.size()) != prefix || perms[0] != 'r' || perms[3] != 's' || n == max)
+        continue;
       const Segment* seg = segment_by_ino(ino);
       if (seg == nullptr || seg->base != start - offset) continue;
       int prot = PROT_READ;
@@ -585,36 +589,31 @@ void release_mr_pages(MrPages& pages) {
   for (const auto& [s, e] : pages.ranges) unhold(s, e, &freed);
   pages.ranges.clear();
   if (freed.empty()) return;
-  // What of that is still on a segment of ours (the application may have
-  // unmapped or replaced memory since), and readable (else it stays).
-  std::vector<Part> back;
-  std::vector<const Segment*> seg_of;
+  // What of that is still on a segment (the application may have unmapped or
+  // replaced memory since) becomes a private mapping of the same memfd pages:
+  // the same bytes, in one mmap, so a write from another thread lands either
+  // in the file before it or in the private copy after it, never nowhere (a
+  // copy would lose it). fork() copies them again; the memfd keeps the pages.
+  size_t done = 0;
   for (const Vma& v : read_maps()) {
-    if (!is_ours(v) || v.perms[0] != 'r') continue;
-    const Segment* seg = segment_by_ino(v.ino);
-    if (seg == nullptr || seg->base != v.start - v.offset) continue;
-    int prot = PROT_READ;
+    const Segment* seg = shared_segment_of(v);
+    if (seg == nullptr) continue;
+    int prot = 0;
+    if (v.perms[0] == 'r') prot |= PROT_READ;
     if (v.perms[1] == 'w') prot |= PROT_WRITE;
     if (v.perms[2] == 'x') prot |= PROT_EXEC;
     for (const Part& f : freed) {
       const uintptr_t s = std::max(v.start, f.start), e = std::min(v.end, f.end);
       if (s >= e) continue;
-      back.push_back({s, e, prot});
-      seg_of.push_back(seg);
+      if (mmap(reinterpret_cast<void*>(s), e - s, prot, MAP_PRIVATE | MAP_FIXED, seg->fd,
+               static_cast<off_t>(s - seg->base)) == MAP_FAILED)
+        log("dereg_mr: making [%#" PRIxPTR ", %#" PRIxPTR ") private again failed: %s; it stays shared", s, e,
+            std::strerror(errno));
+      else
+        ++done;
     }
   }
-  if (back.empty()) return;
-  Job job{nullptr, back.data(), back.size(), true};
-  const int rc = run_job(job);
-  const size_t done = rc ? job.failed_part : back.size();
-  if (rc)
-    log("dereg_mr: moving [%#" PRIxPTR ", %#" PRIxPTR ") back to private memory failed: %s; it stays on the memfd",
-        back[done].start, back[done].end, std::strerror(rc));
-  // The memfd's copies are garbage now: free them.
-  for (size_t i = 0; i < done; ++i)
-    fallocate(seg_of[i]->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-              static_cast<off_t>(back[i].start - seg_of[i]->base), static_cast<off_t>(back[i].end - back[i].start));
-  debug("dereg_mr: %zu range(s) back to private memory", done);
+  debug("dereg_mr: %zu range(s) private again", done);
 }
 
 int prepare_mr_memory(void* addr, size_t length, unsigned access, MrMemory* out) {

@@ -22,9 +22,10 @@
 namespace isoroce::vc {
 
 // The private pages a registration keeps on the library's memfds. While any
-// registration holds a page it stays there; when the last is deregistered the
-// page goes back to private memory with its bytes (so fork() copies it again
-// instead of sharing it with the child), and the memfd's page is freed.
+// registration holds a page it stays a MAP_SHARED mapping of the memfd; when
+// the last is deregistered it becomes a MAP_PRIVATE mapping of the same
+// memfd pages (the same bytes, swapped in one mmap: no write of another
+// thread is lost), so fork() copies it again instead of sharing it.
 struct MrPages {
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
 };

@@ -71,6 +71,19 @@ std::string backing_of(const void* addr) {
   return "?";
 }
 
+// Whether addr's mapping is MAP_SHARED ('s' in /proc/self/maps).
+bool is_shared(const void* addr) {
+  std::ifstream maps("/proc/self/maps");
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long long start = 0, end = 0;
+    char perms[8] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s", &start, &end, perms) == 3 && a >= start && a < end)
+      return perms[3] == 's';
+  }
+  return false;
+}
+
 std::vector<uint8_t> pattern(size_t len, uint32_t seed) {
   std::vector<uint8_t> v(len);
   for (size_t i = 0; i < len; ++i) v[i] = static_cast<uint8_t>((i * 131 + seed * 17 + (i >> 8)) ^ seed);
@@ -384,11 +397,12 @@ TEST_F(PrivateMr, PagesGoBackToPrivateMemoryWhenTheLastMrOverThemGoes) {
   ibv_mr* middle = ibv_reg_mr(b.pd, buf + kPage + 10, 100, kAllAccess);
   ASSERT_TRUE(whole && middle);
   EXPECT_EQ(backing_of(buf).rfind("/memfd:isoroce-mr", 0), 0u);
+  EXPECT_TRUE(is_shared(buf));
   // Expect: after the first dereg only the page the other MR still uses stays shared.
   ASSERT_EQ(ibv_dereg_mr(whole), 0);
-  EXPECT_EQ(backing_of(buf), "") << "page 0: nobody holds it";
-  EXPECT_EQ(backing_of(buf + kPage).rfind("/memfd:isoroce-mr", 0), 0u) << "page 1: the second MR";
-  EXPECT_EQ(backing_of(buf + 2 * kPage), "");
+  EXPECT_FALSE(is_shared(buf)) << "page 0: nobody holds it";
+  EXPECT_TRUE(is_shared(buf + kPage)) << "page 1: the second MR";
+  EXPECT_FALSE(is_shared(buf + 2 * kPage));
   // The second MR still works on the same pages.
   Local src;
   ASSERT_NO_FATAL_FAILURE(local(a, src, 100));
@@ -398,11 +412,31 @@ TEST_F(PrivateMr, PagesGoBackToPrivateMemoryWhenTheLastMrOverThemGoes) {
             IBV_WC_SUCCESS);
   EXPECT_EQ(buf[kPage + 10], 0xab);
   ASSERT_EQ(ibv_dereg_mr(middle), 0);
-  EXPECT_EQ(backing_of(buf + kPage), "");
-  // The bytes came back with the pages.
+  EXPECT_FALSE(is_shared(buf + kPage));
+  // The bytes are the same, and private: a forked child's writes stay its own.
   std::vector<uint8_t> expect = bytes;
   std::memset(expect.data() + kPage + 10, 0xab, 100);
   EXPECT_EQ(std::memcmp(buf, expect.data(), expect.size()), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::memset(buf, 0xcc, 3 * kPage);
+    _exit(0);
+  }
+  ASSERT_EQ(waitpid(pid, nullptr, 0), pid);
+  EXPECT_EQ(std::memcmp(buf, expect.data(), expect.size()), 0);
+  // Registered again, the pages are shared again, with the bytes written since.
+  buf[5] = 0x5e;
+  ibv_mr* again = ibv_reg_mr(b.pd, buf, 3 * kPage, kAllAccess);
+  ASSERT_NE(again, nullptr);
+  EXPECT_TRUE(is_shared(buf));
+  Local dst;
+  ASSERT_NO_FATAL_FAILURE(local(a, dst, 3 * kPage));
+  ASSERT_EQ(rdma(a, IBV_WR_RDMA_READ, dst.buf.data(), static_cast<uint32_t>(3 * kPage), dst.mr->lkey,
+                 reinterpret_cast<uintptr_t>(buf), again->rkey),
+            IBV_WC_SUCCESS);
+  expect[5] = 0x5e;
+  EXPECT_EQ(dst.buf, expect);
+  EXPECT_EQ(ibv_dereg_mr(again), 0);
   munmap(buf, 3 * kPage);
 }
 
