@@ -319,6 +319,7 @@ int open_mapping_file(const Vma& v, bool writable) {
   return -(has_path && path_err != ESTALE ? path_err : link_err);
 }
 
+constexpr size_t kMaxPieces = 64;  // what the daemon takes (docs/control-protocol.md)
 constexpr unsigned kWriteAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
 
@@ -492,6 +493,11 @@ int prepare(void* addr, size_t length, unsigned access, bool files, MrMemory* ou
     }
     last_fd = fd_index;
     last_end = off + len;
+  }
+  if (pieces.size() > kMaxPieces) {
+    log("reg_mr: [%p, +%zu) spans %zu runs of different mappings; the daemon takes at most %zu", addr, length,
+        pieces.size(), kMaxPieces);
+    return EINVAL;
   }
   if (!files_open.empty())
     debug("reg_mr: [%p, +%zu): %zu piece(s), %zu shared file(s) mapped by the daemon as they are", addr, length,

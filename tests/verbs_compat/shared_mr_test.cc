@@ -264,6 +264,32 @@ TEST_F(SharedMr, RangeOverSeveralMappingsIsSentAsPieces) {
   munmap(region, 5 * kPage);
 }
 
+TEST_F(SharedMr, MoreRunsOfMappingsThanTheDaemonTakesIsEinvalAndKeepsTheBytes) {
+  VerbsDev a, b;
+  ASSERT_NO_FATAL_FAILURE(pair(a, b));
+  // 70 pages alternating file / private: 70 pieces, the daemon takes 64.
+  constexpr size_t kPages = 70;
+  ShmFile f(kPages * kPage);
+  auto* region = static_cast<uint8_t*>(
+      mmap(nullptr, kPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(region, MAP_FAILED);
+  for (size_t i = 0; i < kPages; i += 2)
+    f.map(kPage, PROT_READ | PROT_WRITE, MAP_SHARED, static_cast<off_t>(i * kPage), region + i * kPage);
+  const auto bytes = pattern(kPages * kPage, 10);
+  std::memcpy(region, bytes.data(), bytes.size());
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(b.pd, region, kPages * kPage, kAllAccess), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(std::memcmp(region, bytes.data(), bytes.size()), 0);
+  EXPECT_EQ(backing_of(region), f.path);
+  EXPECT_FALSE(is_shared(region + kPage)) << "the private pages stay private";
+  // 64 runs are fine.
+  ibv_mr* mr = ibv_reg_mr(b.pd, region, 64 * kPage, kAllAccess);
+  ASSERT_NE(mr, nullptr);
+  EXPECT_EQ(ibv_dereg_mr(mr), 0);
+  munmap(region, kPages * kPage);
+}
+
 TEST_F(SharedMr, PrivateFileMappingStaysOnTheCopyPath) {
   VerbsDev a, b;
   ASSERT_NO_FATAL_FAILURE(pair(a, b));
