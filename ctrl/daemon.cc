@@ -20,6 +20,7 @@
 #include <fstream>
 #include <thread>
 
+#include "ctrl/fault_guard.h"
 #include "ctrl/log.h"
 #include "ctrl/protocol.h"
 #include "ctrl/telemetry.h"
@@ -82,6 +83,8 @@ bool Daemon::start(int, std::string* error) {
   sigaddset(&mask, SIGINT);
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Clients' files mapped for reg_mr may shrink under us (ctrl/fault_guard.h).
+  fault_guard::install();
   signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
   // Refuse early if another daemon serves the socket (before EAL takes the prefix).

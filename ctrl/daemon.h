@@ -51,13 +51,15 @@ struct DeviceEntry {
   std::atomic<uint64_t> latency_target_missed{0};
 };
 
-// Registered memory mapped from a client's memfd.
+// Registered memory mapped from a client's memfd, or from its pieces (memfds
+// and the client's own files, back to back; docs/control-protocol.md).
 struct Mapping {
-  void* base = nullptr;   // the mmap of the memfd pages
+  void* base = nullptr;   // the mmap of the pages
   size_t len = 0;
   uint8_t* addr = nullptr;  // the registered bytes in the daemon
   uint64_t iova = 0;        // what the client's SGEs call them
   uint64_t length = 0;
+  std::vector<int> guards;  // fault_guard slots of its file pieces
 };
 
 struct Session {

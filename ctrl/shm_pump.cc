@@ -61,6 +61,43 @@ void ShmPump::add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge) { rqs_.push_ba
 void ShmPump::add_srq(uint32_t srq, ShmQueue* q, uint32_t max_sge) { rqs_.push_back({srq, q, max_sge, 0, true}); }
 void ShmPump::add_cq(uint32_t cq, ShmQueue* q, int eventfd) { cqs_.push_back({cq, q, 0, 0, false, eventfd}); }
 
+namespace {
+// Unconsumed completions in a CQ ring: the consumer index is the
+// application's (masked, untrusted), the producer index ours.
+uint32_t ring_count(const ShmQueue& q) {
+  const uint32_t cons = shm::consumer(q.base()).load(std::memory_order_acquire) & q.mask();
+  const uint32_t prod = shm::producer(q.base()).load(std::memory_order_relaxed) & q.mask();
+  return (prod - cons) & q.mask();
+}
+}  // namespace
+
+uint32_t ShmPump::cq_ring_count(uint32_t cq) const {
+  for (const Work& w : cqs_)
+    if (w.id == cq) return ring_count(*w.q);
+  return 0;
+}
+
+int ShmPump::replace_cq(uint32_t cq, ShmQueue* to) {
+  auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](const Work& w) { return w.id == cq; });
+  if (it == cqs_.end()) return EINVAL;
+  ShmQueue& from = *it->q;
+  const uint32_t n = ring_count(from);
+  if (n > to->mask() || to->elem_bytes() < sizeof(ib_uverbs_wc)) return ENOSPC;
+  uint32_t cons = shm::consumer(from.base()).load(std::memory_order_acquire) & from.mask();
+  for (uint32_t i = 0; i < n; ++i, cons = (cons + 1) & from.mask())
+    std::memcpy(to->element(i), from.element(cons), sizeof(ib_uverbs_wc));
+  shm::consumer(to->base()).store(0, std::memory_order_relaxed);
+  // Pairs with the library's acquire load of producer_index once it maps `to`.
+  shm::producer(to->base()).store(n, std::memory_order_release);
+  // The arm moves too: taken from the old ring so it cannot fire twice.
+  shm::CqNotify* old_nt = from.notify();
+  shm::CqNotify* new_nt = to->notify();
+  new_nt->solicited_only = old_nt->solicited_only;
+  new_nt->armed.store(old_nt->armed.exchange(0, std::memory_order_acq_rel), std::memory_order_release);
+  it->q = to;
+  return 0;
+}
+
 void ShmPump::remove_qp(uint32_t qpn) {
   std::erase_if(sqs_, [&](const Work& w) { return w.id == qpn; });
   std::erase_if(rqs_, [&](const Work& w) { return !w.srq && w.id == qpn; });

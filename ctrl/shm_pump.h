@@ -57,6 +57,15 @@ class ShmPump final : public dataplane::DeviceHook {
   void add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge);
   void add_srq(uint32_t srq, ShmQueue* q, uint32_t max_sge);
   void add_cq(uint32_t cq, ShmQueue* q, int eventfd);
+  // ibv_resize_cq: from now on this CQ's completions go to `to`. Moves the
+  // completions the application has not consumed from the CQ's current ring
+  // to the start of `to`, in order, with the notify state (armed,
+  // solicited_only): nothing is lost, duplicated or reordered. EINVAL if the
+  // CQ has no ring here; ENOSPC if `to` cannot hold them (the caller checks
+  // first). The application must not poll the old ring meanwhile.
+  int replace_cq(uint32_t cq, ShmQueue* to);
+  // Completions in this CQ's ring the application has not consumed (0 if none).
+  uint32_t cq_ring_count(uint32_t cq) const;
   // Forgets every queue of this QP / SRQ / CQ.
   void remove_qp(uint32_t qpn);
   void remove_srq(uint32_t srq);

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "ctrl/daemon.h"
+#include "ctrl/fault_guard.h"
 #include "ctrl/log.h"
 #include "ctrl/protocol.h"
 #include "ctrl/wire_json.h"
@@ -39,6 +40,109 @@ uint64_t u64_or(const json& j, const char* key, uint64_t def) { return u64(j, ke
 // The classes a client or an operator may give (not the policy's own "reference").
 bool parse_class(const std::string& text, sched::FlowClass* cls) {
   return sched::parse_flow_class(text, cls) && *cls != sched::FlowClass::kReference;
+}
+
+// reg_mr's memory: one sealed memfd (the library's remapped pages), or
+// "pieces" mapped back to back: memfds of the library's (sealed) and the
+// client's own files (not sealed: guarded, see ctrl/fault_guard.h).
+constexpr size_t kMaxPieces = 64;
+constexpr uint32_t kWriteAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+
+struct Piece {
+  int fd = -1;
+  uint64_t offset = 0, length = 0;  // in the file, page-aligned
+  bool file = false;
+};
+
+bool seal_shrink(int fd) {
+  return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0 || (fcntl(fd, F_GET_SEALS) > 0 && (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK));
+}
+
+// Unmaps; true if a file piece faulted (the client shrank the file) meanwhile.
+bool release_mapping(Mapping& m) {
+  bool faulted = false;
+  for (int g : m.guards) faulted |= fault_guard::remove(g);
+  m.guards.clear();
+  if (m.base != nullptr) munmap(m.base, m.len);
+  m.base = nullptr;
+  return faulted;
+}
+
+int map_mr_memory(const json& req, const std::vector<int>& fds, uint64_t length, uint64_t offset, uint32_t access,
+                  Mapping* out, std::string* err) {
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  auto round_up = [&](uint64_t v) { return (v + page - 1) & ~(page - 1); };
+  std::vector<Piece> pieces;
+  uint64_t at = 0;  // the region's first byte in the pieces
+  if (!req.contains("pieces")) {
+    if (fds.size() != 1) return *err = "send the memory as one memfd (SCM_RIGHTS), or \"pieces\"", EINVAL;
+    // The client must not be able to shrink the file under us (SIGBUS): seal it.
+    if (!seal_shrink(fds[0])) return *err = "the memory must be a memfd made with MFD_ALLOW_SEALING", EINVAL;
+    struct stat st{};
+    if (fstat(fds[0], &st) != 0 || length > static_cast<uint64_t>(st.st_size) ||
+        offset > static_cast<uint64_t>(st.st_size) - length)
+      return *err = "offset + length beyond the memfd", EINVAL;
+    const uint64_t start = offset & ~(page - 1);
+    pieces.push_back({fds[0], start, round_up(offset - start + length), false});
+    at = offset - start;
+  } else {
+    const json& list = req["pieces"];
+    if (!list.is_array() || list.empty() || list.size() > kMaxPieces)
+      return *err = "\"pieces\" is a list of 1.." + std::to_string(kMaxPieces) + " {fd, offset, length, kind}", EINVAL;
+    for (const json& p : list) {
+      const uint64_t none = UINT64_MAX;
+      const uint64_t idx = p.is_object() ? u64_or(p, "fd", none) : none;
+      const uint64_t off = p.is_object() ? u64_or(p, "offset", none) : none;
+      const uint64_t len = p.is_object() ? u64_or(p, "length", 0) : 0;
+      const std::string kind = p.is_object() && p.contains("kind") && p["kind"].is_string() ? p["kind"].get<std::string>() : "";
+      if (idx >= fds.size() || off == none || len == 0 || off % page || len % page || len > (uint64_t{1} << 46) ||
+          (kind != "memfd" && kind != "file"))
+        return *err = "a piece is {fd: index of a descriptor sent, offset, length: page multiples, kind: memfd or file}",
+               EINVAL;
+      pieces.push_back({fds[idx], off, len, kind == "file"});
+    }
+    at = offset;
+  }
+  uint64_t total = 0;
+  for (const Piece& p : pieces) total += p.length;  // at most 64 * 2^46
+  if (length > total || at > total - length) return *err = "offset + length beyond the pieces", EINVAL;
+  for (const Piece& p : pieces) {
+    struct stat st{};
+    if (fstat(p.fd, &st) != 0) return *err = "a piece's descriptor", EBADF;
+    if (!p.file && !seal_shrink(p.fd)) return *err = "a memfd piece must be a memfd made with MFD_ALLOW_SEALING", EINVAL;
+    if (p.file && !S_ISREG(st.st_mode))
+      return *err = "a file piece must be a regular file (a file, /dev/shm object or memfd)", EINVAL;
+    const uint64_t end = round_up(static_cast<uint64_t>(st.st_size));
+    if (p.offset > end || p.length > end - p.offset)
+      return *err = "a piece reaches past the end of its file", p.file ? EFAULT : EINVAL;
+  }
+  void* base = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return *err = std::string("mmap: ") + std::strerror(errno), errno;
+  out->base = base;
+  out->len = total;
+  uint64_t pos = 0;
+  for (const Piece& p : pieces) {
+    // A client's file is mapped as the MR needs it: a read-only descriptor
+    // with write access fails here (EACCES).
+    const int prot = !p.file || (access & kWriteAccess) ? PROT_READ | PROT_WRITE : PROT_READ;
+    void* where = static_cast<uint8_t*>(base) + pos;
+    if (mmap(where, p.length, prot, MAP_SHARED | MAP_FIXED, p.fd, static_cast<off_t>(p.offset)) == MAP_FAILED) {
+      const int rc = errno;
+      release_mapping(*out);
+      return *err = std::string("mmap of a ") + (p.file ? "file" : "memfd") + " piece: " + std::strerror(rc), rc;
+    }
+    if (p.file) {
+      const int g = fault_guard::add(where, p.length);
+      if (g < 0) {
+        release_mapping(*out);
+        return *err = "too many registrations of files at once", ENOMEM;
+      }
+      out->guards.push_back(g);
+    }
+    pos += p.length;
+  }
+  out->addr = static_cast<uint8_t*>(base) + at;
+  return 0;
 }
 
 // Justitia's application of a client connection (its session id; 0: none known).
@@ -229,28 +333,18 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
     const uint32_t access = static_cast<uint32_t>(u64_or(req, "access", 0));
     if (!pd) return fail(EINVAL, "reg_mr: not a PD of this client");
     if (!length || *length == 0) return fail(EINVAL, "reg_mr: \"length\" must be positive");
-    if (fds.size() != 1) return fail(EINVAL, "reg_mr: send the memory as one memfd (SCM_RIGHTS)");
-    const int fd = fds[0];
-    // The client must not be able to shrink the file under us (SIGBUS): seal it.
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0 && !(fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK))
-      return fail(EINVAL, "reg_mr: the memory must be a memfd made with MFD_ALLOW_SEALING");
-    struct stat st{};
-    if (fstat(fd, &st) != 0 || *length > static_cast<uint64_t>(st.st_size) ||
-        offset > static_cast<uint64_t>(st.st_size) - *length)
-      return fail(EINVAL, "reg_mr: offset + length beyond the memfd");
-    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    const uint64_t start = offset & ~(page - 1);
-    const size_t map_len = static_cast<size_t>(offset - start + *length);
-    void* base = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
-    if (base == MAP_FAILED) return fail(errno, "reg_mr: mmap");
-    auto* addr = static_cast<uint8_t*>(base) + (offset - start);
+    Mapping m;
+    std::string err;
+    if (int rc = map_mr_memory(req, fds, *length, offset, access, &m, &err)) return fail(rc, "reg_mr: " + err);
     verbs::Result<verbs::MrKeys> r = verbs::Result<verbs::MrKeys>::error(EIO);
-    run([&](sched::Picos) { r = e.reg_mr(*pd, addr, *length, iova, access); });
+    run([&](sched::Picos) { r = e.reg_mr(*pd, m.addr, *length, iova, access); });
     if (!r.ok()) {
-      munmap(base, map_len);
+      release_mapping(m);
       return fail(r.err(), "reg_mr");
     }
-    s.mrs[r.value().lkey] = Mapping{base, map_len, addr, iova, *length};
+    m.iova = iova;
+    m.length = *length;
+    s.mrs[r.value().lkey] = std::move(m);
     return ok({{"lkey", r.value().lkey}, {"rkey", r.value().rkey}});
   }
   if (op == "dereg_mr") {
@@ -260,7 +354,9 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
     int rc = 0;
     run([&](sched::Picos) { rc = e.dereg_mr(it->first); });
     if (rc) return fail(rc, "dereg_mr");
-    munmap(it->second.base, it->second.len);
+    if (release_mapping(it->second))
+      log(LogLevel::kWarning, "client {} (pid {}): the file behind MR lkey {} shrank while registered; the daemon's "
+          "view of the lost pages was zeros", s.id, s.pid, it->first);
     s.mrs.erase(it);
     return ok();
   }
@@ -312,6 +408,42 @@ json Daemon::verbs_op(Session& s, const std::string& op, const json& req, std::v
       s.cq_eventfds.erase(it);
     }
     return ok();
+  }
+  if (op == "resize_cq") {
+    // A new ring of the new size, the unconsumed completions moved into it and
+    // swapped into the pump on the worker, so the pump never writes between
+    // the count, the copy and the swap. The client keeps polling its old ring
+    // until the reply (the library holds the CQ's lock meanwhile).
+    auto cq = mine(s.cqs, req, "cq");
+    if (!cq) return fail(EINVAL, "resize_cq: not a CQ of this client");
+    auto cqe = u64(req, "cqe");
+    // The device's limits are fixed while the engine lives (no ring for nothing).
+    const uint32_t max_cqe = e.config().device.max_cqe;
+    if (!cqe || *cqe == 0 || *cqe > max_cqe)
+      return fail(EINVAL, "resize_cq: \"cqe\" must be 1.." + std::to_string(max_cqe));
+    auto old = s.cq_rings.find(*cq);
+    std::unique_ptr<ShmQueue> ring;
+    if (old != s.cq_rings.end()) {
+      std::string err;
+      ring = ShmQueue::create(static_cast<uint32_t>(*cqe), sizeof(ib_uverbs_wc), true, &err);
+      if (!ring) return fail(ENOMEM, "resize_cq: " + err);
+    }
+    int rc = 0;
+    uint32_t outstanding = 0;
+    run([&](sched::Picos) {
+      outstanding = ring ? d.pump->cq_ring_count(*cq) : 0;
+      rc = e.resize_cq(*cq, static_cast<int>(*cqe), outstanding);
+      if (rc == 0 && ring) rc = d.pump->replace_cq(*cq, ring.get());  // cannot fail: checked above
+    });
+    if (rc)
+      return fail(rc, "resize_cq: cqe " + std::to_string(*cqe) + " is below the completions not polled yet (" +
+                          std::to_string(outstanding) + " of them in the ring)");
+    if (!ring) return ok({{"cq", *cq}});
+    s.reply_fds.push_back(dup(ring->fd()));
+    ring->close_fd();
+    json reply = {{"cq", *cq}, {"log2_entries", ring->log2_entries()}, {"log2_elem", ring->log2_elem()}};
+    old->second = std::move(ring);  // the old ring is unmapped here; the client still has its own mapping
+    return ok(reply);
   }
   if (op == "poll_cq") {
     auto cq = mine(s.cqs, req, "cq");
@@ -581,7 +713,7 @@ void Daemon::reclaim(Session& s) {
       for (const auto& [lkey, m] : s.mrs) e.dereg_mr(lkey);
       for (uint32_t h : s.pds) e.dealloc_pd(h);
     });
-    for (const auto& [lkey, m] : s.mrs) munmap(m.base, m.len);
+    for (auto& [lkey, m] : s.mrs) release_mapping(m);
     {
       std::lock_guard lock(registry_mu_);
       for (uint32_t q : s.qps) qp_info_.erase({&d, q});

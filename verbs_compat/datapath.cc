@@ -237,6 +237,8 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   Cq& cq = *cq_of(ibcq);
+  // ibv_resize_cq replaces the ring (and its notify block) under mu.
+  std::lock_guard lock(cq.mu);
   cq.notify->solicited_only = solicited_only ? 1 : 0;
   // seq_cst: the arm must be visible before this thread's next look at
   // producer_index (a completion the daemon writes concurrently either sees

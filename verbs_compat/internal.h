@@ -21,6 +21,7 @@
 
 #include "ctrl/client.h"
 #include "ctrl/shm_abi.h"
+#include "verbs_compat/memreg.h"
 
 namespace isoroce::vc {
 
@@ -89,6 +90,7 @@ struct Pd {
 };
 struct Mr {
   ibv_mr mr{};
+  MrPages pages;  // released after dereg_mr (memreg.h)
 };
 struct Ah {
   ibv_ah ah{};
@@ -96,10 +98,11 @@ struct Ah {
 
 struct Cq {
   ibv_cq cq{};
+  // ibv_resize_cq replaces ring and notify under mu: touch them only holding mu.
   Ring ring;
   shm::CqNotify* notify = nullptr;
   int evfd = -1;  // the daemon's eventfd, with a completion channel
-  std::mutex mu;  // ibv_poll_cq may be called from several threads
+  std::mutex mu;  // ibv_poll_cq may be called from several threads; see ring
   uint32_t empty_polls = 0;
   uint32_t async_delivered = 0;  // IBV_EVENT_CQ_ERR handed out (destroy waits for their acks)
 };

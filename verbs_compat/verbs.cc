@@ -126,18 +126,18 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
     log("reg_mr: empty range");
     return errno = EINVAL, nullptr;
   }
-  Remapped m;
-  if (int rc = remap_for_mr(addr, length, &m)) return errno = rc, nullptr;
   // Optional and ordering hints (relaxed ordering, optional range) mean nothing here.
   const uint32_t acc = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
-  const int fds[] = {m.fd};
-  json r = context_of(pd->context)
-               ->call({{"op", "reg_mr"}, {"pd", pd->handle}, {"offset", m.offset}, {"length", length},
-                       {"iova", iova}, {"access", acc}},
-                      fds);
+  // Private pages moved onto a memfd, shared mappings sent as their files (memreg.h).
+  MrMemory m;
+  if (int rc = prepare_mr_memory(addr, length, acc, &m)) return errno = rc, nullptr;
+  json req = {{"op", "reg_mr"}, {"pd", pd->handle}, {"length", length}, {"iova", iova}, {"access", acc}};
+  req.update(m.fields);
+  json r = context_of(pd->context)->call(req, m.fds);
   if (!r.value("ok", false)) return errno = reply_errno(r), nullptr;
   auto* mr = new Mr;
+  mr->pages = std::move(m.pages);
   mr->mr.context = pd->context;
   mr->mr.pd = pd;
   mr->mr.addr = addr;
@@ -169,8 +169,10 @@ int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
 int ibv_dereg_mr(ibv_mr* mr) {
   json r = context_of(mr->context)->call({{"op", "dereg_mr"}, {"lkey", mr->lkey}});
   if (!r.value("ok", false)) return reply_errno(r);
-  // The pages stay on their memfd: the application may register them again.
-  delete outer_of(mr, &Mr::mr);
+  // The daemon has unmapped them: pages no other MR holds go back to private memory.
+  Mr* m = outer_of(mr, &Mr::mr);
+  release_mr_pages(m->pages);
+  delete m;
   return 0;
 }
 
@@ -253,9 +255,38 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   return &c;
 }
 
-int ibv_resize_cq(ibv_cq*, int) {
-  log("ibv_resize_cq: not supported");
-  return EOPNOTSUPP;
+// As rdma-core's rxe provider: under the CQ's lock (no poll meanwhile), the
+// daemon moves the unconsumed completions into a new ring and swaps it into its
+// pump; then the new ring replaces the old mapping here.
+int ibv_resize_cq(ibv_cq* ibcq, int cqe) {
+  if (cqe < 1 || static_cast<uint32_t>(cqe) > kMaxCqe) {
+    log("resize_cq: cqe %d (1..%u)", cqe, kMaxCqe);
+    return EINVAL;
+  }
+  Cq* cq = cq_of(ibcq);
+  Context* ctx = context_of(ibcq->context);
+  std::lock_guard lock(cq->mu);
+  std::vector<int> fds;
+  json r = ctx->call({{"op", "resize_cq"}, {"cq", ibcq->handle}, {"cqe", cqe}}, {}, &fds);
+  if (!r.value("ok", false)) return close_all(fds), reply_errno(r);
+  // From here the daemon writes the new ring only: without it the CQ is lost.
+  Ring ring;
+  if (fds.size() != 1) {
+    close_all(fds);
+    log("resize_cq: CQ %u: the daemon sent no queue; the CQ is unusable", ibcq->handle);
+    return EPROTO;
+  }
+  if (!map_ring(fds[0], r, true, &ring)) {
+    log("resize_cq: CQ %u: mapping its new queue failed; the CQ is unusable", ibcq->handle);
+    return ENOMEM;
+  }
+  unmap_ring(&cq->ring);
+  cq->ring = ring;
+  cq->notify = shm::cq_notify(ring.base, ring.log2_entries, ring.log2_elem);
+  cq->empty_polls = 0;
+  ibcq->cqe = static_cast<int>(ring.mask);
+  debug("resize_cq %u: %d -> 2^%u ring", ibcq->handle, cqe, ring.log2_entries);
+  return 0;
 }
 
 int ibv_destroy_cq(ibv_cq* ibcq) {
@@ -294,6 +325,9 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
       {
         std::lock_guard lock(ch->mu);
         for (Cq* c : ch->cqs) {
+          // The ring may be being replaced (ibv_resize_cq holds mu): next round.
+          std::unique_lock cq_lock(c->mu, std::try_to_lock);
+          if (!cq_lock.owns_lock()) continue;
           const uint32_t prod = shm::producer(c->ring.base).load(std::memory_order_acquire) & c->ring.mask;
           const uint32_t cons = shm::consumer(c->ring.base).load(std::memory_order_acquire) & c->ring.mask;
           if (prod != cons && c->notify->armed.load(std::memory_order_acquire) &&

@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <functional>
 #include <random>
 #include <set>
+#include <span>
 #include <sstream>
 #include <thread>
 
@@ -507,11 +510,11 @@ TEST_F(Loopback, RandomRequestsAreAnsweredAndNeverStopTheDaemon) {
       "hello", "status", "devices", "qps", "qp", "stats", "sched", "set_rate", "set_class", "set_policy",
       "open", "alloc_pd", "dealloc_pd", "reg_mr", "dereg_mr", "create_cq", "destroy_cq", "poll_cq",
       "create_srq", "modify_srq", "destroy_srq", "post_srq_recv", "create_ah", "destroy_ah", "create_qp",
-      "modify_qp", "query_qp", "destroy_qp", "post_send", "post_recv", "bogus", ""};
+      "modify_qp", "query_qp", "destroy_qp", "post_send", "post_recv", "resize_cq", "bogus", ""};
   const std::vector<std::string> keys = {
       "pd", "cq", "qpn", "lkey", "srq", "ah", "device", "policy", "class", "bps", "cqe", "max", "length",
       "offset", "iova", "access", "send_cq", "recv_cq", "type", "max_send_wr", "dgid", "attr", "wr", "sg",
-      "opcode", "qp_state", "path_mtu", "ah_attr", "remote_addr", "rkey", "max_wr", "srq_limit"};
+      "opcode", "qp_state", "path_mtu", "ah_attr", "remote_addr", "rkey", "max_wr", "srq_limit", "pieces"};
   std::function<json(int)> value = [&](int depth) -> json {
     switch (rng() % (depth > 2 ? 7 : 10)) {
       case 0: return static_cast<uint64_t>(rng());
@@ -653,6 +656,120 @@ TEST_F(Loopback, QpNumbersAreUniqueAcrossTheDaemonsDevices) {
     json q = b.call({{"op", "qp"}, {"qpn", qb}})["qp"];
     EXPECT_EQ(q["device"], "isoroce1") << q.dump();
   }
+}
+
+}  // namespace
+}  // namespace isoroce::test
+
+namespace isoroce::test {
+namespace {
+
+// reg_mr "pieces" (docs/control-protocol.md): every field checked, a client's
+// file and a memfd mapped back to back, the bytes of a WRITE where each
+// piece's file keeps them.
+TEST_F(Loopback, RegMrPiecesAreCheckedAndMappedBackToBack) {
+  Pair p = make_pair();
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  char path[] = "/dev/shm/isoroce-loopback-XXXXXX";
+  const int file = mkstemp(path);
+  ASSERT_GE(file, 0);
+  unlink(path);
+  ASSERT_EQ(ftruncate(file, static_cast<off_t>(page)), 0);
+  const int seg = memfd_create("isoroce-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  const int unsealable = memfd_create("isoroce-test", MFD_CLOEXEC);
+  ASSERT_EQ(ftruncate(seg, static_cast<off_t>(2 * page)), 0);
+  ASSERT_EQ(ftruncate(unsealable, static_cast<off_t>(page)), 0);
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  const int fds[] = {file, seg, unsealable, pipefd[0]};
+  auto reg_with = [&](std::span<const int> with, const json& pieces, uint64_t offset, uint64_t length,
+                      uint32_t access) {
+    return p.b->client().call({{"op", "reg_mr"}, {"pd", p.b->pd()}, {"offset", offset}, {"length", length},
+                               {"iova", 0x100000 + offset % page}, {"access", access}, {"pieces", pieces}},
+                              with);
+  };
+  auto reg = [&](const json& pieces, uint64_t offset, uint64_t length) {
+    return reg_with(fds, pieces, offset, length, kAll);
+  };
+  auto piece = [](int fd, uint64_t off, uint64_t len, const char* kind) {
+    return json{{"fd", fd}, {"offset", off}, {"length", len}, {"kind", kind}};
+  };
+  auto err = [](const json& r) { return r.value("ok", true) ? 0 : r.value("errno", -1); };
+  // The errno, and the error sentence names the reason.
+  auto fails = [&](const json& r, int want, const char* reason) {
+    EXPECT_EQ(err(r), want) << r.dump();
+    EXPECT_NE(r.value("error", std::string()).find(reason), std::string::npos) << r.dump();
+  };
+  // Expect: each malformed piece list EINVAL, a file too short EFAULT.
+  auto one = [&](int fd, uint64_t off, uint64_t len, const char* kind) { return json::array({piece(fd, off, len, kind)}); };
+  fails(reg(json::array(), 0, 1), EINVAL, "is a list of 1..64");
+  fails(reg(one(9, 0, page, "file"), 0, 1), EINVAL, "a piece is {fd");
+  fails(reg(one(0, 100, page, "file"), 0, 1), EINVAL, "a piece is {fd");
+  fails(reg(one(0, 0, 100, "file"), 0, 1), EINVAL, "a piece is {fd");
+  fails(reg(one(0, 0, page, "other"), 0, 1), EINVAL, "a piece is {fd");
+  fails(reg(one(3, 0, page, "file"), 0, 1), EINVAL, "must be a regular file");
+  fails(reg(one(2, 0, page, "memfd"), 0, 1), EINVAL, "MFD_ALLOW_SEALING");
+  fails(reg(one(0, 0, 2 * page, "file"), 0, 1), EFAULT, "past the end of its file");
+  fails(reg(one(0, 0, page, "file"), 100, page), EINVAL, "beyond the pieces");
+  // A read-only descriptor cannot be mapped for write access, and can for reading.
+  char fdpath[64];
+  std::snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", file);
+  const int ro = open(fdpath, O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ro, 0);
+  const int ro_fds[] = {ro};
+  fails(reg_with(ro_fds, one(0, 0, page, "file"), 0, page, kAll), EACCES, "mmap of a file piece");
+  json r = reg_with(ro_fds, one(0, 0, page, "file"), 0, page, IBV_ACCESS_REMOTE_READ);
+  ASSERT_TRUE(r.value("ok", false)) << r.dump();
+  EXPECT_TRUE(p.b->call({{"op", "dereg_mr"}, {"lkey", r["lkey"]}})["ok"].get<bool>());
+  close(ro);
+
+  // [file page 0 | memfd page 1], the region from byte 100 of the file to 100
+  // bytes before the memfd page's end.
+  r = reg(json::array({piece(0, 0, page, "file"), piece(1, page, page, "memfd")}), 100, 2 * page - 200);
+  ASSERT_TRUE(r.value("ok", false)) << r.dump();
+  fill(p.buf_a->data, 2 * page, 77);
+  json wr = {{"wr_id", 7}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+             {"sg", {sge(*p.buf_a, 0, static_cast<uint32_t>(2 * page - 200))}}, {"remote_addr", 0x100000 + 100},
+             {"rkey", r["rkey"]}};
+  ASSERT_TRUE(p.a->post_send(p.qp_a, wr)["ok"].get<bool>());
+  auto wc = p.a->wait(p.cq_a, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  ASSERT_EQ(wc[0]["status"], 0) << wc[0].dump();
+  std::vector<uint8_t> got(page);
+  ASSERT_EQ(pread(file, got.data(), page, 0), static_cast<ssize_t>(page));
+  EXPECT_EQ(std::memcmp(got.data() + 100, p.buf_a->data, page - 100), 0) << "file piece";
+  ASSERT_EQ(pread(seg, got.data(), page, static_cast<off_t>(page)), static_cast<ssize_t>(page));
+  EXPECT_EQ(std::memcmp(got.data(), p.buf_a->data + page - 100, page - 100), 0) << "memfd piece";
+  EXPECT_TRUE(p.b->call({{"op", "dereg_mr"}, {"lkey", r["lkey"]}})["ok"].get<bool>());
+  for (int fd : {file, seg, unsealable, pipefd[0], pipefd[1]}) close(fd);
+}
+
+// resize_cq over the socket, for a CQ without a ring: the engine's CQ only.
+TEST_F(Loopback, ResizeCqWithoutARingResizesTheEnginesCq) {
+  Pair p = make_pair();
+  auto resize = [&](Verbs& v, uint32_t cq, uint64_t cqe) {
+    json r = v.call({{"op", "resize_cq"}, {"cq", cq}, {"cqe", cqe}});
+    return r.value("ok", false) ? 0 : r.value("errno", -1);
+  };
+  EXPECT_EQ(resize(*p.a, p.cq_a, 0), EINVAL);
+  EXPECT_EQ(resize(*p.a, p.cq_a, 1u << 20), EINVAL);
+  Verbs other(daemon_->socket(), "isoroce0");
+  const uint32_t other_cq = other.create_cq();
+  ASSERT_NE(other_cq, p.cq_a);
+  EXPECT_EQ(resize(*p.a, other_cq, 16), EINVAL) << "another client's CQ";
+  // Five receive completions wait in b's CQ once a's five sends completed
+  // (b's responder completes a receive before it acknowledges it).
+  for (uint64_t k = 0; k < 5; ++k)
+    ASSERT_TRUE(p.b->post_recv(p.qp_b, {{"wr_id", k}, {"sg", {sge(*p.buf_b, k * 64, 64)}}})["ok"].get<bool>());
+  for (uint64_t k = 0; k < 5; ++k)
+    ASSERT_TRUE(p.a->post_send(p.qp_a, {{"wr_id", k}, {"opcode", "send"}, {"send_flags", IBV_SEND_SIGNALED},
+                                        {"sg", {sge(*p.buf_a, 0, 64)}}})["ok"].get<bool>());
+  ASSERT_EQ(p.a->wait(p.cq_a, 5).size(), 5u);
+  EXPECT_EQ(resize(*p.b, p.cq_b, 4), EINVAL) << "5 completions wait";
+  EXPECT_EQ(resize(*p.b, p.cq_b, 5), 0);
+  auto wc = p.b->wait(p.cq_b, 5);
+  ASSERT_EQ(wc.size(), 5u);
+  for (uint64_t k = 0; k < 5; ++k) EXPECT_EQ(wc[k]["wr_id"], k);
 }
 
 }  // namespace

@@ -130,6 +130,15 @@ int EngineImpl::poll_cq(CqHandle cq, std::span<ibv_wc> out) {
   return static_cast<int>(n);
 }
 
+int EngineImpl::resize_cq(CqHandle cq, int cqe, uint32_t outside) {
+  auto it = cqs_.find(cq);
+  if (it == cqs_.end()) return EINVAL;
+  CqCtx& c = *it->second;
+  if (int err = c.cq.resize(config_.device, cqe, outside)) return err;
+  c.entries.set_capacity(c.cq.capacity());
+  return 0;
+}
+
 void EngineImpl::complete(CqHandle cq, const ibv_wc& wc) {
   auto it = cqs_.find(cq);
   if (it == cqs_.end()) return;

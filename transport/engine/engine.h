@@ -224,6 +224,12 @@ class Engine {
   virtual int destroy_cq(CqHandle cq) = 0;
   // Returns the number of completions written to out (ibv_poll_cq), or -EINVAL.
   virtual int poll_cq(CqHandle cq, std::span<ibv_wc> out) = 0;
+  // ibv_resize_cq(): the CQ holds up to cqe completions from now on; queued ones
+  // stay, in order. `outside` counts completions already polled out of the
+  // engine that the application has not consumed yet (a driver's own queue,
+  // e.g. isoroced's shared-memory CQ ring): they count against cqe too, so a
+  // cqe below the CQ's outstanding completions is EINVAL, as rxe_cq_chk_attr().
+  virtual int resize_cq(CqHandle cq, int cqe, uint32_t outside) = 0;
   virtual Result<SrqHandle> create_srq(PdHandle pd, const ibv_srq_attr& attr) = 0;
   virtual int modify_srq(SrqHandle srq, const ibv_srq_attr& attr, uint32_t mask) = 0;
   virtual int destroy_srq(SrqHandle srq) = 0;

@@ -31,6 +31,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   Result<CqHandle> create_cq(int cqe) override;
   int destroy_cq(CqHandle cq) override;
   int poll_cq(CqHandle cq, std::span<ibv_wc> out) override;
+  int resize_cq(CqHandle cq, int cqe, uint32_t outside) override;
   Result<SrqHandle> create_srq(PdHandle pd, const ibv_srq_attr& attr) override;
   int modify_srq(SrqHandle srq, const ibv_srq_attr& attr, uint32_t mask) override;
   int destroy_srq(SrqHandle srq) override;

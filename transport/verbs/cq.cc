@@ -25,9 +25,9 @@ bool Cq::push() {
 
 void Cq::pop(uint32_t n) { count_ -= n < count_ ? n : count_; }
 
-int Cq::resize(const Device& dev, int cqe) {
+int Cq::resize(const Device& dev, int cqe, uint32_t outside) {
   if (int err = check_cq_size(dev, cqe)) return err;
-  if (static_cast<uint32_t>(cqe) < count_) return EINVAL;
+  if (static_cast<uint64_t>(cqe) < uint64_t{count_} + outside) return EINVAL;
   capacity_ = static_cast<uint32_t>(cqe);
   return 0;
 }

@@ -23,8 +23,9 @@ class Cq {
   bool push();
   // The consumer polled n entries (n larger than count() is clamped).
   void pop(uint32_t n);
-  // ibv_resize_cq(): EINVAL below the entries already queued (rxe_cq_chk_attr()).
-  int resize(const Device& dev, int cqe);
+  // ibv_resize_cq(): EINVAL below the entries already queued (rxe_cq_chk_attr()),
+  // here and `outside` (polled from the engine, not yet consumed by the application).
+  int resize(const Device& dev, int cqe, uint32_t outside = 0);
 
   uint32_t capacity() const { return capacity_; }
   uint32_t count() const { return count_; }

@@ -470,5 +470,35 @@ TEST(EngineRc, SendQueueFullIsEnomem) {
   EXPECT_EQ(p.post(0, IBV_WR_RDMA_WRITE, 0, 8), 0);
 }
 
+TEST(EngineRc, ResizeCqKeepsCompletionsInOrderAndMovesTheBound) {
+  RcPair p;
+  const CqHandle cq = p.s[0].scq;  // 4096 entries, every WR signalled
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(p.post(0, IBV_WR_RDMA_WRITE, 0, 8, 0, i), 0);
+  ASSERT_TRUE(p.net.run());
+  // Expect: 10 queued, so 9 is EINVAL, 10 fits; entries held elsewhere count too.
+  EXPECT_EQ(p.net[0].resize_cq(cq, 9, 0), EINVAL);
+  EXPECT_EQ(p.net[0].resize_cq(cq, 12, 3), EINVAL);
+  EXPECT_EQ(p.net[0].resize_cq(cq, 0, 0), EINVAL);
+  EXPECT_EQ(p.net[0].resize_cq(cq, 1 << 20, 0), EINVAL);
+  EXPECT_EQ(p.net[0].resize_cq(0xdead, 16, 0), EINVAL);
+  ASSERT_EQ(p.net[0].resize_cq(cq, 10, 0), 0);
+  // The bound moved: 5 more overrun the CQ (lost, counted) ...
+  const uint64_t overruns = p.net[0].counters().cq_overruns;
+  for (uint64_t i = 10; i < 15; ++i) ASSERT_EQ(p.post(0, IBV_WR_RDMA_WRITE, 0, 8, 0, i), 0);
+  ASSERT_TRUE(p.net.run());
+  EXPECT_EQ(p.net[0].counters().cq_overruns, overruns + 5);
+  auto wc = p.poll(0, false);
+  ASSERT_EQ(wc.size(), 10u);
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(wc[i].wr_id, i);
+  // ... and growing it holds 40.
+  ASSERT_EQ(p.net[0].resize_cq(cq, 40, 0), 0);
+  for (uint64_t i = 0; i < 40; ++i) ASSERT_EQ(p.post(0, IBV_WR_RDMA_WRITE, 0, 8, 0, 100 + i), 0);
+  ASSERT_TRUE(p.net.run());
+  EXPECT_EQ(p.net[0].counters().cq_overruns, overruns + 5);
+  wc = p.poll(0, false);
+  ASSERT_EQ(wc.size(), 40u);
+  for (uint64_t i = 0; i < 40; ++i) EXPECT_EQ(wc[i].wr_id, 100 + i);
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing

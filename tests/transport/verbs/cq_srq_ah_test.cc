@@ -43,6 +43,10 @@ TEST(Cq, ResizeNotBelowQueued) {
   EXPECT_EQ(cq.resize(dev, 3), 0);
   EXPECT_EQ(cq.capacity(), 3u);
   EXPECT_FALSE(cq.push());
+  // Completions a driver holds outside the engine count too.
+  cq.pop(1);
+  EXPECT_EQ(cq.resize(dev, 4, 3), EINVAL);
+  EXPECT_EQ(cq.resize(dev, 5, 3), 0);
 }
 
 ibv_srq_attr srq_attr(uint32_t max_wr, uint32_t max_sge, uint32_t limit) {
