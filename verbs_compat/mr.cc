@@ -69,6 +69,10 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
     log("reg_mr: empty range");
     return errno = EINVAL, nullptr;
   }
+  if (access & IBV_ACCESS_ON_DEMAND) {
+    log("reg_mr: on-demand paging is not supported (ibv_query_device_ex reports no ODP)");
+    return errno = EOPNOTSUPP, nullptr;
+  }
   const uint32_t acc = access & kMrAccess;
   Keys k;
   bool remap_failed = false;
@@ -116,6 +120,11 @@ int ibv_rereg_mr(ibv_mr* ibmr, int flags, ibv_pd* pd, void* addr, size_t length,
   if (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) return rereg_input_error("access flags without CHANGE_ACCESS");
   if ((flags & IBV_REREG_MR_CHANGE_PD) && (pd == nullptr || pd->context != ibmr->context))
     return rereg_input_error("CHANGE_PD needs a PD of the MR's context");
+  if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && (access & IBV_ACCESS_ON_DEMAND)) {
+    log("ibv_rereg_mr: on-demand paging is not supported");
+    errno = EOPNOTSUPP;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
   const uint32_t acc = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<uint32_t>(access) & kMrAccess : mr->access;
   // ib_check_mr_access(): remote write and atomic access need local write.
   if ((acc & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(acc & IBV_ACCESS_LOCAL_WRITE))

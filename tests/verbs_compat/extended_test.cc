@@ -260,6 +260,13 @@ TEST_F(Extended, QueryDeviceExReportsTheLegacyAttributesAndNoExtras) {
   EXPECT_EQ(ex.cq_mod_caps.max_cq_count, 0u);
   EXPECT_EQ(ex.max_dm_size, 0u);
   EXPECT_EQ(ex.phys_port_cnt_ex, 1u);
+  // And registration agrees: no ODP MRs.
+  s.pd = ibv_alloc_pd(s.ctx);
+  ASSERT_NE(s.pd, nullptr);
+  static uint8_t page[4096];
+  errno = 0;
+  EXPECT_EQ(ibv_reg_mr(s.pd, page, sizeof page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
   ibv_query_device_ex_input in{};
   in.comp_mask = 1;
   EXPECT_EQ(ibv_query_device_ex(s.ctx, &in, &ex), EINVAL);
@@ -1122,6 +1129,8 @@ TEST_F(Rereg, ErrorsLeaveTheOldRegistrationUsable) {
       {"a PD of another context", IBV_REREG_MR_CHANGE_PD, other.pd, nullptr, 0, 0, IBV_REREG_MR_ERR_INPUT},
       {"remote write without local write", IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_REMOTE_WRITE,
        IBV_REREG_MR_ERR_INPUT},
+      {"on-demand paging", IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND, IBV_REREG_MR_ERR_INPUT},
       {"unmapped new range", IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, reinterpret_cast<void*>(0x1000), 4096, 0,
        IBV_REREG_MR_ERR_DONT_FORK_NEW},
   };
