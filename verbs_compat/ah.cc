@@ -107,8 +107,8 @@ int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_
   if (context == nullptr || wc == nullptr || ah_attr == nullptr) return fail(EINVAL, "missing argument");
   std::memset(ah_attr, 0, sizeof *ah_attr);
   if (port_num != 1) return fail(EINVAL, "port 1 is the only port");
-  if (!(wc->wc_flags & IBV_WC_GRH) || grh == nullptr)
-    return fail(EPROTOTYPE, "RoCE needs the GRH of the received packet (IBV_WC_GRH)");
+  if (!(wc->wc_flags & IBV_WC_GRH)) return fail(EPROTOTYPE, "RoCE needs the GRH of the received packet (IBV_WC_GRH)");
+  if (grh == nullptr) return fail(EINVAL, "no GRH (the first 40 bytes of the receive buffer)");
   ah_attr->dlid = wc->slid;
   ah_attr->sl = wc->sl;
   ah_attr->src_path_bits = wc->dlid_path_bits;

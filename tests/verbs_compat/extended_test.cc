@@ -983,6 +983,9 @@ TEST_F(Extended, InitAhFromWcFollowsRoceRulesAndRefusesTheRest) {
   EXPECT_TRUE(refused(no_grh, g, 1, EPROTOTYPE)) << "RoCE needs the GRH";
   EXPECT_NE(testing::internal::GetCapturedStderr().find("IBV_WC_GRH"), std::string::npos);
   EXPECT_TRUE(refused(wc, g, 2, EINVAL)) << "port 2";
+  errno = 0;
+  EXPECT_EQ(ibv_init_ah_from_wc(s.ctx, 1, &wc, nullptr, &attr), -1);
+  EXPECT_EQ(errno, EINVAL) << "no GRH buffer";
   EXPECT_TRUE(refused(wc, v4("10.0.0.7", "239.1.1.1", 0, 64), 1, EINVAL)) << "multicast";
   EXPECT_TRUE(refused(wc, v4("10.0.0.7", "10.0.0.9", 0, 64), 1, ENOENT)) << "not our GID";
   ibv_grh zero;
