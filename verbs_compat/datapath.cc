@@ -146,27 +146,30 @@ int post_recv_ring(Ring& ring, uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** 
 
 }  // namespace
 
+int post_one_send(Qp& q, const ibv_send_wr& wr, uint32_t* prod, uint32_t* cons) {
+  Ring& ring = q.sq;
+  uint64_t total = 0;
+  if (int rc = validate_send(q, wr, &total)) return rc;
+  if (((*prod + 1) & ring.mask) == *cons) {
+    *cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
+    if (((*prod + 1) & ring.mask) == *cons) return ENOMEM;
+  }
+  build_send(q, wr, static_cast<uint32_t>(total), ring.at(*prod));
+  *prod = (*prod + 1) & ring.mask;
+  return 0;
+}
+
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   Qp& q = *qp_of(ibqp);
   std::lock_guard lock(q.sq_mu);
   Ring& ring = q.sq;
+  // Own index relaxed; the daemon's acquire (pairs with its release after it consumed).
   uint32_t prod = shm::producer(ring.base).load(std::memory_order_relaxed) & ring.mask;
   uint32_t cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
   const uint32_t start = prod;
   int rc = 0;
-  for (; wr; wr = wr->next) {
-    uint64_t total = 0;
-    if ((rc = validate_send(q, *wr, &total)) != 0) break;
-    if (((prod + 1) & ring.mask) == cons) {
-      cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
-      if (((prod + 1) & ring.mask) == cons) {
-        rc = ENOMEM;
-        break;
-      }
-    }
-    build_send(q, *wr, static_cast<uint32_t>(total), ring.at(prod));
-    prod = (prod + 1) & ring.mask;
-  }
+  for (; wr; wr = wr->next)
+    if ((rc = post_one_send(q, *wr, &prod, &cons)) != 0) break;
   // Pairs with the daemon's acquire load of producer_index (ShmPump::pump_send).
   if (prod != start) shm::producer(ring.base).store(prod, std::memory_order_release);
   if (rc) *bad_wr = wr;
@@ -192,7 +195,7 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
   Cq& cq = *cq_of(ibcq);
   if (num_entries < 0) return -EINVAL;
-  std::lock_guard lock(cq.mu);
+  std::unique_lock lock(cq.mu);
   Ring& ring = cq.ring;
   uint32_t cons = shm::consumer(ring.base).load(std::memory_order_relaxed) & ring.mask;
   // Pairs with the daemon's release store after it wrote the completions.
@@ -223,16 +226,28 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
     cq.empty_polls = 0;
     return n;
   }
-  // Idle is cheap (DESIGN.md): an application spinning on an empty CQ gives
-  // the CPU away now and then, so it cannot starve the daemon on a small box.
+  const Backoff b = note_empty_poll(cq);
+  lock.unlock();
+  back_off(b);
+  return 0;
+}
+
+// Idle is cheap (DESIGN.md): an application spinning on an empty CQ gives
+// the CPU away now and then, so it cannot starve the daemon on a small box.
+Backoff note_empty_poll(Cq& cq) {
   ++cq.empty_polls;
-  if (cq.empty_polls > 200000) {
+  if (cq.empty_polls > 200000) return Backoff::kSleep;
+  if (cq.empty_polls > 256) return Backoff::kYield;
+  return Backoff::kNone;
+}
+
+void back_off(Backoff b) {
+  if (b == Backoff::kSleep) {
     const timespec ts{0, 20000};
     nanosleep(&ts, nullptr);
-  } else if (cq.empty_polls > 256) {
+  } else if (b == Backoff::kYield) {
     sched_yield();
   }
-  return 0;
 }
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {

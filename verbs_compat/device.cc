@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -109,10 +110,26 @@ void update_device(Device* d, const json& v) {
 
 int query_port(ibv_context* c, uint8_t port_num, ibv_port_attr* out, size_t len);
 
-int query_device_ex(ibv_context* c, const ibv_query_device_ex_input*, ibv_device_attr_ex* attr, size_t attr_size) {
+// What the extended query reports, truthfully: the legacy attributes and
+// nothing beyond them — no on-demand paging, no completion timestamps (no
+// HCA clock), no TSO, RSS, packet pacing, raw packet, tag matching, CQ
+// moderation, device memory or PCI atomics, one physical port. attr_size is
+// the size of the caller's struct (older programs pass a smaller one).
+int query_device_ex(ibv_context* c, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                    size_t attr_size) {
+  if (input && input->comp_mask) return EINVAL;
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
+  ibv_device_attr_ex a;
+  std::memset(&a, 0, sizeof a);
+  fill_device_attr(*context_of(c)->dev, &a.orig_attr);
+  a.comp_mask = 0;
+  a.odp_caps = {};                    // general_caps without IBV_ODP_SUPPORT
+  a.completion_timestamp_mask = 0;    // read_completion_ts is not offered (cq_ex.cc)
+  a.hca_core_clock = 0;
+  a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
   std::memset(attr, 0, attr_size);
-  fill_device_attr(*context_of(c)->dev, &attr->orig_attr);
+  std::memcpy(attr, &a, std::min(attr_size, sizeof a));
   return 0;
 }
 
@@ -268,6 +285,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
   v.sz = sizeof(verbs_context);
   v.query_port = query_port;
   v.query_device_ex = query_device_ex;
+  v.create_cq_ex = isoroce::vc::create_cq_ex;
+  v.create_qp_ex = isoroce::vc::create_qp_ex;
   ibv_context& c = v.context;
   c.device = device;
   c.ops = ibv_context_ops{

@@ -91,21 +91,34 @@ struct Pd {
 struct Mr {
   ibv_mr mr{};
   MrPages pages;  // released after dereg_mr (memreg.h)
+  uint64_t iova = 0;    // as registered (ibv_reg_mr_iova); ibv_rereg_mr keeps it unless the translation changes
+  uint32_t access = 0;  // as sent to the daemon
 };
 struct Ah {
   ibv_ah ah{};
 };
 
+// ibv_cq is the head of ibv_cq_ex (as in rdma-core's verbs_cq): one object
+// serves ibv_poll_cq and the extended polling API (cq_ex.cc) on one ring.
 struct Cq {
-  ibv_cq cq{};
+  union {
+    ibv_cq_ex cq_ex{};
+    ibv_cq cq;
+  };
   // ibv_resize_cq replaces ring and notify under mu: touch them only holding mu.
   Ring ring;
   shm::CqNotify* notify = nullptr;
   int evfd = -1;  // the daemon's eventfd, with a completion channel
-  std::mutex mu;  // ibv_poll_cq may be called from several threads; see ring
+  std::mutex mu;  // ibv_poll_cq may be called from several threads; held from start_poll to end_poll
   uint32_t empty_polls = 0;
   uint32_t async_delivered = 0;  // IBV_EVENT_CQ_ERR handed out (destroy waits for their acks)
+  // Extended polling (between start_poll and end_poll): a copy of the current
+  // completion and the index after it.
+  ib_uverbs_wc ex_wc{};
+  uint32_t ex_next = 0;
 };
+static_assert(offsetof(ibv_cq_ex, async_events_completed) == offsetof(ibv_cq, async_events_completed),
+              "ibv_cq_ex_to_cq is a cast: ibv_cq must be the head of ibv_cq_ex");
 
 // A completion channel: its fd is an epoll fd over its CQs' eventfds.
 struct Channel {
@@ -123,16 +136,37 @@ struct Srq {
   uint32_t async_delivered = 0;
 };
 
+// A batch of the extended post-send API (qp_ex.cc), between wr_start and
+// wr_complete/wr_abort: the work request being built is staged here and goes
+// into the ring through the same code as ibv_post_send when the next one
+// starts or the batch completes.
+struct SendBatch {
+  uint32_t start = 0, prod = 0, cons = 0;  // producer at wr_start, next free slot, last consumer seen
+  int err = 0;                             // first error of the batch: wr_complete returns it, posts nothing
+  bool pending = false;                    // wr holds a started work request not in the ring yet
+  ibv_send_wr wr{};
+  std::vector<ibv_sge> sges;               // max_send_sge entries
+  std::vector<uint8_t> inline_data;        // max_inline_data bytes, copied when set
+  ibv_sge inline_sge{};
+};
+
+// ibv_qp is the head of ibv_qp_ex (rdma-core's verbs_qp).
 struct Qp {
-  ibv_qp qp{};
+  union {
+    ibv_qp_ex qp_ex{};
+    ibv_qp qp;
+  };
+  bool ex = false;  // made by ibv_create_qp_ex: ibv_qp_to_qp_ex gives qp_ex
+  SendBatch batch;
   Ring sq, rq;
   bool has_rq = false;
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   uint32_t mtu_bytes = 1024;  // UD payload limit (the port's active MTU)
-  std::mutex sq_mu, rq_mu;
+  std::mutex sq_mu, rq_mu;  // sq_mu: held from wr_start to wr_complete/wr_abort
   uint32_t async_delivered = 0;
 };
+static_assert(offsetof(ibv_qp_ex, qp_base) == 0);
 
 inline Pd* pd_of(ibv_pd* p) { return outer_of(p, &Pd::pd); }
 inline Cq* cq_of(ibv_cq* c) { return outer_of(c, &Cq::cq); }
@@ -150,10 +184,29 @@ void untrack(Context& c, Srq* s);
 
 // The data path (datapath.cc): the ibv_context_ops entries.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+// One send WR into the SQ ring at *prod, as post_send does it (validate, check
+// room, build the WQE) without publishing: 0 and *prod advanced, or EINVAL /
+// ENOMEM. *cons is the consumer index last seen (refreshed when full). The
+// caller holds q.sq_mu.
+int post_one_send(Qp& q, const ibv_send_wr& wr, uint32_t* prod, uint32_t* cons);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+// An empty poll (cq.mu held): counts it and says how long to back off.
+enum class Backoff { kNone, kYield, kSleep };
+Backoff note_empty_poll(Cq& cq);
+void back_off(Backoff b);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
+
+// Created by ibv_create_cq and create_cq_ex (verbs.cc): the CQ with its ring
+// mapped (and on its channel), or nullptr with errno set.
+Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector);
+// Created by ibv_create_qp and create_qp_ex (verbs.cc); init->cap is updated.
+Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init);
+
+// The verbs_context entries of the extended verbs.
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr);  // cq_ex.cc
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);     // qp_ex.cc
 
 // Device limits reported by ibv_query_device (device.cc).
 void fill_device_attr(const Device& d, ibv_device_attr* a);

@@ -1,7 +1,8 @@
-// The control verbs: each is one request on the context's connection
-// (docs/control-protocol.md); CQs, QPs and SRQs ask for their queues as
-// shared memory ("shm": true) and map them.
-#include <arpa/inet.h>
+// The control verbs for PDs, CQs, completion channels, SRQs and QPs: each is
+// one request on the context's connection (docs/control-protocol.md); CQs,
+// QPs and SRQs ask for their queues as shared memory ("shm": true) and map
+// them. MRs are in mr.cc, AHs in ah.cc, the extended CQ and QP in cq_ex.cc
+// and qp_ex.cc.
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
@@ -14,7 +15,6 @@
 
 #include "ctrl/wire_json.h"
 #include "verbs_compat/internal.h"
-#include "verbs_compat/memreg.h"
 
 namespace isoroce::vc {
 
@@ -53,12 +53,6 @@ void close_all(std::vector<int>& fds) {
   fds.clear();
 }
 
-std::string gid_string(const ibv_gid& g) {
-  char buf[INET6_ADDRSTRLEN];
-  inet_ntop(AF_INET6, g.raw, buf, sizeof buf);
-  return buf;
-}
-
 // The QP attributes the mask names, as the protocol spells them.
 bool qp_attr_json(const ibv_qp_attr& a, int mask, json* out) {
   const json all = ctrl::qp_attr_to_json(a);
@@ -91,115 +85,8 @@ bool qp_attr_json(const ibv_qp_attr& a, int mask, json* out) {
 }
 
 }  // namespace
-}  // namespace isoroce::vc
 
-using namespace isoroce;
-using namespace isoroce::vc;
-
-#undef ibv_reg_mr
-#undef ibv_reg_mr_iova
-
-extern "C" {
-
-// ---- PD -------------------------------------------------------------------
-
-ibv_pd* ibv_alloc_pd(ibv_context* context) {
-  json r = context_of(context)->call({{"op", "alloc_pd"}});
-  if (!r.value("ok", false)) return errno = reply_errno(r), nullptr;
-  auto* p = new Pd;
-  p->pd.context = context;
-  p->pd.handle = r["pd"].get<uint32_t>();
-  return &p->pd;
-}
-
-int ibv_dealloc_pd(ibv_pd* pd) {
-  json r = context_of(pd->context)->call({{"op", "dealloc_pd"}, {"pd", pd->handle}});
-  if (!r.value("ok", false)) return reply_errno(r);
-  delete pd_of(pd);
-  return 0;
-}
-
-// ---- MR -------------------------------------------------------------------
-
-ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
-  if (length == 0 || addr == nullptr) {
-    log("reg_mr: empty range");
-    return errno = EINVAL, nullptr;
-  }
-  // Optional and ordering hints (relaxed ordering, optional range) mean nothing here.
-  const uint32_t acc = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND);
-  // Private pages moved onto a memfd, shared mappings sent as their files (memreg.h).
-  MrMemory m;
-  if (int rc = prepare_mr_memory(addr, length, acc, &m)) return errno = rc, nullptr;
-  json req = {{"op", "reg_mr"}, {"pd", pd->handle}, {"length", length}, {"iova", iova}, {"access", acc}};
-  req.update(m.fields);
-  json r = context_of(pd->context)->call(req, m.fds);
-  if (!r.value("ok", false)) return errno = reply_errno(r), nullptr;
-  auto* mr = new Mr;
-  mr->pages = std::move(m.pages);
-  mr->mr.context = pd->context;
-  mr->mr.pd = pd;
-  mr->mr.addr = addr;
-  mr->mr.length = length;
-  mr->mr.lkey = r["lkey"].get<uint32_t>();
-  mr->mr.rkey = r["rkey"].get<uint32_t>();
-  mr->mr.handle = mr->mr.lkey;
-  return &mr->mr;
-}
-
-ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
-  return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<uintptr_t>(addr), static_cast<unsigned>(access));
-}
-
-ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
-  return ibv_reg_mr_iova2(pd, addr, length, iova, static_cast<unsigned>(access));
-}
-
-ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
-  log("ibv_reg_dmabuf_mr: not supported");
-  return errno = EOPNOTSUPP, nullptr;
-}
-
-int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-  log("ibv_rereg_mr: not supported");
-  return EOPNOTSUPP;
-}
-
-int ibv_dereg_mr(ibv_mr* mr) {
-  json r = context_of(mr->context)->call({{"op", "dereg_mr"}, {"lkey", mr->lkey}});
-  if (!r.value("ok", false)) return reply_errno(r);
-  // The daemon has unmapped them: pages no other MR holds go back to private memory.
-  Mr* m = outer_of(mr, &Mr::mr);
-  release_mr_pages(m->pages);
-  delete m;
-  return 0;
-}
-
-// ---- completion channels and CQs --------------------------------------------
-
-// The channel's fd is an epoll fd over its CQs' eventfds: poll/epoll on it
-// works, and ibv_get_cq_event reads the CQ that woke.
-ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
-  const int ep = epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) return nullptr;
-  auto* ch = new Channel;
-  ch->ch.context = context;
-  ch->ch.fd = ep;
-  ch->ch.refcnt = 0;
-  return &ch->ch;
-}
-
-int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
-  if (channel->refcnt) return EBUSY;
-  close(channel->fd);
-  Channel* ch = outer_of(channel, &Channel::ch);
-  if (ch->recovered) debug("channel: %" PRIu64 " wakeup(s) found by polling", ch->recovered);
-  delete ch;
-  return 0;
-}
-
-ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+Cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
   if (cqe < 1 || static_cast<uint32_t>(cqe) > kMaxCqe || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
     log("create_cq: cqe %d (1..%u), comp_vector %d", cqe, kMaxCqe, comp_vector);
     return errno = EINVAL, nullptr;
@@ -209,7 +96,7 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   json r = ctx->call({{"op", "create_cq"}, {"cqe", cqe}, {"shm", true}, {"events", channel != nullptr}}, {}, &fds);
   if (!r.value("ok", false)) return close_all(fds), errno = reply_errno(r), nullptr;
   const uint32_t handle = r["cq"].get<uint32_t>();
-  auto fail = [&](int err, const char* what) -> ibv_cq* {
+  auto fail = [&](int err, const char* what) -> Cq* {
     log("create_cq: %s", what);
     close_all(fds);
     ctx->call({{"op", "destroy_cq"}, {"cq", handle}});
@@ -252,7 +139,140 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_
   c.comp_events_completed = 0;
   c.async_events_completed = 0;
   track(*context_of(context), cq);
-  return &c;
+  return cq;
+}
+
+Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+  if (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UD) {
+    log("create_qp: QP type %d is not supported (RC and UD are)", init->qp_type);
+    return errno = EOPNOTSUPP, nullptr;
+  }
+  ibv_qp_cap cap = init->cap;
+  if (!init->send_cq || !init->recv_cq || cap.max_send_wr > kMaxQpWr || cap.max_send_sge > kMaxSge ||
+      cap.max_recv_sge > kMaxSge || cap.max_inline_data > kMaxInline ||
+      (!init->srq && cap.max_recv_wr > kMaxQpWr)) {
+    log("create_qp: CQs missing or capabilities beyond the device's (wr %u, sge %u, inline %u)", kMaxQpWr, kMaxSge,
+        kMaxInline);
+    return errno = EINVAL, nullptr;
+  }
+  cap.max_send_wr = std::max(cap.max_send_wr, 1u);
+  cap.max_send_sge = std::max(cap.max_send_sge, 1u);
+  if (init->srq) cap.max_recv_wr = 0, cap.max_recv_sge = 0;
+  else cap.max_recv_wr = std::max(cap.max_recv_wr, 1u), cap.max_recv_sge = std::max(cap.max_recv_sge, 1u);
+  // As rxe: inline data may use the whole element the SGEs need anyway.
+  const size_t elem = size_t{1} << shm::log2_ceil(shm::send_wqe_bytes(cap.max_send_sge, cap.max_inline_data));
+  cap.max_inline_data = std::max<uint32_t>(cap.max_inline_data,
+                                           std::min<size_t>(elem - sizeof(rxe_send_wqe), kMaxInline));
+  Context* ctx = context_of(pd->context);
+  json req = {{"op", "create_qp"},
+              {"pd", pd->handle},
+              {"send_cq", init->send_cq->handle},
+              {"recv_cq", init->recv_cq->handle},
+              {"type", init->qp_type == IBV_QPT_RC ? "rc" : "ud"},
+              {"max_send_wr", cap.max_send_wr},
+              {"max_recv_wr", cap.max_recv_wr},
+              {"max_send_sge", cap.max_send_sge},
+              {"max_recv_sge", cap.max_recv_sge},
+              {"max_inline_data", cap.max_inline_data},
+              {"sq_sig_all", init->sq_sig_all != 0},
+              {"shm", true}};
+  if (init->srq) req["srq"] = init->srq->handle;
+  if (const char* cls = std::getenv("ISOROCE_FLOW_CLASS"); cls && *cls) req["class"] = cls;
+  std::vector<int> fds;
+  json r = ctx->call(req, {}, &fds);
+  if (!r.value("ok", false)) return close_all(fds), errno = reply_errno(r), nullptr;
+  const uint32_t qpn = r["qpn"].get<uint32_t>();
+  auto* q = new Qp;
+  q->has_rq = init->srq == nullptr;
+  bool ok = fds.size() == (q->has_rq ? 2u : 1u);
+  if (!ok) close_all(fds);
+  if (ok) ok = map_ring(fds[0], r.value("sq", json()), false, &q->sq);
+  else fds.clear();
+  if (ok && q->has_rq) ok = map_ring(fds[1], r.value("rq", json()), false, &q->rq);
+  else if (q->has_rq && fds.size() == 2) close(fds[1]);
+  if (!ok) {
+    unmap_ring(&q->sq);
+    unmap_ring(&q->rq);
+    delete q;
+    log("create_qp: no usable queues from the daemon");
+    ctx->call({{"op", "destroy_qp"}, {"qpn", qpn}});
+    return errno = EPROTO, nullptr;
+  }
+  q->cap = cap;
+  q->sq_sig_all = init->sq_sig_all != 0;
+  q->mtu_bytes = 128u << ctx->dev->active_mtu;
+  ibv_qp& qp = q->qp;
+  qp.context = pd->context;
+  qp.qp_context = init->qp_context;
+  qp.pd = pd;
+  qp.send_cq = init->send_cq;
+  qp.recv_cq = init->recv_cq;
+  qp.srq = init->srq;
+  qp.handle = qpn;
+  qp.qp_num = qpn;
+  qp.state = IBV_QPS_RESET;
+  qp.qp_type = init->qp_type;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+  qp.events_completed = 0;
+  init->cap = cap;
+  track(*ctx, q);
+  debug("create_qp %u: sq 2^%u x %u B, rq 2^%u, inline %u", qpn, q->sq.log2_entries, 1u << q->sq.log2_elem,
+        q->rq.log2_entries, cap.max_inline_data);
+  return q;
+}
+
+}  // namespace isoroce::vc
+
+using namespace isoroce;
+using namespace isoroce::vc;
+
+extern "C" {
+
+// ---- PD -------------------------------------------------------------------
+
+ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  json r = context_of(context)->call({{"op", "alloc_pd"}});
+  if (!r.value("ok", false)) return errno = reply_errno(r), nullptr;
+  auto* p = new Pd;
+  p->pd.context = context;
+  p->pd.handle = r["pd"].get<uint32_t>();
+  return &p->pd;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  json r = context_of(pd->context)->call({{"op", "dealloc_pd"}, {"pd", pd->handle}});
+  if (!r.value("ok", false)) return reply_errno(r);
+  delete pd_of(pd);
+  return 0;
+}
+
+// ---- completion channels and CQs --------------------------------------------
+
+// The channel's fd is an epoll fd over its CQs' eventfds: poll/epoll on it
+// works, and ibv_get_cq_event reads the CQ that woke.
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) return nullptr;
+  auto* ch = new Channel;
+  ch->ch.context = context;
+  ch->ch.fd = ep;
+  ch->ch.refcnt = 0;
+  return &ch->ch;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  if (channel->refcnt) return EBUSY;
+  close(channel->fd);
+  Channel* ch = outer_of(channel, &Channel::ch);
+  if (ch->recovered) debug("channel: %" PRIu64 " wakeup(s) found by polling", ch->recovered);
+  delete ch;
+  return 0;
+}
+
+ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+  Cq* cq = isoroce::vc::create_cq(context, cqe, cq_context, channel, comp_vector);
+  return cq ? &cq->cq : nullptr;
 }
 
 // As rdma-core's rxe provider: under the CQ's lock (no poll meanwhile), the
@@ -441,83 +461,8 @@ int ibv_destroy_srq(ibv_srq* srq) {
 // ---- QP -------------------------------------------------------------------
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
-  if (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UD) {
-    log("create_qp: QP type %d is not supported (RC and UD are)", init->qp_type);
-    return errno = EOPNOTSUPP, nullptr;
-  }
-  ibv_qp_cap cap = init->cap;
-  if (!init->send_cq || !init->recv_cq || cap.max_send_wr > kMaxQpWr || cap.max_send_sge > kMaxSge ||
-      cap.max_recv_sge > kMaxSge || cap.max_inline_data > kMaxInline ||
-      (!init->srq && cap.max_recv_wr > kMaxQpWr)) {
-    log("create_qp: CQs missing or capabilities beyond the device's (wr %u, sge %u, inline %u)", kMaxQpWr, kMaxSge,
-        kMaxInline);
-    return errno = EINVAL, nullptr;
-  }
-  cap.max_send_wr = std::max(cap.max_send_wr, 1u);
-  cap.max_send_sge = std::max(cap.max_send_sge, 1u);
-  if (init->srq) cap.max_recv_wr = 0, cap.max_recv_sge = 0;
-  else cap.max_recv_wr = std::max(cap.max_recv_wr, 1u), cap.max_recv_sge = std::max(cap.max_recv_sge, 1u);
-  // As rxe: inline data may use the whole element the SGEs need anyway.
-  const size_t elem = size_t{1} << shm::log2_ceil(shm::send_wqe_bytes(cap.max_send_sge, cap.max_inline_data));
-  cap.max_inline_data = std::max<uint32_t>(cap.max_inline_data,
-                                           std::min<size_t>(elem - sizeof(rxe_send_wqe), kMaxInline));
-  Context* ctx = context_of(pd->context);
-  json req = {{"op", "create_qp"},
-              {"pd", pd->handle},
-              {"send_cq", init->send_cq->handle},
-              {"recv_cq", init->recv_cq->handle},
-              {"type", init->qp_type == IBV_QPT_RC ? "rc" : "ud"},
-              {"max_send_wr", cap.max_send_wr},
-              {"max_recv_wr", cap.max_recv_wr},
-              {"max_send_sge", cap.max_send_sge},
-              {"max_recv_sge", cap.max_recv_sge},
-              {"max_inline_data", cap.max_inline_data},
-              {"sq_sig_all", init->sq_sig_all != 0},
-              {"shm", true}};
-  if (init->srq) req["srq"] = init->srq->handle;
-  if (const char* cls = std::getenv("ISOROCE_FLOW_CLASS"); cls && *cls) req["class"] = cls;
-  std::vector<int> fds;
-  json r = ctx->call(req, {}, &fds);
-  if (!r.value("ok", false)) return close_all(fds), errno = reply_errno(r), nullptr;
-  const uint32_t qpn = r["qpn"].get<uint32_t>();
-  auto* q = new Qp;
-  q->has_rq = init->srq == nullptr;
-  bool ok = fds.size() == (q->has_rq ? 2u : 1u);
-  if (!ok) close_all(fds);
-  if (ok) ok = map_ring(fds[0], r.value("sq", json()), false, &q->sq);
-  else fds.clear();
-  if (ok && q->has_rq) ok = map_ring(fds[1], r.value("rq", json()), false, &q->rq);
-  else if (q->has_rq && fds.size() == 2) close(fds[1]);
-  if (!ok) {
-    unmap_ring(&q->sq);
-    unmap_ring(&q->rq);
-    delete q;
-    log("create_qp: no usable queues from the daemon");
-    ctx->call({{"op", "destroy_qp"}, {"qpn", qpn}});
-    return errno = EPROTO, nullptr;
-  }
-  q->cap = cap;
-  q->sq_sig_all = init->sq_sig_all != 0;
-  q->mtu_bytes = 128u << ctx->dev->active_mtu;
-  ibv_qp& qp = q->qp;
-  qp.context = pd->context;
-  qp.qp_context = init->qp_context;
-  qp.pd = pd;
-  qp.send_cq = init->send_cq;
-  qp.recv_cq = init->recv_cq;
-  qp.srq = init->srq;
-  qp.handle = qpn;
-  qp.qp_num = qpn;
-  qp.state = IBV_QPS_RESET;
-  qp.qp_type = init->qp_type;
-  pthread_mutex_init(&qp.mutex, nullptr);
-  pthread_cond_init(&qp.cond, nullptr);
-  qp.events_completed = 0;
-  init->cap = cap;
-  track(*ctx, q);
-  debug("create_qp %u: sq 2^%u x %u B, rq 2^%u, inline %u", qpn, q->sq.log2_entries, 1u << q->sq.log2_elem,
-        q->rq.log2_entries, cap.max_inline_data);
-  return &qp;
+  Qp* q = isoroce::vc::create_qp(pd, init);
+  return q ? &q->qp : nullptr;
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
@@ -595,11 +540,6 @@ int ibv_destroy_qp(ibv_qp* qp) {
   return 0;
 }
 
-ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
-  log("ibv_qp_to_qp_ex: the extended QP API is not supported");
-  return errno = EOPNOTSUPP, nullptr;
-}
-
 int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 
@@ -608,45 +548,5 @@ int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
   return EOPNOTSUPP;
 }
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-
-// ---- AH -------------------------------------------------------------------
-
-ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
-  if (!attr->is_global || attr->grh.sgid_index != 0 || (attr->port_num != 0 && attr->port_num != 1)) {
-    log("create_ah: RoCE needs a GRH (is_global, dgid) from GID 0 of port 1");
-    return errno = EINVAL, nullptr;
-  }
-  json r = context_of(pd->context)
-               ->call({{"op", "create_ah"},
-                       {"pd", pd->handle},
-                       {"dgid", gid_string(attr->grh.dgid)},
-                       {"traffic_class", attr->grh.traffic_class},
-                       {"hop_limit", attr->grh.hop_limit},
-                       {"flow_label", attr->grh.flow_label},
-                       {"sl", attr->sl}});
-  if (!r.value("ok", false)) return errno = reply_errno(r), nullptr;
-  auto* ah = new Ah;
-  ah->ah.context = pd->context;
-  ah->ah.pd = pd;
-  ah->ah.handle = r["ah"].get<uint32_t>();
-  return &ah->ah;
-}
-
-int ibv_destroy_ah(ibv_ah* ah) {
-  json r = context_of(ah->context)->call({{"op", "destroy_ah"}, {"ah", ah->handle}});
-  if (!r.value("ok", false)) return reply_errno(r);
-  delete outer_of(ah, &Ah::ah);
-  return 0;
-}
-
-int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) {
-  log("ibv_init_ah_from_wc: not supported yet");
-  return errno = EOPNOTSUPP, -1;
-}
-
-ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, uint8_t) {
-  log("ibv_create_ah_from_wc: not supported yet");
-  return errno = EOPNOTSUPP, nullptr;
-}
 
 }  // extern "C"

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,17 +47,25 @@ DaemonProcess::DaemonProcess(std::vector<std::string> args, const std::string& n
   auto dash = std::find(args.begin(), args.end(), "--");
   argv.insert(argv.end(), args.begin(), dash);
   argv.insert(argv.end(), dash, args.end());
-  pid_ = fork();
-  if (pid_ == 0) {
-    const int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> v;
-    for (auto& a : argv) v.push_back(a.data());
-    v.push_back(nullptr);
-    execv(v[0], v.data());
-    _exit(127);
+  // posix_spawn, not fork: a test process that registered memory through
+  // libisoroce-verbs has heap and stack pages on MAP_SHARED memfds, and a
+  // forked child writing its own heap or stack before exec would write the
+  // parent's. posix_spawn's child touches nothing but a stack of its own.
+  std::vector<char*> v;
+  for (auto& a : argv) v.push_back(a.data());
+  v.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, v[0], &fa, nullptr, v.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    pid_ = -1;
+    return;
   }
+  pid_ = pid;
   for (int i = 0; i < 400; ++i) {
     std::string err;
     if (ctrl::Client::connect(socket_, &err)) {

@@ -109,6 +109,20 @@ TEST_F(Tools, RcPingpongWithEvents) { pingpong("ibv_rc_pingpong", "-e"); }
 TEST_F(Tools, RcPingpongInlineSize) { pingpong("ibv_rc_pingpong", "-s 16 -n 500"); }
 TEST_F(Tools, RcPingpongLargeMessagesWithEvents) { pingpong("ibv_rc_pingpong", "-e -s 65536 -n 200"); }
 TEST_F(Tools, RcPingpongOddSizeMtu2048) { pingpong("ibv_rc_pingpong", "-s 3001 -m 2048 -n 300"); }
+// -N: ibv_create_qp_ex with send_ops_flags and ibv_wr_send/ibv_wr_set_sge (qp_ex.cc); -c checks the bytes.
+TEST_F(Tools, RcPingpongNewPostSendApi) { pingpong("ibv_rc_pingpong", "-N -c -n 300"); }
+TEST_F(Tools, RcPingpongNewPostSendApiWithEvents) { pingpong("ibv_rc_pingpong", "-N -c -e -s 3000 -n 200"); }
+
+// What ibv_query_device_ex reports is what programs act on: no completion
+// timestamps, no ODP — ibv_rc_pingpong says so and stops before connecting.
+TEST_F(Tools, RcPingpongSeesNoTimestampsAndNoOdp) {
+  Result t = sh(daemon_->socket(), "ibv_rc_pingpong -d isoroce0 -g 0 -p 18599 -t");
+  EXPECT_NE(t.rc, 0) << t.out;
+  EXPECT_NE(t.out.find("isn't completion timestamp capable"), std::string::npos) << t.out;
+  Result o = sh(daemon_->socket(), "ibv_rc_pingpong -d isoroce0 -g 0 -p 18599 -o");
+  EXPECT_NE(o.rc, 0) << o.out;
+  EXPECT_NE(o.out.find("isn't ODP capable"), std::string::npos) << o.out;
+}
 TEST_F(Tools, UdPingpong) { pingpong("ibv_ud_pingpong", "-s 1000"); }
 TEST_F(Tools, UdPingpongWithEvents) { pingpong("ibv_ud_pingpong", "-e -s 256"); }
 TEST_F(Tools, SrqPingpong) { pingpong("ibv_srq_pingpong", ""); }
