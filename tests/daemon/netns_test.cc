@@ -113,6 +113,20 @@ class Netns : public ::testing::Test {
 
   void TearDown() override {
     capture_.reset();
+    if (HasFailure()) {
+      // What each side counted: where frames went missing (port vs engine vs
+      // the impairer), retransmissions, timeouts, NAKs.
+      for (Side* s : {&a_, &b_}) {
+        if (!s->v) continue;
+        std::printf("%s qp: %s\n%s stats: %s\n", s == &a_ ? "A" : "B",
+                    s->v->call({{"op", "qp"}, {"qpn", s->qp}})["qp"].dump().c_str(), s == &a_ ? "A" : "B",
+                    s->v->call({{"op", "stats"}})["stats"].dump().c_str());
+      }
+      if (impairer_) {
+        impairer_->stop();
+        std::printf("a->b: %s\nb->a: %s\n", impairer_->a_to_b().text().c_str(), impairer_->b_to_a().text().c_str());
+      }
+    }
     impairer_.reset();
     a_ = {};
     b_ = {};
