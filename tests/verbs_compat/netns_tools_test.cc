@@ -8,13 +8,13 @@
 // Each program runs inside its daemon's namespace. The pair's out-of-band TCP
 // (QP numbers, PSNs, GIDs, rkeys) goes kernel to kernel (client in one
 // namespace to the server's kernel address in the other); the RDMA traffic goes
-// daemon to daemon, both over the same veth. Root only (skips otherwise).
+// daemon to daemon, both over the same veth. NetnsToolsIpv6: a few of them
+// with IPv6 daemons (fd00:9::11, fd00:9::12). Root only (skips otherwise).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 
 #include "tests/daemon/harness.h"
@@ -27,18 +27,45 @@ namespace {
 // Every program here takes seconds at most; a hang is a failure, not a wait.
 constexpr int kToolTimeoutS = 30;
 
-class NetnsTools : public ::testing::Test {
+// after - before, counter by counter.
+json counted(const json& before, const json& after) {
+  json d = json::object();
+  for (auto it = after.begin(); it != after.end(); ++it)
+    if (it->is_number_unsigned() && before.contains(it.key()))
+      d[it.key()] = it->get<uint64_t>() - before[it.key()].get<uint64_t>();
+  return d;
+}
+
+// The daemons' addresses: IPv4 (GIDs IPv4-mapped) or IPv6 (found by neighbour
+// discovery). The kernels' addresses, and so the programs' TCP, stay IPv4.
+struct Ipv4 {
+  static constexpr const char* kTag = "t";
+  static constexpr const char* kDaemonA = "10.9.0.11/24";
+  static constexpr const char* kDaemonB = "10.9.0.12/24";
+  static constexpr const char* kGidA = "::ffff:10.9.0.11";
+  static constexpr const char* kGidB = "::ffff:10.9.0.12";
+};
+struct Ipv6 {
+  static constexpr const char* kTag = "t6";
+  static constexpr const char* kDaemonA = "fd00:9::11/64";
+  static constexpr const char* kDaemonB = "fd00:9::12/64";
+  static constexpr const char* kGidA = "fd00:9::11";
+  static constexpr const char* kGidB = "fd00:9::12";
+};
+
+template <typename Addr>
+class NetnsToolsT : public ::testing::Test {
  protected:
   // One pair of namespaces and daemons for the whole suite.
   static void SetUpTestSuite() {
-    net_ = new NetnsPair("t");
+    net_ = new NetnsPair(Addr::kTag);
     switch (net_->make(&setup_error_)) {
       case NetnsPair::Made::kOk: break;
       case NetnsPair::Made::kSkip: skip_ = true; return;
       case NetnsPair::Made::kFail: return;
     }
-    daemon_a_ = net_->start_daemon_a().release();
-    daemon_b_ = net_->start_daemon_b().release();
+    daemon_a_ = net_->start_daemon_a({}, Addr::kDaemonA).release();
+    daemon_b_ = net_->start_daemon_b({}, Addr::kDaemonB).release();
     if (!daemon_a_->ok() || !daemon_b_->ok()) {
       setup_error_ = "daemon A:\n" + daemon_a_->log() + "\ndaemon B:\n" + daemon_b_->log();
       return;
@@ -91,12 +118,8 @@ class NetnsTools : public ::testing::Test {
     auto r = server_in_a ? run_pair(a(), b(), kKernelA, prog, args, gid_flag, summary, kToolTimeoutS)
                          : run_pair(b(), a(), kKernelB, prog, args, gid_flag, summary, kToolTimeoutS);
     const json a1 = engine(*daemon_a_), b1 = engine(*daemon_b_);
-    for (auto [d, x, y] : {std::tuple{&delta_a_, &a0, &a1}, std::tuple{&delta_b_, &b0, &b1}}) {
-      *d = json::object();
-      for (auto it = y->begin(); it != y->end(); ++it)
-        if (it->is_number_unsigned() && x->contains(it.key()))
-          (*d)[it.key()] = it->get<uint64_t>() - (*x)[it.key()].get<uint64_t>();
-    }
+    delta_a_ = counted(a0, a1);
+    delta_b_ = counted(b0, b1);
     std::printf("A: tx %s retransmits %s timeouts %s naks %s | B: tx %s retransmits %s timeouts %s naks %s\n",
                 delta_a_["tx_frames"].dump().c_str(), delta_a_["retransmits"].dump().c_str(),
                 delta_a_["timeouts"].dump().c_str(), delta_a_["naks_received"].dump().c_str(),
@@ -115,7 +138,7 @@ class NetnsTools : public ::testing::Test {
   }
   json delta_a_, delta_b_;
   void pingpong(const std::string& prog, const std::string& args, bool server_in_a = false) {
-    const std::string ga = std::string("::ffff:") + kDaemonA, gb = std::string("::ffff:") + kDaemonB;
+    const std::string ga = Addr::kGidA, gb = Addr::kGidB;
     expect_pingpong(pair(prog, args, "-g 0", "iters in", server_in_a), server_in_a ? gb : ga,
                     server_in_a ? ga : gb);
   }
@@ -126,17 +149,13 @@ class NetnsTools : public ::testing::Test {
     if (srv.out.find("#bytes") != std::string::npos) expect_perftest_result(srv, iters);
   }
 
-  static NetnsPair* net_;
-  static DaemonProcess *daemon_a_, *daemon_b_;
-  static std::string setup_error_;
-  static bool skip_, ready_;
+  static inline NetnsPair* net_ = nullptr;
+  static inline DaemonProcess *daemon_a_ = nullptr, *daemon_b_ = nullptr;
+  static inline std::string setup_error_;
+  static inline bool skip_ = false, ready_ = false;
 };
-NetnsPair* NetnsTools::net_ = nullptr;
-DaemonProcess* NetnsTools::daemon_a_ = nullptr;
-DaemonProcess* NetnsTools::daemon_b_ = nullptr;
-std::string NetnsTools::setup_error_;
-bool NetnsTools::skip_ = false;
-bool NetnsTools::ready_ = false;
+using NetnsTools = NetnsToolsT<Ipv4>;
+using NetnsToolsIpv6 = NetnsToolsT<Ipv6>;
 
 TEST_F(NetnsTools, IbvDevicesListsEachNamespacesOwnDevice) {
   for (const Endpoint& e : {a(), b()}) {
@@ -149,13 +168,13 @@ TEST_F(NetnsTools, IbvDevicesListsEachNamespacesOwnDevice) {
 }
 
 TEST_F(NetnsTools, IbvDevinfoShowsEachDaemonsGid) {
-  for (auto [e, ip] : {std::pair{a(), kDaemonA}, std::pair{b(), kDaemonB}}) {
+  for (auto [e, gid] : {std::pair{a(), Ipv4::kGidA}, std::pair{b(), Ipv4::kGidB}}) {
     ToolResult r = run_tool(e.socket, "ibv_devinfo -v", e.netns, kToolTimeoutS);
     ASSERT_EQ(r.rc, 0) << r.out;
     for (const std::string& want :
          {std::string("hca_id:\tisoroce0"), std::string("transport:\t\t\tInfiniBand (0)"),
           std::string("state:\t\t\tPORT_ACTIVE (4)"), std::string("active_mtu:\t\t1024 (3)"),
-          std::string("link_layer:\t\tEthernet"), "GID[  0]:\t\t::ffff:" + std::string(ip) + ", RoCE v2"})
+          std::string("link_layer:\t\tEthernet"), "GID[  0]:\t\t" + std::string(gid) + ", RoCE v2"})
       EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
     EXPECT_EQ(r.out.find("isoroce-verbs:"), std::string::npos) << r.out;
   }
@@ -183,6 +202,20 @@ TEST_F(NetnsTools, PerftestWriteBandwidth) { perftest("ib_write_bw", 500); }
 TEST_F(NetnsTools, PerftestReadBandwidth) { perftest("ib_read_bw", 200); }
 TEST_F(NetnsTools, PerftestAtomicBandwidth) { perftest("ib_atomic_bw", 200); }
 TEST_F(NetnsTools, PerftestWriteBandwidthServerInA) { perftest("ib_write_bw", 200, "", true); }
+
+// The same across IPv6 daemons (GIDs fd00:9::11 and fd00:9::12): a few of each
+// kind, enough to show GIDs, AHs and neighbour discovery work for real programs.
+TEST_F(NetnsToolsIpv6, IbvDevinfoShowsTheIpv6Gid) {
+  for (auto [e, gid] : {std::pair{a(), Ipv6::kGidA}, std::pair{b(), Ipv6::kGidB}}) {
+    ToolResult r = run_tool(e.socket, "ibv_devinfo -v", e.netns, kToolTimeoutS);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("GID[  0]:\t\t" + std::string(gid) + ", RoCE v2"), std::string::npos) << r.out;
+  }
+}
+TEST_F(NetnsToolsIpv6, RcPingpongWithEvents) { pingpong("ibv_rc_pingpong", "-e -s 65536 -n 50"); }
+TEST_F(NetnsToolsIpv6, UdPingpong) { pingpong("ibv_ud_pingpong", "-s 1000 -n 200", true); }
+TEST_F(NetnsToolsIpv6, PerftestReadLatency) { perftest("ib_read_lat", 200); }
+TEST_F(NetnsToolsIpv6, PerftestSendBandwidthUd) { perftest("ib_send_bw", 200, "-c UD"); }
 
 }  // namespace
 }  // namespace isoroce::test
