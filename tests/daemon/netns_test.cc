@@ -414,6 +414,10 @@ TEST_F(Netns, StoppedReceiverLosesNoFrameOfABurstTheRingHolds) {
   fill(a_.buf->data, kLen, 7);
   const uint64_t tx0 = net_stats(a_)["port"]["tx_packets"].get<uint64_t>();
   ASSERT_EQ(kill(daemon_b_->pid(), SIGSTOP), 0);
+  struct Resume {  // whatever fails below, B runs again (TearDown talks to it)
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{daemon_b_->pid()};
   ASSERT_TRUE(a_.v->post_send(a_.qp, {{"wr_id", 1}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
                                       {"sg", {sge(*a_.buf, 0, kLen)}}, {"remote_addr", b_.buf->iova()},
                                       {"rkey", b_.buf->rkey}})["ok"].get<bool>());
