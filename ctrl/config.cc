@@ -21,6 +21,15 @@ bool is_pci_address(const std::string& d) {
          name.rfind("net_", 0) != 0;
 }
 
+// "net_af_packet0,iface=veth0,..." (the vdev name, then its key=value pairs).
+bool is_af_packet(const std::string& d) { return d.rfind("net_af_packet", 0) == 0; }
+
+bool has_devarg(const std::string& d, const std::string& key) {
+  for (size_t at = d.find(','); at != std::string::npos; at = d.find(',', at + 1))
+    if (d.compare(at + 1, key.size() + 1, key + "=") == 0) return true;
+  return false;
+}
+
 std::optional<ConfigError> check_keys(const toml::table& t, const std::string& path,
                                       std::initializer_list<std::string_view> known) {
   for (auto&& [k, v] : t) {
@@ -282,6 +291,11 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
   return std::nullopt;
 }
 
+std::string af_packet_devargs(const std::string& devargs) {
+  if (!is_af_packet(devargs) || has_devarg(devargs, "framecnt")) return devargs;
+  return devargs + ",framecnt=" + std::to_string(kAfPacketFrames);
+}
+
 std::vector<std::string> eal_arguments(const DaemonConfig& c) {
   std::vector<std::string> a = {"isoroced", "-l", c.lcores, "--file-prefix", c.file_prefix};
   bool any_pci = false;
@@ -290,10 +304,11 @@ std::vector<std::string> eal_arguments(const DaemonConfig& c) {
     if (is_pci_address(p.devargs)) {
       a.push_back("-a");
       any_pci = true;
+      a.push_back(p.devargs);
     } else {
       a.push_back("--vdev");
+      a.push_back(af_packet_devargs(p.devargs));
     }
-    a.push_back(p.devargs);
   }
   const bool user_memory = std::any_of(c.eal_args.begin(), c.eal_args.end(), [](const std::string& s) {
     return s == "-m" || s.rfind("--socket-mem", 0) == 0 || s == "--no-huge" || s.rfind("--huge", 0) == 0;

@@ -74,6 +74,17 @@ bool parse_ip_prefix(const std::string& text, wire::IpAddr* ip, uint8_t* prefix_
 // everything a port needs before any DPDK call.
 std::optional<ConfigError> validate(DaemonConfig* config);
 
+// Frames in each of a net_af_packet port's rings unless its devargs say
+// (framecnt=): DPDK's default, 512, is half a millisecond of a 10 Gb/s sender
+// (1 KB MTU); a receiving daemon that is off its core longer than that (two
+// cores shared with the applications) loses the rest in the kernel, and go-back-N
+// resends whole windows. 4096 (8 MiB of 2 KiB slots) holds about 3.6 ms.
+inline constexpr uint32_t kAfPacketFrames = 4096;
+
+// A port's devargs as given to EAL: net_af_packet gets framecnt=kAfPacketFrames
+// unless it names its own framecnt; other devices are unchanged.
+std::string af_packet_devargs(const std::string& devargs);
+
 // The EAL arguments for this configuration (argv[0] first).
 std::vector<std::string> eal_arguments(const DaemonConfig& config);
 

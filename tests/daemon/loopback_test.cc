@@ -462,6 +462,28 @@ TEST(DaemonConfig, SampleConfigsInDocsAreValid) {
   EXPECT_EQ(out.find("mtu 1024"), std::string::npos) << out;
 }
 
+// net_af_packet's rings get 4096 frames unless the devargs say otherwise
+// (DPDK's 512 lost frames whenever a receiving daemon was off its core for
+// half a millisecond: Netns.StoppedReceiverLosesNoFrameOfABurstTheRingHolds).
+TEST(DaemonConfig, AfPacketPortsGetLargeRingsUnlessTheDevargsSizeThem) {
+  auto eal = [](const std::string& port) {
+    const std::string cmd = daemon_path() + " --check --port " + port + " --ip 10.9.0.11/24 2>&1";
+    FILE* f = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+    EXPECT_EQ(pclose(f), 0) << out;
+    return out.substr(out.find("EAL:"));
+  };
+  std::string out = eal("net_af_packet0,iface=veth-a,qdisc_bypass=0");
+  EXPECT_NE(out.find(" --vdev net_af_packet0,iface=veth-a,qdisc_bypass=0,framecnt=4096 "), std::string::npos) << out;
+  out = eal("net_af_packet0,iface=veth-a,framecnt=1024");
+  EXPECT_NE(out.find(" --vdev net_af_packet0,iface=veth-a,framecnt=1024 "), std::string::npos) << out;
+  EXPECT_EQ(out.find("4096"), std::string::npos) << out;
+  out = eal("net_tap0,iface=tap9");
+  EXPECT_NE(out.find(" --vdev net_tap0,iface=tap9 "), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace isoroce::test
 
