@@ -11,9 +11,11 @@
 # message bytes, default 1048576), BW_SECONDS (default 8), LAT_ITERS (default
 # 3000), TARGET99_US (justitia's Target99, default 100: the reference flow's
 # latency includes the daemon's poll loop and the applications' CPU, see
-# docs/isolation.md).
+# docs/isolation.md), LAT_TOOL (default ib_write_lat; ib_send_lat polls its
+# CQ instead of a memory word, which on a 2-core machine keeps the kernel's
+# time slices out of the figure), APPS_CPU (default 0; empty: unpinned).
 #
-# The worker polls on CPU 1 (lcores 0,1); the applications run on CPU 0.
+# The worker polls on CPU 1 (lcores 0,1); the applications run on APPS_CPU.
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,10 +26,12 @@ bw_size=${BW_SIZE:-1048576}
 bw_seconds=${BW_SECONDS:-8}
 lat_iters=${LAT_ITERS:-3000}
 target=${TARGET99_US:-100}
+lat_tool=${LAT_TOOL:-ib_write_lat}
+apps_cpu=${APPS_CPU-0}
 for f in "$bin/isoroced" "$bin/isoroce-ctl" "$preload"; do
   [[ -e $f ]] || { echo "missing $f: build isoroced isoroce-ctl isoroce-verbs first" >&2; exit 2; }
 done
-for t in ib_write_lat ib_write_bw; do
+for t in "$lat_tool" ib_write_bw; do
   command -v $t >/dev/null || { echo "missing $t: scripts/install-deps.sh installs perftest" >&2; exit 2; }
 done
 
@@ -59,14 +63,15 @@ run_pair() {
   local cls=$1 out=$2
   shift 2
   port=$((port + 1))
-  local env=(env ISOROCE_SOCKET="$sock" LD_PRELOAD="$preload" ISOROCE_FLOW_CLASS="$cls")
-  "${env[@]}" timeout 120 taskset -c 0 "$@" -d isoroce1 -x 0 -p $port >/dev/null 2>&1 &
+  local env=(env ISOROCE_SOCKET="$sock" LD_PRELOAD="$preload" ISOROCE_FLOW_CLASS="$cls") pin=()
+  [[ -n $apps_cpu ]] && pin=(taskset -c "$apps_cpu")
+  "${env[@]}" timeout 120 "${pin[@]}" "$@" -d isoroce1 -x 0 -p $port >/dev/null 2>&1 &
   local server=$!
   sleep 0.5
-  "${env[@]}" timeout 120 taskset -c 0 "$@" -d isoroce0 -x 0 -p $port 127.0.0.1 >"$out" 2>&1 || true
+  "${env[@]}" timeout 120 "${pin[@]}" "$@" -d isoroce0 -x 0 -p $port 127.0.0.1 >"$out" 2>&1 || true
   wait "$server" 2>/dev/null || true
 }
-lat_cmd=(ib_write_lat -s 16 -n "$lat_iters")
+lat_cmd=("$lat_tool" -s 16 -n "$lat_iters")
 bw_cmd=(ib_write_bw -s "$bw_size" -D "$bw_seconds")
 tmp=$(mktemp -d)
 
@@ -94,8 +99,8 @@ for policy in fifo justitia; do
   stop_daemon
 done
 
-printf "isoroced --loopback --link-gbps %s; ib_write_lat 16 B x %s (latency class) beside ib_write_bw %s B for %s s (bandwidth class)\n" \
-  "$link" "$lat_iters" "$bw_size" "$bw_seconds"
+printf "isoroced --loopback --link-gbps %s; %s 16 B x %s (latency class) beside ib_write_bw %s B for %s s (bandwidth class); apps on CPU %s\n" \
+  "$link" "$lat_tool" "$lat_iters" "$bw_size" "$bw_seconds" "${apps_cpu:-any}"
 printf "%-28s %22s %22s\n" "" "fifo" "justitia (Target99 ${target} us)"
 pl() { local v=${res[$1]:-}; [[ -n $v ]] && awk '{printf "%s / %s us", $1, $2}' <<<"$v" || echo fail; }
 pb() { local v=${res[$1]:-}; [[ -n $v ]] && awk '{printf "%.0f MB/s (%.2f Gb/s)", $1, $1 * 8 / 1000}' <<<"$v" || echo fail; }

@@ -57,7 +57,7 @@ declare -A r
 for t in ib_write_lat ib_send_lat; do
   for pin in 0 ""; do
     read -r typ p99 <<<"$(lat $t 2 2000 "$pin")" || true
-    label="$t 2 B (${pin:+apps on CPU $pin}${pin:-unpinned})"
+    if [[ -n $pin ]]; then label="$t 2 B (apps on CPU $pin)"; else label="$t 2 B (unpinned)"; fi
     row "$label" "${typ:-fail} us" "${p99:-fail} us"
     r[$t/$pin]=${typ:-0}
   done
@@ -80,9 +80,9 @@ kill $qp 2>/dev/null || true
 tcp_lat=$(awk '/^ *latency/ {v=$3; u=$4} END {if (u == "ms") v *= 1000; if (u == "ns") v /= 1000; print v}' <<<"$tcp")
 tcp_bw=$(awk '/^ *bw/ {v=$3; u=$4} END {if (u == "GB/sec") v *= 1000; if (u == "KB/sec") v /= 1000; print v}' <<<"$tcp")
 mc=$("$bin/isoroce-bench-memcpy" --benchmark_format=csv --benchmark_min_time=0.5 2>/dev/null)
-# bytes_per_second is column 7 of the CSV.
-mc_res=$(awk -F, '/BM_MemcpyResident\/65536/ {printf "%.0f", $7 / 1e6}' <<<"$mc")
-mc_str=$(awk -F, '/BM_MemcpyStreaming\/65536/ {printf "%.0f", $7 / 1e6}' <<<"$mc")
+# bytes_per_second is column 6 of the CSV.
+mc_res=$(awk -F, '/BM_MemcpyResident\/65536/ {printf "%.0f", $6 / 1e6}' <<<"$mc")
+mc_str=$(awk -F, '/BM_MemcpyStreaming\/65536/ {printf "%.0f", $6 / 1e6}' <<<"$mc")
 row "kernel TCP latency (qperf tcp_lat 2 B)" "$tcp_lat us" ""
 row "kernel TCP bandwidth (qperf tcp_bw 64 KB)" "$tcp_bw MB/s" ""
 row "memcpy 64 KB, cache-resident, 1 core" "$mc_res MB/s" ""
@@ -90,10 +90,10 @@ row "memcpy 64 KB, streaming 256 MB, 1 core" "$mc_str MB/s" ""
 
 echo
 echo "ratios:"
-awk -v w="${r[ib_write_lat/0]}" -v s="${r[ib_send_lat/0]}" -v t="$tcp_lat" -v b="${r[ib_write_bw/65536]}" \
-  -v rb="${r[ib_read_bw/65536]}" -v m="$mc_res" -v ms="$mc_str" 'BEGIN {
-  printf "  ib_write_lat / tcp_lat          %.2f  (goal < 1)\n", w / t
-  printf "  ib_send_lat / tcp_lat           %.2f\n", s / t
-  printf "  ib_write_bw 64 KB / memcpy      %.2f  (goal >= 0.25; streaming memcpy: %.2f)\n", b / m, b / ms
-  printf "  ib_read_bw 64 KB / memcpy       %.2f\n", rb / m
+awk -v w0="${r[ib_write_lat/0]}" -v w1="${r[ib_write_lat/]}" -v s0="${r[ib_send_lat/0]}" -v s1="${r[ib_send_lat/]}" \
+  -v t="$tcp_lat" -v b="${r[ib_write_bw/65536]}" -v rb="${r[ib_read_bw/65536]}" -v m="$mc_res" -v ms="$mc_str" 'BEGIN {
+  printf "  ib_write_lat / tcp_lat          %.2f apps on CPU 0, %.2f unpinned  (goal < 1)\n", w0 / t, w1 / t
+  printf "  ib_send_lat / tcp_lat           %.2f apps on CPU 0, %.2f unpinned\n", s0 / t, s1 / t
+  printf "  ib_write_bw 64 KB / memcpy      %.2f resident, %.2f streaming  (goal >= 0.25)\n", b / m, b / ms
+  printf "  ib_read_bw 64 KB / memcpy       %.2f resident, %.2f streaming\n", rb / m, rb / ms
 }'
