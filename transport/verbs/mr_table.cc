@@ -45,6 +45,7 @@ Result<MrKeys> MrTable::reg(const Device& dev, PdTable& pds, PdHandle pd, uint64
   uint32_t rkey;
   do rkey = fresh_key();
   while (rkey == lkey);
+  forget_lookups();
   by_lkey_.emplace(lkey, Mr{pd, addr, iova, length, access, lkey, rkey});
   lkey_by_rkey_.emplace(rkey, lkey);
   pds.get(pd);
@@ -54,6 +55,7 @@ Result<MrKeys> MrTable::reg(const Device& dev, PdTable& pds, PdHandle pd, uint64
 int MrTable::dereg(PdTable& pds, uint32_t lkey) {
   auto it = by_lkey_.find(lkey);
   if (it == by_lkey_.end()) return EINVAL;
+  forget_lookups();
   pds.put(it->second.pd);
   lkey_by_rkey_.erase(it->second.rkey);
   by_lkey_.erase(it);
@@ -61,13 +63,27 @@ int MrTable::dereg(PdTable& pds, uint32_t lkey) {
 }
 
 const Mr* MrTable::find_lkey(uint32_t lkey) const {
+  if (last_by_lkey_ != nullptr && lkey == last_lkey_) return last_by_lkey_;
   auto it = by_lkey_.find(lkey);
-  return it == by_lkey_.end() ? nullptr : &it->second;
+  if (it == by_lkey_.end()) return nullptr;
+  last_lkey_ = lkey;
+  last_by_lkey_ = &it->second;
+  return last_by_lkey_;
 }
 
 const Mr* MrTable::find_rkey(uint32_t rkey) const {
+  if (last_by_rkey_ != nullptr && rkey == last_rkey_) return last_by_rkey_;
   auto it = lkey_by_rkey_.find(rkey);
-  return it == lkey_by_rkey_.end() ? nullptr : find_lkey(it->second);
+  if (it == lkey_by_rkey_.end()) return nullptr;
+  const Mr* mr = find_lkey(it->second);
+  last_rkey_ = rkey;
+  last_by_rkey_ = mr;
+  return mr;
+}
+
+void MrTable::forget_lookups() {
+  last_by_lkey_ = last_by_rkey_ = nullptr;
+  last_lkey_ = last_rkey_ = 0;
 }
 
 // [va, va+len) within [iova, iova+length), written so nothing can overflow:
