@@ -106,6 +106,9 @@ class Netns : public ::testing::Test {
     std::string why;
     switch (net_->make(&why)) {
       case NetnsPair::Made::kOk: break;
+      // Not root, no `ip netns`, or namespaces refused (a container without
+      // CAP_SYS_ADMIN): nothing here can run. CI runs as root, where it must not
+      // skip (NetnsPair::make says which).
       case NetnsPair::Made::kSkip: GTEST_SKIP() << why;
       case NetnsPair::Made::kFail: FAIL() << why;
     }

@@ -21,11 +21,12 @@
 #include <vector>
 
 #include "tests/daemon/harness.h"
+#include "tests/verbs_compat/verbs_fixture.h"
 
 namespace isoroce::test {
 namespace {
 
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+constexpr int kAll = kAllAccess;
 constexpr uint32_t kQkey = 0x11111111;
 constexpr uint64_t kRcOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |
                             IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
@@ -76,28 +77,8 @@ struct Opts {
   uint32_t send_sge = 2;
 };
 
-class Extended : public ::testing::Test {
+class Extended : public VerbsTest {
  protected:
-  static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess({"--loopback"});
-    setenv("ISOROCE_SOCKET", daemon_->socket().c_str(), 1);
-  }
-  static void TearDownTestSuite() {
-    if (daemon_) { EXPECT_EQ(daemon_->stop(), 0) << daemon_->log(); }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
-
-  static ibv_context* open(const char* name) {
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    ibv_context* ctx = nullptr;
-    for (int i = 0; i < n; ++i)
-      if (std::string(ibv_get_device_name(list[i])) == name) ctx = ibv_open_device(list[i]);
-    ibv_free_device_list(list);
-    return ctx;
-  }
   static void make(Side& s, const char* name, const Opts& o = {}) {
     s.ctx = open(name);
     ASSERT_NE(s.ctx, nullptr);
@@ -137,39 +118,7 @@ class Extended : public ::testing::Test {
       ASSERT_NE(s.qpx, nullptr);
     }
   }
-  static void connect(Side& s, const char* dgid, uint32_t dqpn) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = kAll;
-    ASSERT_EQ(ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = dqpn;
-    a.rq_psn = 100;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.grh.hop_limit = 1;
-    inet_pton(AF_INET6, dgid, a.ah_attr.grh.dgid.raw);
-    ASSERT_EQ(ibv_modify_qp(s.qp, &a,
-                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-              0);
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = 100;
-    a.max_rd_atomic = 4;
-    ASSERT_EQ(ibv_modify_qp(s.qp, &a,
-                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                IBV_QP_MAX_QP_RD_ATOMIC),
-              0);
-  }
+  static void connect(Side& s, const char* dgid, uint32_t dqpn) { connect_qp(s.qp, dgid, dqpn); }
   static void pair_rc(Side& a, Side& b) {
     connect(a, "::ffff:10.0.0.2", b.qp->qp_num);
     connect(b, "::ffff:10.0.0.1", a.qp->qp_num);
@@ -199,16 +148,6 @@ class Extended : public ::testing::Test {
     if (ah) s.ahs.push_back(ah);
     return ah;
   }
-  static std::vector<ibv_wc> wait(ibv_cq* cq, size_t n, int timeout_ms = 5000) {
-    std::vector<ibv_wc> out;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (out.size() < n && std::chrono::steady_clock::now() < until) {
-      ibv_wc wc[16];
-      const int k = ibv_poll_cq(cq, 16, wc);
-      for (int i = 0; i < k; ++i) out.push_back(wc[i]);
-    }
-    return out;
-  }
   // Nothing arrives for ms milliseconds.
   static bool quiet(ibv_cq* cq, int ms = 150) { return wait(cq, 1, ms).empty(); }
   static void post_recv(Side& s, uint64_t wr_id, void* buf, uint32_t len, uint32_t lkey) {
@@ -221,18 +160,9 @@ class Extended : public ::testing::Test {
   // A signaled one-SGE RDMA WRITE or READ; the status of its completion.
   static ibv_wc_status rdma(Side& s, ibv_wr_opcode op, void* local, uint32_t len, uint32_t lkey, uint64_t raddr,
                             uint32_t rkey) {
-    ibv_sge sge{addr_of(local), len, lkey};
-    ibv_send_wr w{};
-    w.wr_id = 0xabc, w.sg_list = &sge, w.num_sge = 1, w.opcode = op, w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = raddr, w.wr.rdma.rkey = rkey;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(s.qp, &w, &bad) != 0) return IBV_WC_GENERAL_ERR;
-    auto wc = wait(s.cq, 1);
-    return wc.size() == 1 ? wc[0].status : IBV_WC_RESP_TIMEOUT_ERR;
+    return VerbsTest::rdma(s.qp, s.cq, op, local, len, lkey, raddr, rkey);
   }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* Extended::daemon_ = nullptr;
 
 // ---- ibv_query_device_ex ------------------------------------------------------
 

@@ -18,53 +18,19 @@
 
 #include "isoroce/verbs_ext.h"
 #include "tests/daemon/harness.h"
+#include "tests/verbs_compat/verbs_fixture.h"
 
 namespace isoroce::test {
 namespace {
 
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+constexpr int kAll = kAllAccess;
 
 alignas(64) uint8_t g_static_buf[3 * 4096 + 100];
 
-struct Dev {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_comp_channel* ch = nullptr;
-  ibv_cq* cq = nullptr;
-  ibv_qp* qp = nullptr;
-  std::vector<ibv_mr*> mrs;  // deregistered first
-  ~Dev() {
-    for (ibv_mr* m : mrs) ibv_dereg_mr(m);
-    if (qp) ibv_destroy_qp(qp);
-    if (cq) ibv_destroy_cq(cq);
-    if (ch) ibv_destroy_comp_channel(ch);
-    if (pd) ibv_dealloc_pd(pd);
-    if (ctx) ibv_close_device(ctx);
-  }
-};
+using Dev = VerbsDev;
 
-class Library : public ::testing::Test {
+class Library : public VerbsTest {
  protected:
-  static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess({"--loopback"});
-    setenv("ISOROCE_SOCKET", daemon_->socket().c_str(), 1);
-  }
-  static void TearDownTestSuite() {
-    if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
-
-  static ibv_context* open(const char* name) {
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    ibv_context* ctx = nullptr;
-    for (int i = 0; i < n; ++i)
-      if (std::string(ibv_get_device_name(list[i])) == name) ctx = ibv_open_device(list[i]);
-    ibv_free_device_list(list);
-    return ctx;
-  }
   static void make(Dev& d, const char* name, ibv_qp_type type = IBV_QPT_RC, uint32_t depth = 16, bool channel = false) {
     d.ctx = open(name);
     ASSERT_NE(d.ctx, nullptr);
@@ -83,54 +49,7 @@ class Library : public ::testing::Test {
     d.qp = ibv_create_qp(d.pd, &ia);
     ASSERT_NE(d.qp, nullptr);
   }
-  // RESET -> INIT -> RTR -> RTS towards dgid/dqpn.
-  static void connect(Dev& d, const char* dgid, uint32_t dqpn) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = 0;
-    a.port_num = 1;
-    a.qp_access_flags = kAll;
-    ASSERT_EQ(ibv_modify_qp(d.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = dqpn;
-    a.rq_psn = 100;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.grh.hop_limit = 1;
-    inet_pton(AF_INET6, dgid, a.ah_attr.grh.dgid.raw);
-    ASSERT_EQ(ibv_modify_qp(d.qp, &a,
-                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-              0);
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = 100;
-    a.max_rd_atomic = 4;
-    ASSERT_EQ(ibv_modify_qp(d.qp, &a,
-                            IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                IBV_QP_MAX_QP_RD_ATOMIC),
-              0);
-  }
-  static std::vector<ibv_wc> wait(ibv_cq* cq, size_t n, int timeout_ms = 5000) {
-    std::vector<ibv_wc> out;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (out.size() < n && std::chrono::steady_clock::now() < until) {
-      ibv_wc wc[16];
-      const int k = ibv_poll_cq(cq, 16, wc);
-      for (int i = 0; i < k; ++i) out.push_back(wc[i]);
-    }
-    return out;
-  }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* Library::daemon_ = nullptr;
 
 TEST_F(Library, DevicesPortAndGidAsRxeShowsThem) {
   int n = 0;

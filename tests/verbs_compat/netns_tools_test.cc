@@ -88,6 +88,8 @@ class NetnsToolsT : public ::testing::Test {
     }
   }
   void SetUp() override {
+    // Not root, no `ip netns`, or namespaces refused (NetnsPair::make): the
+    // suite cannot build its two namespaces. CI runs as root, where it must not skip.
     if (skip_) GTEST_SKIP() << setup_error_;
     ASSERT_TRUE(ready_) << setup_error_;
   }

@@ -1,6 +1,7 @@
 // The verbs library called directly against a real `isoroced --loopback`
 // (one per test suite): devices isoroce0 (10.0.0.1) and isoroce1 (10.0.0.2),
-// a PD/CQ/QP per side, RC connection, polling with a deadline.
+// a PD/CQ/QP per side, RC connection, polling with a deadline. The base of
+// every library suite (library, extended, resize, shared-MR tests).
 #pragma once
 
 #include <arpa/inet.h>
@@ -95,12 +96,13 @@ class VerbsTest : public ::testing::Test {
     ASSERT_NE(d.qp, nullptr);
   }
   // RESET -> INIT -> RTR -> RTS towards dgid/dqpn.
-  static void connect(VerbsDev& d, const char* dgid, uint32_t dqpn) {
+  static void connect(VerbsDev& d, const char* dgid, uint32_t dqpn) { connect_qp(d.qp, dgid, dqpn); }
+  static void connect_qp(ibv_qp* qp, const char* dgid, uint32_t dqpn) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
     a.qp_access_flags = kAllAccess;
-    ASSERT_EQ(ibv_modify_qp(d.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+    ASSERT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
     a = {};
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = IBV_MTU_1024;
@@ -112,7 +114,7 @@ class VerbsTest : public ::testing::Test {
     a.ah_attr.port_num = 1;
     a.ah_attr.grh.hop_limit = 1;
     inet_pton(AF_INET6, dgid, a.ah_attr.grh.dgid.raw);
-    ASSERT_EQ(ibv_modify_qp(d.qp, &a,
+    ASSERT_EQ(ibv_modify_qp(qp, &a,
                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
               0);
@@ -123,7 +125,7 @@ class VerbsTest : public ::testing::Test {
     a.rnr_retry = 7;
     a.sq_psn = 100;
     a.max_rd_atomic = 4;
-    ASSERT_EQ(ibv_modify_qp(d.qp, &a,
+    ASSERT_EQ(ibv_modify_qp(qp, &a,
                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                                 IBV_QP_MAX_QP_RD_ATOMIC),
               0);
@@ -150,13 +152,17 @@ class VerbsTest : public ::testing::Test {
   // One RDMA operation from d, waited for; its status.
   static ibv_wc_status rdma(VerbsDev& d, ibv_wr_opcode op, void* local, uint32_t len, uint32_t lkey,
                             uint64_t remote, uint32_t rkey) {
+    return rdma(d.qp, d.cq, op, local, len, lkey, remote, rkey);
+  }
+  static ibv_wc_status rdma(ibv_qp* qp, ibv_cq* cq, ibv_wr_opcode op, void* local, uint32_t len, uint32_t lkey,
+                            uint64_t remote, uint32_t rkey) {
     ibv_sge s{reinterpret_cast<uintptr_t>(local), len, lkey};
     ibv_send_wr w{};
     w.wr_id = 42, w.sg_list = &s, w.num_sge = 1, w.opcode = op, w.send_flags = IBV_SEND_SIGNALED;
     w.wr.rdma.remote_addr = remote, w.wr.rdma.rkey = rkey;
     ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(d.qp, &w, &bad) != 0) return IBV_WC_GENERAL_ERR;
-    auto wc = wait(d.cq, 1);
+    if (ibv_post_send(qp, &w, &bad) != 0) return IBV_WC_GENERAL_ERR;
+    auto wc = wait(cq, 1);
     return wc.size() == 1 ? wc[0].status : IBV_WC_RESP_TIMEOUT_ERR;
   }
 
