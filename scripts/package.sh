@@ -5,8 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${ISOROCE_DEB_DIR:-build-deb}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+launcher=()
+if command -v ccache >/dev/null; then  # reuses scripts/build.sh's objects
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr "${launcher[@]}" \
   -DISOROCE_BUILD_TESTS=OFF -DISOROCE_BUILD_BENCH=OFF -DISOROCE_BUILD_FUZZ=OFF "$@" >/dev/null
 ninja -C "$build" -j "$(nproc)" >/dev/null
-(cd "$build" && cpack -G DEB >/dev/null)
+(cd "$build" && rm -f isoroce_*.deb && cpack -G DEB >/dev/null)
 ls "$build"/isoroce_*.deb
