@@ -66,7 +66,8 @@ Daemon::~Daemon() {
   workers_.clear();
   if (listen_fd_ >= 0) {
     close(listen_fd_);
-    unlink(config_.socket.c_str());
+    // The real path only if this daemon published it (never another daemon's).
+    unlink(socket_tmp_.empty() ? config_.socket.c_str() : socket_tmp_.c_str());
   }
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (signal_fd_ >= 0) close(signal_fd_);
@@ -203,10 +204,7 @@ bool Daemon::start(int, std::string* error) {
   // Justitia's reference flows (they need the workers: ARP, engine calls).
   for (auto& d : devices_) start_reference_flow(*d);
 
-  if (listen(listen_fd_, 64) != 0) {
-    *error = "listen " + config_.socket + ": " + std::strerror(errno);
-    return false;
-  }
+  if (!publish_socket(error)) return false;
   register_telemetry(this);
   for (size_t i = 0; i < devices_.size(); ++i) {
     const auto& c = devices_[i]->dev->config();
@@ -221,41 +219,56 @@ bool Daemon::start(int, std::string* error) {
 }
 
 bool Daemon::open_socket(std::string* error) {
+  // The socket is bound under a temporary name and renamed onto the real path
+  // only once it listens (start()): a client that sees the path is never refused.
   const std::filesystem::path path(config_.socket);
   std::error_code ec;
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
+  socket_tmp_ = config_.socket + "." + std::to_string(getpid()) + ".new";
+  sockaddr_un addr{}, tmp{};
+  addr.sun_family = tmp.sun_family = AF_UNIX;
+  if (socket_tmp_.size() >= sizeof tmp.sun_path) {
+    *error = "socket " + config_.socket + ": path too long";
+    return false;
+  }
   std::memcpy(addr.sun_path, config_.socket.c_str(), config_.socket.size());
+  std::memcpy(tmp.sun_path, socket_tmp_.c_str(), socket_tmp_.size());
+  // A live daemon on the path keeps it; a stale file is replaced by the rename.
+  const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  const bool alive = connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(probe);
+  if (alive) {
+    *error = "socket " + config_.socket + ": another isoroced is serving it (--socket picks another path)";
+    socket_tmp_.clear();
+    return false;
+  }
   listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listen_fd_ < 0) {
     *error = std::string("socket: ") + std::strerror(errno);
     return false;
   }
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    if (errno != EADDRINUSE) {
-      *error = "socket " + config_.socket + ": " + std::strerror(errno);
-      close(listen_fd_), listen_fd_ = -1;
-      return false;
-    }
-    // In use: a live daemon, or a stale file from one that died.
-    const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    const bool alive = connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    close(probe);
-    if (alive) {
-      *error = "socket " + config_.socket + ": another isoroced is serving it (--socket picks another path)";
-      close(listen_fd_), listen_fd_ = -1;
-      return false;
-    }
-    unlink(config_.socket.c_str());
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      *error = "socket " + config_.socket + ": " + std::strerror(errno);
-      close(listen_fd_), listen_fd_ = -1;
-      return false;
-    }
+  unlink(socket_tmp_.c_str());
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&tmp), sizeof tmp) != 0) {
+    *error = "socket " + config_.socket + ": " + std::strerror(errno);
+    close(listen_fd_), listen_fd_ = -1;
+    socket_tmp_.clear();
+    return false;
   }
-  chmod(config_.socket.c_str(), 0666);  // applications need not run as root
-  return true;  // listen() once everything is up: clients never see a half-started daemon
+  chmod(socket_tmp_.c_str(), 0666);  // applications need not run as root
+  return true;  // listen() and rename once everything is up: clients never see a half-started daemon
+}
+
+bool Daemon::publish_socket(std::string* error) {
+  if (listen(listen_fd_, 64) != 0) {
+    *error = "listen " + config_.socket + ": " + std::strerror(errno);
+    return false;
+  }
+  if (rename(socket_tmp_.c_str(), config_.socket.c_str()) != 0) {
+    *error = "socket " + config_.socket + ": rename from " + socket_tmp_ + ": " + std::strerror(errno);
+    return false;
+  }
+  socket_tmp_.clear();
+  return true;
 }
 
 void Daemon::accept_client() {

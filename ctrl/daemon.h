@@ -113,6 +113,7 @@ class Daemon {
 
  private:
   bool open_socket(std::string* error);
+  bool publish_socket(std::string* error);  // listen, then rename onto the path
   void accept_client();
   void serve(Session& s);
   void close_session(uint64_t id);
@@ -148,6 +149,7 @@ class Daemon {
   bool eal_ready_ = false;
   bool launched_ = false;
   int listen_fd_ = -1;
+  std::string socket_tmp_;  // the bound name until publish_socket renames it
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
   uint64_t next_session_ = 1;

@@ -6,6 +6,7 @@
 #include "ctrl/config.h"
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
+#include "ctrl/sd_notify.h"
 
 using namespace isoroce;
 
@@ -124,5 +125,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "isoroced: cannot start: %s\n", error.c_str());
     return 1;
   }
-  return daemon.run();
+  // start() returns once the socket accepts clients: only now is the service ready.
+  if (!ctrl::sd_notify_state("READY=1\nSTATUS=serving " + c.socket, &error))
+    std::fprintf(stderr, "isoroced: %s\n", error.c_str());
+  const int status = daemon.run();
+  ctrl::sd_notify_state("STOPPING=1", &error);
+  return status;
 }

@@ -8,13 +8,15 @@ packages=(
   build-essential cmake ninja-build pkgconf git
   clang-14 libclang-rt-14-dev          # libFuzzer targets and sanitizer runtimes
   # data plane and verbs ABI
-  dpdk-dev libdpdk-dev libnuma-dev libpcap-dev
+  dpdk dpdk-dev libdpdk-dev libnuma-dev libpcap-dev   # dpdk: dpdk-hugepages.py, dpdk-devbind.py
   rdma-core libibverbs-dev librdmacm-dev ibverbs-utils rdmacm-utils perftest qperf
   # libraries
   libtbb-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   # interop checks and fault injection
-  python3 python3-scapy tshark tcpdump iproute2 iputils-ping
+  python3 python3-scapy tshark tcpdump iproute2 iputils-ping ethtool
+  # packaging and the service (tests/install)
+  ccache dpkg-dev systemd
 )
 
 missing=()
