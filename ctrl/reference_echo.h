@@ -24,6 +24,7 @@
 
 #include "dataplane/dpdk/device.h"
 #include "sched/scheduler.h"
+#include "workload/app_id.h"
 
 namespace isoroce::ctrl {
 
@@ -42,7 +43,7 @@ class ReferenceEcho final : public dataplane::DeviceHook {
   static constexpr uint32_t kQkey = 0x150CE;
   static constexpr uint32_t kProbeBytes = 16;      // "IRF1", kind, 3 spare, sequence number
   static constexpr sched::Picos kLostAfter = 10'000'000'000;  // 10 ms
-  static constexpr uint32_t kApp = 0xffff'fffe;    // the policy's own "application"
+  static constexpr uint32_t kApp = workload::kReferenceApp;  // the policy's own "application"
 
   explicit ReferenceEcho(dataplane::Device& dev);
   ~ReferenceEcho();

@@ -1,15 +1,13 @@
-// The justitia policy's reference flow in isoroced (Justitia's "reference flow",
-// as dataplane/sim/reference_flow.h runs it in the simulator): an RC QP pair from
-// a device to a peer device of the same daemon, both ends owned by the daemon
-// (its own PD, CQ and memory on each), posting a 10-byte RDMA WRITE every
-// RefPeriod and handing each latency, post to completion, to the source engine
-// (Engine::add_reference_latency), which keeps Current99 and adjusts SafeUtil.
+// The justitia policy's reference flow in isoroced: isoroced's driver of the
+// one probe (workload/reference_probe.h, the probe the simulator runs too)
+// between a device and a peer device of the same daemon, both ends owned by
+// the daemon (its own PD and memory on each).
 //
-// It runs on the source device's worker as a DeviceHook (Device::poll calls it
-// with the current time at the start of every pass); one probe is outstanding at
-// a time, and a probe due while the last is still out is posted when it completes.
-// Setup and teardown are split by device: the daemon runs each half on that
-// device's worker (Worker::call), so the two devices may be on different workers.
+// It runs on the source device's worker as a DeviceHook: Device::poll calls it
+// with the current time at the start of every pass, and it lets the probe poll
+// its CQ and post when due. Setup and teardown are split by device: the daemon
+// runs each half on that device's worker (Worker::call), so the two devices may
+// be on different workers.
 #pragma once
 
 #include <cstdint>
@@ -18,23 +16,17 @@
 
 #include "dataplane/dpdk/device.h"
 #include "sched/scheduler.h"
+#include "workload/app_id.h"
+#include "workload/reference_probe.h"
 
 namespace isoroce::ctrl {
 
-struct ReferenceStats {
-  bool running = false;      // connected and probing
-  bool failed = false;       // a probe completed in error (the QP is dead)
-  uint64_t posted = 0;
-  uint64_t completed = 0;    // latencies fed to the engine
-  uint64_t errors = 0;
-  sched::Picos last = 0, min = 0, max = 0;  // post-to-completion latency
-  uint32_t src_qpn = 0, dst_qpn = 0;
-};
+using ReferenceStats = workload::ProbeStats;
 
 class ReferenceFlow final : public dataplane::DeviceHook {
  public:
-  static constexpr uint32_t kProbeBytes = 10;
-  static constexpr uint32_t kApp = 0xffff'fffe;  // the policy's own "application"
+  static constexpr uint32_t kProbeBytes = workload::ReferenceProbe::kProbeBytes;
+  static constexpr uint32_t kApp = workload::kReferenceApp;
 
   ReferenceFlow(dataplane::Device& src, dataplane::Device& dst, sched::Picos period);
   ~ReferenceFlow();
@@ -45,42 +37,38 @@ class ReferenceFlow final : public dataplane::DeviceHook {
   dataplane::Device& dst() { return dst_; }
 
   // Setup, in this order, each on its device's worker; "" or what failed.
-  std::string create_src();               // PD, CQ, MR, QP on src
-  std::string create_dst();               // PD, CQ, MR (remote write), QP on dst
+  std::string create_src();               // PD, MR, then the probe's CQ and QP on src
+  std::string create_dst();               // PD, MR (remote write), then the probe's CQ and QP on dst
   std::string connect_dst();              // dst QP to RTS towards src (needs the neighbour)
   std::string connect_src(sched::Picos now);  // src QP to RTS, class kReference; adds the hook
   // Teardown, each on its device's worker (whatever setup made; safe after a failed setup).
   void destroy_src();                     // removes the hook first
   void destroy_dst();
 
-  ReferenceStats stats() const { return stats_; }  // on src's worker
-  uint32_t src_qpn() const { return stats_.src_qpn; }  // any thread (set by setup only)
+  ReferenceStats stats() const { return probe_.stats(); }  // on src's worker
+  uint32_t src_qpn() const { return probe_.stats().src_qpn; }  // any thread (set by setup only)
 
-  unsigned poll(sched::Picos now) override;
-  sched::Picos next_deadline() const override;
+  unsigned poll(sched::Picos now) override { return probe_.poll(now).work; }
+  sched::Picos next_deadline() const override { return probe_.next_deadline(); }
 
  private:
-  void post(sched::Picos now);
+  // The daemon's own PD and registered memory on one device.
+  struct End {
+    transport::PdHandle pd = 0;
+    uint32_t lkey = 0, rkey = 0;
+    bool has_pd = false, has_mr = false;
+  };
+  std::string create_end(dataplane::Device& dev, End& end, uint8_t* mem, uint32_t access, uint32_t psn,
+                         workload::ProbeEnd* out, const char* peer);
+  static void destroy_end(dataplane::Device& dev, End& end);
 
   dataplane::Device& src_;
   dataplane::Device& dst_;
-  sched::Picos period_;
-  struct End {
-    transport::PdHandle pd = 0;
-    transport::CqHandle cq = 0;
-    uint32_t lkey = 0, rkey = 0;
-    uint32_t qpn = 0;
-    bool has_pd = false, has_cq = false, has_mr = false, has_qp = false;
-  };
+  workload::ReferenceProbe probe_;
   End s_, d_;
   std::unique_ptr<uint8_t[]> local_, remote_;  // 64 bytes each
   uint32_t src_psn_ = 0, dst_psn_ = 0;
   bool hooked_ = false;
-  bool outstanding_ = false;
-  sched::Picos posted_at_ = 0;
-  sched::Picos next_due_ = 0;
-  uint64_t seq_ = 0;
-  ReferenceStats stats_;
 };
 
 }  // namespace isoroce::ctrl

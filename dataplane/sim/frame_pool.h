@@ -2,7 +2,7 @@
 // list, named by a 32-bit id that events carry. A frame is owned by exactly one
 // place at a time (a link in flight, a switch queue, the host building it).
 //
-// DESIGN.md makes rte_mbuf the one packet buffer type; the simulator keeps plain
+// docs/design.md makes rte_mbuf the one packet buffer type; the simulator keeps plain
 // bytes instead because the engine's TxSink/receive interface is span-based and
 // this way the simulator, its tests and isoroce-sim need no EAL (see README.md).
 #pragma once

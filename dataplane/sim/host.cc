@@ -42,7 +42,7 @@ std::optional<ScenarioError> Host::init() {
     return ScenarioError{key, "the engine refused its configuration: " +
                                   std::string(std::strerror(engine.err()))};
   engine_ = std::move(engine.value());
-  verbs_ = std::make_unique<EngineVerbs>(*engine_);
+  verbs_ = std::make_unique<workload::EngineVerbs>(*engine_);
   auto pd = engine_->alloc_pd();
   if (!pd.ok()) return ScenarioError{key, "alloc_pd failed: " + std::string(std::strerror(pd.err()))};
   pd_ = pd.value();
@@ -181,8 +181,8 @@ void Host::sniff(std::span<const uint8_t> frame) {
   const uint32_t dst_host = bth->dst_mac_tail - 1u;
   const QpRef* ref = w_.find_qp(dst_host, bth->dest_qp);
   if (ref) {
-    w_.flows[ref->flow]->on_tx_frame(*ref, *bth);
-    w_.flows[ref->flow]->count_wire(*ref, *bth, frame.size());
+    const workload::WireSeen seen{bth->opcode, bth->psn, bth->aeth_syndrome, bth->read_dma_len, frame.size()};
+    w_.flows[ref->flow]->on_wire(*ref, seen);
   }
 }
 

@@ -8,15 +8,11 @@
 #include <cstdint>
 #include <random>
 
+#include "workload/mix.h"
+
 namespace isoroce::sim {
 
-// splitmix64 finalizer: spreads (seed, component) over 64 bits.
-inline constexpr uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using workload::mix64;  // splitmix64 finalizer: spreads (seed, component) over 64 bits
 
 inline constexpr uint64_t component_seed(uint64_t seed, uint64_t component) {
   return mix64(mix64(seed) ^ mix64(component + 0x5151'0000'0000ull));

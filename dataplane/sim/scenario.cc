@@ -12,22 +12,6 @@ namespace isoroce::sim {
 
 namespace {
 
-constexpr std::array<std::string_view, 2> kTransports = {"rc", "ud"};
-constexpr std::array<std::string_view, 7> kVerbs = {"send", "send_imm", "write", "write_imm",
-                                                    "read", "fetch_add", "cmp_swap"};
-constexpr std::array<std::string_view, 3> kClasses = {"latency", "throughput", "bandwidth"};
-
-template <typename E, size_t N>
-bool parse_enum(const std::array<std::string_view, N>& names, std::string_view s, E* out) {
-  for (size_t i = 0; i < N; ++i) {
-    if (names[i] == s) {
-      *out = static_cast<E>(i);
-      return true;
-    }
-  }
-  return false;
-}
-
 std::string flow_key(size_t i, std::string_view field) {
   return "flow[" + std::to_string(i) + "]." + std::string(field);
 }
@@ -54,13 +38,6 @@ bool valid_name(std::string_view s) {
 uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 }  // namespace
-
-std::string_view to_string(Transport t) { return kTransports[static_cast<size_t>(t)]; }
-std::string_view to_string(Verb v) { return kVerbs[static_cast<size_t>(v)]; }
-std::string_view to_string(FlowClass c) { return kClasses[static_cast<size_t>(c)]; }
-bool parse_transport(std::string_view s, Transport* out) { return parse_enum(kTransports, s, out); }
-bool parse_verb(std::string_view s, Verb* out) { return parse_enum(kVerbs, s, out); }
-bool parse_flow_class(std::string_view s, FlowClass* out) { return parse_enum(kClasses, s, out); }
 
 bool parse_size(std::string_view s, uint64_t* out) {
   uint64_t v = 0;
@@ -98,11 +75,6 @@ bool parse_ip(std::string_view s, wire::IpAddr* out) {
 wire::MacAddr host_mac(size_t i) {
   const auto n = static_cast<uint32_t>(i + 1);
   return {0x02, 0x00, 0x00, 0x00, static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n)};
-}
-
-uint32_t effective_recv_depth(const FlowConfig& f) {
-  if (f.recv_depth) return f.recv_depth;
-  return std::max<uint32_t>(4, 2 * f.depth);
 }
 
 namespace {

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "workload/app_id.h"
+
 #include "dataplane/sim/reference_flow.h"
 #include "dataplane/sim/sim_internal.h"
 
@@ -11,18 +13,20 @@ using detail::Flow;
 using detail::Host;
 using detail::World;
 
-std::string_view wc_status_name(int status) {
-  static constexpr std::string_view kNames[] = {
-      "IBV_WC_SUCCESS",           "IBV_WC_LOC_LEN_ERR",         "IBV_WC_LOC_QP_OP_ERR",
-      "IBV_WC_LOC_EEC_OP_ERR",    "IBV_WC_LOC_PROT_ERR",        "IBV_WC_WR_FLUSH_ERR",
-      "IBV_WC_MW_BIND_ERR",       "IBV_WC_BAD_RESP_ERR",        "IBV_WC_LOC_ACCESS_ERR",
-      "IBV_WC_REM_INV_REQ_ERR",   "IBV_WC_REM_ACCESS_ERR",      "IBV_WC_REM_OP_ERR",
-      "IBV_WC_RETRY_EXC_ERR",     "IBV_WC_RNR_RETRY_EXC_ERR",   "IBV_WC_LOC_RDD_VIOL_ERR",
-      "IBV_WC_REM_INV_RD_REQ_ERR", "IBV_WC_REM_ABORT_ERR",      "IBV_WC_INV_EECN_ERR",
-      "IBV_WC_INV_EEC_STATE_ERR", "IBV_WC_FATAL_ERR",           "IBV_WC_RESP_TIMEOUT_ERR",
-      "IBV_WC_GENERAL_ERR",       "IBV_WC_TM_ERR",              "IBV_WC_TM_RNDV_INCOMPLETE"};
-  if (status < 0 || static_cast<size_t>(status) >= std::size(kNames)) return "IBV_WC_UNKNOWN";
-  return kNames[status];
+workload::FlowPlace flow_place(const Scenario& s, uint32_t flow, std::span<workload::FlowHost* const> hosts) {
+  const FlowConfig& f = s.flows[flow];
+  auto host = [&](const std::string& name) -> workload::FlowHost* {
+    for (size_t i = 0; i < s.hosts.size(); ++i)
+      if (s.hosts[i].name == name) return hosts[i];
+    return nullptr;
+  };
+  workload::FlowPlace p;
+  p.src = host(f.src);
+  for (const auto& d : f.dst) p.dst.push_back(host(d));
+  p.seed = component_seed(s.seed, component::kFlow + flow);
+  p.mtu = effective_mtu(s, f);
+  p.app = workload::flow_app_id(s.flows, flow);
+  return p;
 }
 
 Simulator::Simulator(std::unique_ptr<World> world) : world_(std::move(world)) {}
@@ -72,7 +76,8 @@ std::unique_ptr<Simulator> Simulator::create(const Scenario& scenario, ScenarioE
     w->refs.push_back(std::move(ref));
   }
   for (size_t f = 0; f < scenario.flows.size(); ++f) {
-    w->flows.push_back(std::make_unique<Flow>(*w, static_cast<uint32_t>(f), scenario.flows[f]));
+    const auto index = static_cast<uint32_t>(f);
+    w->flows.push_back(std::make_unique<Flow>(*w, index, scenario.flows[f], flow_place(scenario, index, w->flow_hosts)));
     if (auto e = w->flows.back()->setup()) {
       *error = *e;
       return nullptr;
@@ -83,6 +88,13 @@ std::unique_ptr<Simulator> Simulator::create(const Scenario& scenario, ScenarioE
 }
 
 void Simulator::set_tap(FrameTap tap) { world_->tap = std::move(tap); }
+
+void Simulator::set_probe_tap(ProbeTap tap) {
+  for (auto& ref : world_->refs) {
+    const uint32_t host = ref->host();
+    ref->probe().set_trace([tap, host](const workload::ProbeMark& m) { tap(host, m); });
+  }
+}
 
 SimReport Simulator::run() {
   World& w = *world_;

@@ -11,6 +11,8 @@
 
 #include "dataplane/sim/report.h"
 #include "dataplane/sim/scenario.h"
+#include "workload/flow.h"
+#include "workload/reference_probe.h"
 
 namespace isoroce::sim {
 
@@ -27,6 +29,7 @@ struct TapFrame {
   std::span<const uint8_t> bytes;
 };
 using FrameTap = std::function<void(const TapFrame&)>;
+using ProbeTap = std::function<void(uint32_t host, const workload::ProbeMark&)>;
 
 class Simulator {
  public:
@@ -43,6 +46,9 @@ class Simulator {
 
   // Called for every frame a host sends and receives (for captures). Set before run().
   void set_tap(FrameTap tap);
+  // Called for every post and completion of a justitia host's reference probe
+  // (host: its index). Set before run().
+  void set_probe_tap(ProbeTap tap);
 
  private:
   explicit Simulator(std::unique_ptr<detail::World> world);
@@ -50,6 +56,11 @@ class Simulator {
 };
 
 // "IBV_WC_RETRY_EXC_ERR" for IBV_WC_RETRY_EXC_ERR, and so on.
-std::string_view wc_status_name(int status);
+using workload::wc_status_name;
+
+// Where flow `flow` of the scenario runs (hosts: the scenario's, in its order)
+// and what the scenario decides for it: its seed, path MTU and application.
+// The simulator and isoroce-ctl run place flows alike.
+workload::FlowPlace flow_place(const Scenario& s, uint32_t flow, std::span<workload::FlowHost* const> hosts);
 
 }  // namespace isoroce::sim

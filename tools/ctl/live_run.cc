@@ -12,17 +12,35 @@
 
 #include "ctrl/client.h"
 #include "ctrl/wire_json.h"
-// The flow generator's driver interface (FlowHost, World, Flow).
-#include "dataplane/sim/sim_internal.h"
+#include "dataplane/sim/event_queue.h"
+#include "dataplane/sim/simulator.h"
+#include "workload/flow.h"
+#include "workload/flow_host.h"
 
 namespace isoroce::tools {
 namespace {
 
 using nlohmann::json;
 using sim::Picos;
-using sim::detail::Flow;
-using sim::detail::Region;
-using sim::detail::World;
+using workload::Flow;
+using workload::Region;
+
+// What the flows see of the run: their delayed receives, their QPs, the end.
+struct World final : workload::FlowDriver {
+  explicit World(const sim::Scenario& s) : scenario(s) {}
+  void schedule_receives(Picos at, Flow& flow) override {
+    events.push(at, sim::EventKind::kFlowRecvStart, flow.index());
+  }
+  void bind_qp(uint32_t, uint32_t, const workload::QpRef&) override {}  // no frames to attribute
+  void flow_finished(Flow&) override { --unfinished; }
+
+  sim::Scenario scenario;
+  sim::EventQueue events;
+  std::vector<workload::FlowHost*> flow_hosts;
+  std::vector<std::unique_ptr<Flow>> flows;
+  uint64_t next_region = 1;
+  size_t unfinished = 0;
+};
 
 template <typename T>
 verbs::Result<T> handle_of(const json& r, const char* key) {
@@ -38,7 +56,7 @@ json sg_json(std::span<const transport::Sge> sg) {
 }
 
 // The verbs a flow calls, as control-socket requests.
-class RemoteVerbs final : public sim::detail::FlowVerbs {
+class RemoteVerbs final : public workload::FlowVerbs {
  public:
   explicit RemoteVerbs(ctrl::Client& c) : c_(c) {}
   verbs::Result<transport::CqHandle> create_cq(int cqe) override {
@@ -110,7 +128,7 @@ class RemoteVerbs final : public sim::detail::FlowVerbs {
 };
 
 // One device of a daemon, as the flows see a host.
-class LiveHost final : public sim::detail::FlowHost {
+class LiveHost final : public workload::FlowHost {
  public:
   LiveHost(World& w, uint32_t index, sim::HostConfig& cfg) : w_(w), index_(index), cfg_(cfg) {}
 
@@ -132,11 +150,11 @@ class LiveHost final : public sim::detail::FlowHost {
   }
 
   uint32_t index() const override { return index_; }
-  const sim::HostConfig& config() const override { return cfg_; }
+  const wire::IpAddr& ip() const override { return cfg_.ip; }
   transport::PdHandle pd() const override { return pd_; }
-  sim::detail::FlowVerbs& verbs() override { return *verbs_; }
+  workload::FlowVerbs& verbs() override { return *verbs_; }
 
-  std::optional<sim::ScenarioError> alloc_region(uint64_t len, uint32_t access, Region* out) override {
+  std::optional<workload::SetupError> alloc_region(uint64_t len, uint32_t access, Region* out) override {
     const std::string key = "host[" + std::to_string(index_) + "]";
     const uint64_t size = (std::max<uint64_t>(len, 64) + 4095) / 4096 * 4096;
     const int fd = memfd_create("isoroce-ctl-run", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -243,7 +261,9 @@ std::optional<sim::SimReport> run_live(sim::Scenario scenario, std::string* erro
     return std::nullopt;
   }
   for (size_t f = 0; f < w->scenario.flows.size(); ++f) {
-    w->flows.push_back(std::make_unique<Flow>(*w, static_cast<uint32_t>(f), w->scenario.flows[f]));
+    const auto index = static_cast<uint32_t>(f);
+    w->flows.push_back(
+        std::make_unique<Flow>(*w, index, w->scenario.flows[f], sim::flow_place(w->scenario, index, w->flow_hosts)));
     if (auto e = w->flows.back()->setup()) {
       *error = e->key + ": " + e->message;
       return std::nullopt;

@@ -1,6 +1,6 @@
 // isoroce-ctl run: the simulator's scenarios on running daemons. Each
 // [[host]] names a daemon's device (socket, device); the flows are the
-// simulator's own flow generator (dataplane/sim/flow.cc) driven in real time,
+// simulator's flow generator (workload/flow.h) driven in real time,
 // its memory shared with the daemons as memfds, every byte and atomic result
 // checked the same way. Verbs go over the control socket, one request each.
 #pragma once

@@ -1,20 +1,38 @@
-// What a flow (the scenario's application, flow.cc) needs from the host it
-// runs on: verbs, registered memory, completions and a CPU to post from. The
-// simulator's Host provides them over a transport::Engine in virtual time;
-// isoroce-ctl's live hosts over isoroced's control socket in real time
-// (tools/ctl/live_host.h). One flow generator serves both.
+// What a flow (an application, workload/flow.h) needs from the host it runs
+// on: verbs, registered memory, completions and a CPU to post from. The
+// simulator's Host provides them over a transport::Engine in virtual time
+// (dataplane/sim/host.cc); isoroce-ctl run's live hosts over isoroced's control
+// socket in real time (tools/ctl/live_run.cc). One flow generator serves both.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
-#include "dataplane/sim/scenario.h"
 #include "transport/engine/engine.h"
+#include "workload/flow_config.h"
 
-namespace isoroce::sim::detail {
+namespace isoroce::workload {
 
 class Flow;
-struct Region;
+
+// Registered memory a host allocated for an application (the simulator with
+// malloc, live hosts as a memfd mapping: the deleter is the allocator's).
+struct Region {
+  std::shared_ptr<uint8_t> mem;
+  uint64_t len = 0;
+  uint64_t iova = 0;
+  uint32_t lkey = 0, rkey = 0;
+  uint8_t* at(uint64_t off) const { return mem.get() + off; }
+  uint64_t va(uint64_t off) const { return iova + off; }
+};
+
+// Which flow and QP a (host, QPN) belongs to.
+struct QpRef {
+  uint32_t flow = 0;
+  uint32_t qp = 0;
+  bool requester = false;
+};
 
 // The verbs a flow calls; their meaning, results and errnos are those of
 // transport::Engine's methods of the same name.
@@ -65,11 +83,11 @@ class EngineVerbs final : public FlowVerbs {
 class FlowHost {
  public:
   virtual uint32_t index() const = 0;
-  virtual const HostConfig& config() const = 0;
+  virtual const wire::IpAddr& ip() const = 0;  // its GID
   virtual transport::PdHandle pd() const = 0;
   virtual FlowVerbs& verbs() = 0;
   // Memory registered with the host, zeroed, at a deterministic iova.
-  virtual std::optional<ScenarioError> alloc_region(uint64_t len, uint32_t access, Region* out) = 0;
+  virtual std::optional<SetupError> alloc_region(uint64_t len, uint32_t access, Region* out) = 0;
   // Completions of `cq` go to flow->on_completion(side).
   virtual void bind_cq(transport::CqHandle cq, Flow* flow, int side) = 0;
   // The application decided at `now` to post on flow's QP q (the host's CPU
@@ -84,4 +102,4 @@ class FlowHost {
   ~FlowHost() = default;
 };
 
-}  // namespace isoroce::sim::detail
+}  // namespace isoroce::workload

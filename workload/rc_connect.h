@@ -1,7 +1,9 @@
 // RESET -> INIT -> RTR -> RTS of an RC QP towards its peer, with the attribute
 // masks IBTA table 91 asks for, as an application does it. Works on anything
 // with modify_qp(wire::Qpn, const ibv_qp_attr&, uint32_t mask) returning 0 or
-// an errno: transport::Engine, the simulator's FlowVerbs.
+// an errno: transport::Engine, a workload::FlowVerbs (the simulator's engine,
+// isoroce-ctl's control socket). An application helper: it lives beside the
+// applications (workload/), not in the engine.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -12,7 +14,7 @@
 #include "transport/wire/packet.h"
 #include "transport/wire/types.h"
 
-namespace isoroce::transport {
+namespace isoroce::workload {
 
 struct RcPath {
   wire::IpAddr peer_ip{};   // the peer's GID
@@ -64,4 +66,4 @@ int connect_rc(Verbs& v, wire::Qpn self, const RcPath& p) {
                          IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-}  // namespace isoroce::transport
+}  // namespace isoroce::workload

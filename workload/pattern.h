@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "dataplane/sim/rng.h"
+#include "workload/mix.h"
 
-namespace isoroce::sim {
+namespace isoroce::workload {
 
 namespace pattern_detail {
 // Word i of message m's stream (after the 8-byte id).
@@ -60,4 +60,4 @@ inline uint64_t pattern_id(const uint8_t* p) {
   return m;
 }
 
-}  // namespace isoroce::sim
+}  // namespace isoroce::workload
