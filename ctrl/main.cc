@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
 
   ctrl::Daemon daemon(c);
   std::string error;
-  if (!daemon.start(argc, &error)) {
+  if (!daemon.start(&error)) {
     std::fprintf(stderr, "isoroced: cannot start: %s\n", error.c_str());
     return 1;
   }

@@ -1,0 +1,166 @@
+#include "ctrl/session_server.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "ctrl/log.h"
+#include "ctrl/protocol.h"
+
+namespace isoroce::ctrl {
+
+SessionServer::~SessionServer() {
+  for (auto& [id, s] : sessions_)
+    if (s->fd >= 0) close(s->fd);
+  stop_listening();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+bool SessionServer::open(std::string* error) {
+  const std::filesystem::path path(path_);
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path_.c_str(), path_.size());
+  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0) {
+    *error = std::string("socket: ") + std::strerror(errno);
+    return false;
+  }
+  auto failed = [&](const std::string& why) {
+    *error = "socket " + path_ + ": " + why;
+    close(listen_fd_), listen_fd_ = -1;
+    return false;
+  };
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    if (errno != EADDRINUSE) return failed(std::strerror(errno));
+    // In use: a live daemon, or a stale file from one that died.
+    const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    const bool alive = connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(probe);
+    if (alive) return failed("another isoroced is serving it (--socket picks another path)");
+    unlink(path_.c_str());
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return failed(std::strerror(errno));
+  }
+  chmod(path_.c_str(), 0666);  // applications need not run as root
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  return true;
+}
+
+bool SessionServer::listen(std::string* error) {
+  if (::listen(listen_fd_, 64) != 0) {
+    *error = "listen " + path_ + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+void SessionServer::watch(int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  watched_.push_back(fd);
+}
+
+std::vector<int> SessionServer::poll(int timeout_ms) {
+  std::vector<int> ready;
+  epoll_event evs[32];
+  const int n = epoll_wait(epoll_fd_, evs, 32, timeout_ms);
+  for (int i = 0; i < n; ++i) {
+    const int fd = evs[i].data.fd;
+    if (fd == listen_fd_) {
+      accept_clients();
+    } else if (std::find(watched_.begin(), watched_.end(), fd) != watched_.end()) {
+      ready.push_back(fd);
+    } else if (auto it = session_by_fd_.find(fd); it != session_by_fd_.end()) {
+      serve(*sessions_.at(it->second));
+    }
+  }
+  return ready;
+}
+
+void SessionServer::stop_listening() {
+  if (listen_fd_ < 0) return;
+  if (epoll_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+  close(listen_fd_);
+  listen_fd_ = -1;
+  unlink(path_.c_str());
+}
+
+void SessionServer::close_all() {
+  while (!sessions_.empty()) close_session(sessions_.begin()->first);
+}
+
+void SessionServer::accept_clients() {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auto s = std::make_unique<Session>();
+    s->id = next_session_++;
+    s->fd = fd;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+      s->pid = cred.pid;
+      std::ifstream comm("/proc/" + std::to_string(cred.pid) + "/comm");
+      std::getline(comm, s->comm);
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    log(LogLevel::kDebug, "client {} connected (pid {}, {})", s->id, s->pid, s->comm);
+    session_by_fd_[fd] = s->id;
+    sessions_[s->id] = std::move(s);
+    count_ = sessions_.size();
+  }
+}
+
+void SessionServer::serve(Session& s) {
+  std::string text;
+  std::vector<int> fds;
+  const RecvStatus st = recv_message(s.fd, &text, &fds);
+  if (st != RecvStatus::kOk) {
+    for (int f : fds) close(f);
+    close_session(s.id);
+    return;
+  }
+  const json req = json::parse(text, nullptr, false);
+  const json reply = req.is_discarded()
+                         ? json{{"ok", false}, {"errno", EPROTO}, {"error", "a request is a JSON object with a string \"op\""}}
+                         : ctl_.handle(s, req, fds);
+  for (int f : fds) close(f);  // handlers dup what they keep
+  const bool sent = send_message(s.fd, reply.dump(-1, ' ', false, json::error_handler_t::replace), s.reply_fds);
+  for (int f : s.reply_fds) close(f);
+  s.reply_fds.clear();
+  if (!sent) close_session(s.id);
+}
+
+void SessionServer::close_session(uint64_t id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  Session& s = *it->second;
+  ctl_.reclaim(s);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
+  close(s.fd);
+  session_by_fd_.erase(s.fd);
+  log(LogLevel::kDebug, "client {} gone (pid {}): resources reclaimed", s.id, s.pid);
+  sessions_.erase(it);
+  count_ = sessions_.size();
+}
+
+}  // namespace isoroce::ctrl
