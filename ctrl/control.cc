@@ -1,5 +1,6 @@
 #include "ctrl/control.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +21,9 @@ Control::~Control() = default;
 json Control::handle(Session& s, const json& req, std::vector<int>& fds) {
   if (!req.is_object() || !req.contains("op") || !req["op"].is_string())
     return {{"ok", false}, {"errno", EPROTO}, {"error", "a request is a JSON object with a string \"op\""}};
+  // The id is echoed: only a number or a string (nothing that nests).
+  if (auto id = req.find("id"); id != req.end() && !id->is_number() && !id->is_string())
+    return {{"ok", false}, {"errno", EINVAL}, {"error", "\"id\" must be a number or a string"}};
   json reply;
   const std::string op = req["op"].get<std::string>();
   try {
@@ -60,6 +64,17 @@ bool Control::resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip) {
   return false;
 }
 
+std::string Control::over(const char* limit, uint64_t have, uint64_t adding, uint64_t max) {
+  if (adding <= max && have <= max - adding) return {};
+  return std::string("over this client's limits.") + limit + " (" + std::to_string(max) + ", docs/isoroced.md)";
+}
+
+bool Control::may_see(const Session& s, const DeviceEntry& d, uint32_t qpn) const {
+  if (s.privileged) return true;
+  const std::optional<QpInfo> info = registry_.find(&d, qpn);
+  return info && info->uid == s.uid && info->client != 0;
+}
+
 void Control::attach(Session& s, DeviceEntry& d) {
   s.dev = &d;
   ++d.sessions;
@@ -67,6 +82,7 @@ void Control::attach(Session& s, DeviceEntry& d) {
 }
 
 void Control::reclaim(Session& s) {
+  bool reclaimed = false;
   if (s.dev != nullptr) {
     DeviceEntry& d = *s.dev;
     transport::Engine& e = d.engine();
@@ -89,6 +105,9 @@ void Control::reclaim(Session& s) {
       log(LogLevel::kInfo, "client {} (pid {}, {}) gone: reclaimed {} QP(s), {} MR(s), {} CQ(s), {} PD(s)", s.id, s.pid,
           s.comm, o.qps.size(), o.mrs.size(), o.cqs.size(), o.pds.size());
     --d.sessions;
+    // The heap's free pages go back to the system (a client with thousands of
+    // objects otherwise leaves the daemon's RSS where it peaked).
+    if (!o.qps.empty() || !o.cqs.empty() || !o.mrs.empty()) reclaimed = true;
   }
   attached_.erase(&s);
   for (const auto& [cq, fd] : s.cq_eventfds) close(fd);
@@ -99,7 +118,10 @@ void Control::reclaim(Session& s) {
   s.srq_rings.clear();
   s.cq_rings.clear();
   s.objs = ClientObjects{};
+  s.mappings = 0;
+  s.mr_bytes = 0;
   s.dev = nullptr;
+  if (reclaimed) malloc_trim(0);
 }
 
 void Control::drain_async_events() {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ctrl/config.h"
 #include "ctrl/device_entry.h"
 #include "ctrl/op_table.h"
 #include "ctrl/session.h"
@@ -45,15 +46,25 @@ class Control {
   // ARP/ND for ip on d; waits up to one second for the answer.
   bool resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip);
   QpRegistry& registry() { return registry_; }
+  const ClientLimits& limits() const { return limits_; }
+  void set_limits(const ClientLimits& l) { limits_ = l; }
+  // A count, size or amount a client asks for, against its limit: "" or a
+  // failure reply's text ("limits.max_qps (1024) reached").
+  static std::string over(const char* limit, uint64_t have, uint64_t adding, uint64_t max);
   const OpTable& ops() const { return ops_; }
   // A session opened / closed a device (the async events' owners).
   void attach(Session& s, DeviceEntry& d);
 
-  // Views shared by the socket and telemetry (inspect.cc).
+  // Whether s may see and steer QP qpn of d: privileged clients every QP,
+  // others their own user's (docs/security.md).
+  bool may_see(const Session& s, const DeviceEntry& d, uint32_t qpn) const;
+
+  // Views shared by the socket and telemetry (inspect.cc). With a viewer,
+  // only the QPs it may see.
   virtual json status_view();
   json devices_view();
   json device_view(DeviceEntry& d);
-  json qps_view();
+  json qps_view(const Session* viewer = nullptr);
   std::optional<json> qp_view(uint32_t qpn);
   json stats_view();
   json sched_view();
@@ -71,6 +82,7 @@ class Control {
   std::vector<std::unique_ptr<DeviceEntry>> devices_;
   QpRegistry registry_;
   OpTable ops_;
+  ClientLimits limits_;
   std::set<Session*> attached_;  // sessions with a device open
 };
 

@@ -14,7 +14,10 @@
 
 namespace isoroce::ctrl {
 
-Daemon::Daemon(DaemonConfig config) : config_(std::move(config)), set_(config_), server_(*this, config_.socket) {}
+Daemon::Daemon(DaemonConfig config)
+    : config_(std::move(config)), set_(config_), server_(*this, config_.socket, config_.admin_gid) {
+  set_limits(config_.limits);
+}
 
 Daemon::~Daemon() {
   set_.stop_workers();

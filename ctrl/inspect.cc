@@ -91,12 +91,13 @@ json Control::devices_view() {
   return list;
 }
 
-json Control::qps_view() {
+json Control::qps_view(const Session* viewer) {
   json list = json::array();
   for (auto& d : devices_) {
     std::vector<wire::Qpn> qpns;
     d->run([&](sched::Picos) { qpns = d->engine().qp_numbers(); });
     for (wire::Qpn q : qpns) {
+      if (viewer != nullptr && !may_see(*viewer, *d, q.value())) continue;
       json j = qp_json(*d, q.value());
       if (!j.is_null()) list.push_back(std::move(j));
     }

@@ -36,6 +36,11 @@ int main(int argc, char** argv) {
   app.add_option("--dcqcn", dcqcn, "a DCQCN parameter NAME=VALUE, e.g. enabled=true (repeat; docs/dcqcn.md)");
   std::vector<std::string> justitia;
   app.add_option("--justitia", justitia, "a justitia parameter NAME=VALUE, e.g. target99_us=50 (repeat; docs/isoroced.md)");
+  std::vector<std::string> limits;
+  app.add_option("--limit", limits, "a per-client limit NAME=VALUE, e.g. max_qps=64 (repeat; docs/isoroced.md)");
+  std::string admin_group;
+  app.add_option("--admin-group", admin_group,
+                 "members of this group may change device-wide settings and steer every QP (docs/security.md)");
   bool check = false;
   app.add_flag("--check", check, "validate the configuration, print the ports and EAL arguments, and exit");
   app.footer("EAL arguments go after --, e.g. isoroced --loopback -- --no-huge -m 512");
@@ -83,6 +88,10 @@ int main(int argc, char** argv) {
   for (const std::string& kv : justitia) {
     if (std::string e = ctrl::set_justitia_param(c.justitia, kv); !e.empty()) return bad({"--justitia " + kv, e});
   }
+  for (const std::string& kv : limits) {
+    if (std::string e = ctrl::set_limit(c.limits, kv); !e.empty()) return bad({"--limit " + kv, e});
+  }
+  if (!admin_group.empty()) c.admin_group = admin_group;
   if (!ports.empty()) {
     if (ips.size() != ports.size())
       return bad({"--ip", "give one --ip per --port (" + std::to_string(ports.size()) + " port(s), " +

@@ -117,6 +117,7 @@ int map_mr_memory(const json& req, const std::vector<int>& fds, uint64_t length,
     pos += p.length;
   }
   out->addr = static_cast<uint8_t*>(base) + at;
+  out->maps = pieces.size();
   return 0;
 }
 

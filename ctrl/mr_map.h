@@ -18,6 +18,7 @@ struct Mapping {
   uint64_t iova = 0;        // what the client's SGEs call them
   uint64_t length = 0;
   std::vector<int> guards;  // fault_guard slots of its file pieces
+  size_t maps = 0;          // mmaps it took (one per piece): ClientLimits::max_mappings
 };
 
 // Maps the request's memory (length bytes at offset, access flags) into *out;

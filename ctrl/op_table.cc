@@ -26,13 +26,16 @@ json OpTable::dispatch(OpContext& ctx) const {
                    "'" + op + "': open a device first, or unknown operation");
   }
   if (spec == nullptr) return op_fail(EOPNOTSUPP, "unknown operation '" + op + "'");
+  if (spec->privileged && !ctx.s.privileged)
+    return op_fail(EPERM, op + ": device-wide settings need root, the daemon's user or admin_group (docs/security.md)");
   return spec->handler(ctx);
 }
 
 json OpTable::help() const {
   json list = json::array();
   for (const auto& [name, spec] : ops_)
-    list.push_back({{"op", name}, {"device", spec.needs_device}, {"help", std::string(spec.help)}});
+    list.push_back({{"op", name}, {"device", spec.needs_device}, {"privileged", spec.privileged},
+                    {"help", std::string(spec.help)}});
   return list;
 }
 

@@ -38,6 +38,7 @@ struct OpSpec {
   OpHandler handler;
   bool needs_device;      // refused with ENODEV before "open"
   std::string_view help;  // one line: what it does, its fields
+  bool privileged = false;  // device-wide: refused with EPERM unless the client is privileged
 };
 
 class OpTable {
@@ -45,10 +46,10 @@ class OpTable {
   // false if the name is taken.
   bool add(const OpSpec& spec);
   const OpSpec* find(std::string_view name) const;
-  // Runs req's operation; an unknown one or one needing a device before
-  // "open" is refused here.
+  // Runs req's operation; an unknown one, one needing a device before "open"
+  // and a privileged one from an unprivileged client are refused here.
   json dispatch(OpContext& ctx) const;
-  // [{name, device, help}] in name order.
+  // [{op, device, privileged, help}] in name order.
   json help() const;
 
  private:

@@ -25,6 +25,9 @@ DeviceEntry* target_qp(OpContext& c, uint32_t* qpn, json* failure) {
            nullptr;
   DeviceEntry* d = c.ctl.find_qp(static_cast<uint32_t>(*q));
   if (d == nullptr) return *failure = op_fail(ENOENT, c.op + ": no QP " + std::to_string(*q) + " on any device"), nullptr;
+  // A client steers its own user's QPs; privileged clients every QP (docs/security.md).
+  if (!c.ctl.may_see(c.s, *d, static_cast<uint32_t>(*q)))
+    return *failure = op_fail(EPERM, c.op + ": QP " + std::to_string(*q) + " belongs to another user"), nullptr;
   *qpn = static_cast<uint32_t>(*q);
   return d;
 }
@@ -126,9 +129,9 @@ json reconfigure(OpContext& c) {
 void register_admin_ops(OpTable& t) {
   t.add({"set_rate", set_rate, false, "limit a QP's transmit rate: qpn, bps (0 removes the limit)"});
   t.add({"set_class", set_class, false, "a QP's justitia class: qpn, class (latency, throughput, bandwidth)"});
-  t.add({"set_policy", reconfigure, false, "an unused device's scheduler: device, policy (fifo, tassel, justitia)"});
-  t.add({"set_dcqcn", reconfigure, false, "an unused device's DCQCN parameters: device, params [NAME=VALUE]"});
-  t.add({"set_justitia", reconfigure, false, "an unused device's justitia parameters: device, params [NAME=VALUE]"});
+  t.add({"set_policy", reconfigure, false, "an unused device's scheduler: device, policy (fifo, tassel, justitia)", true});
+  t.add({"set_dcqcn", reconfigure, false, "an unused device's DCQCN parameters: device, params [NAME=VALUE]", true});
+  t.add({"set_justitia", reconfigure, false, "an unused device's justitia parameters: device, params [NAME=VALUE]", true});
 }
 
 }  // namespace isoroce::ctrl

@@ -10,6 +10,8 @@ namespace {
 
 json alloc_pd(OpContext& c) {
   DeviceEntry& d = c.dev();
+  if (auto e = Control::over("max_pds", c.s.objs.pds.size(), 1, c.ctl.limits().max_pds); !e.empty())
+    return op_fail(ENOMEM, "alloc_pd: " + e);
   verbs::Result<transport::PdHandle> r = verbs::Result<transport::PdHandle>::error(EIO);
   d.run([&](sched::Picos) {
     r = d.engine().alloc_pd();
@@ -42,9 +44,17 @@ json reg_mr(OpContext& c) {
   const uint32_t access = static_cast<uint32_t>(field_u64_or(c.req, "access", 0));
   if (!pd) return op_fail(EINVAL, "reg_mr: not a PD of this client");
   if (!length || *length == 0) return op_fail(EINVAL, "reg_mr: \"length\" must be positive");
+  const ClientLimits& lim = c.ctl.limits();
+  std::string e = Control::over("max_mrs", o.mrs.size(), 1, lim.max_mrs);
+  if (e.empty()) e = Control::over("max_mr_bytes", c.s.mr_bytes, *length, lim.max_mr_bytes);
+  if (!e.empty()) return op_fail(ENOMEM, "reg_mr: " + e);
   Mapping m;
   std::string err;
   if (int rc = map_mr_memory(c.req, c.fds, *length, offset, access, &m, &err)) return op_fail(rc, "reg_mr: " + err);
+  if (e = Control::over("max_mappings", c.s.mappings, m.maps, lim.max_mappings); !e.empty()) {
+    release_mapping(m);
+    return op_fail(ENOMEM, "reg_mr: " + e);
+  }
   m.iova = iova;
   m.length = *length;
   verbs::Result<verbs::MrKeys> r = verbs::Result<verbs::MrKeys>::error(EIO);
@@ -56,6 +66,8 @@ json reg_mr(OpContext& c) {
     release_mapping(m);
     return op_fail(r.err(), "reg_mr");
   }
+  c.s.mappings += m.maps;
+  c.s.mr_bytes += *length;
   return op_ok({{"lkey", r.value().lkey}, {"rkey", r.value().rkey}});
 }
 
@@ -75,6 +87,8 @@ json dereg_mr(OpContext& c) {
     o.mrs.erase(it);
   });
   if (rc) return op_fail(rc, "dereg_mr");
+  c.s.mappings -= m.maps;
+  c.s.mr_bytes -= m.length;
   if (release_mapping(m))
     log(LogLevel::kWarning, "client {} (pid {}): the file behind MR lkey {} shrank while registered; the daemon's "
         "view of the lost pages was zeros", c.s.id, c.s.pid, key);

@@ -19,6 +19,8 @@ json create_ah(OpContext& c) {
   Session& s = c.s;
   auto pd = own_handle(s.objs.pds, c.req, "pd");
   if (!pd) return op_fail(EINVAL, "create_ah: not a PD of this client");
+  if (auto e = Control::over("max_ahs", s.objs.ahs.size(), 1, c.ctl.limits().max_ahs); !e.empty())
+    return op_fail(ENOMEM, "create_ah: " + e);
   transport::AhAttr a;
   std::string err;
   if (!ah_from_json(c.req, &a, &err)) return op_fail(EINVAL, "create_ah: " + err);
@@ -119,6 +121,7 @@ json add_qp_rings(OpContext& c, uint32_t qpn, const transport::QpCreate& q) {
     s.reply_fds.push_back(dup(rq->fd()));
     rq->close_fd();
   }
+  s.mappings += rq ? 2 : 1;
   s.qp_rings[qpn] = {std::move(sq), std::move(rq)};
   return op_ok(reply);
 }
@@ -130,6 +133,14 @@ json create_qp(OpContext& c) {
   std::string cls;
   json failure;
   if (!qp_create_from(c, &q, &cls, &failure)) return failure;
+  const ClientLimits& lim = c.ctl.limits();
+  if (q.init.cap.max_send_wr > lim.max_wr || q.init.cap.max_recv_wr > lim.max_wr)
+    return op_fail(EINVAL, "create_qp: max_send_wr and max_recv_wr must be at most limits.max_wr (" +
+                               std::to_string(lim.max_wr) + ")");
+  std::string e = Control::over("max_qps", s.objs.qps.size(), 1, lim.max_qps);
+  if (e.empty() && c.req.value("shm", false))
+    e = Control::over("max_mappings", s.mappings, q.use_srq ? 1 : 2, lim.max_mappings);
+  if (!e.empty()) return op_fail(ENOMEM, "create_qp: " + e);
   sched::FlowClass fc;
   if (!sched::parse_flow_class(cls, &fc) || fc == sched::FlowClass::kReference)
     return op_fail(EINVAL, "create_qp: class '" + cls + "' (latency, throughput, bandwidth)");
@@ -148,6 +159,7 @@ json create_qp(OpContext& c) {
   QpInfo info;
   info.client = s.id;
   info.pid = s.pid;
+  info.uid = s.uid;
   info.comm = s.comm;
   info.cls = cls;
   info.app = s.id;
@@ -200,7 +212,10 @@ json destroy_qp(OpContext& c) {
     s.objs.qps.erase(*qp);
   });
   if (rc) return op_fail(rc, "destroy_qp");
-  s.qp_rings.erase(*qp);
+  if (auto it = s.qp_rings.find(*qp); it != s.qp_rings.end()) {
+    s.mappings -= it->second.second ? 2 : 1;
+    s.qp_rings.erase(it);
+  }
   c.ctl.registry().erase(&d, *qp);
   return op_ok();
 }

@@ -25,6 +25,13 @@ json create_cq(OpContext& c) {
   DeviceEntry& d = c.dev();
   Session& s = c.s;
   const int cqe = static_cast<int>(std::min<uint64_t>(field_u64_or(c.req, "cqe", 0), INT32_MAX));
+  const ClientLimits& lim = c.ctl.limits();
+  if (static_cast<uint64_t>(cqe) > lim.max_cqe)
+    return op_fail(EINVAL, "create_cq: cqe " + std::to_string(cqe) + " is over limits.max_cqe (" +
+                               std::to_string(lim.max_cqe) + ")");
+  std::string e = Control::over("max_cqs", s.objs.cqs.size(), 1, lim.max_cqs);
+  if (e.empty() && c.req.value("shm", false)) e = Control::over("max_mappings", s.mappings, 1, lim.max_mappings);
+  if (!e.empty()) return op_fail(ENOMEM, "create_cq: " + e);
   verbs::Result<transport::CqHandle> r = verbs::Result<transport::CqHandle>::error(EIO);
   d.run([&](sched::Picos) {
     r = d.engine().create_cq(cqe);
@@ -57,6 +64,7 @@ json create_cq(OpContext& c) {
   json reply = ring_json(*ring);
   reply["cq"] = r.value();
   s.cq_rings[r.value()] = std::move(ring);
+  ++s.mappings;
   return op_ok(reply);
 }
 
@@ -73,7 +81,7 @@ json destroy_cq(OpContext& c) {
     s.objs.cqs.erase(*cq);
   });
   if (rc) return op_fail(rc, "destroy_cq");
-  s.cq_rings.erase(*cq);
+  s.mappings -= s.cq_rings.erase(*cq);
   if (auto it = s.cq_eventfds.find(*cq); it != s.cq_eventfds.end()) {
     close(it->second);
     s.cq_eventfds.erase(it);
@@ -95,6 +103,9 @@ json resize_cq(OpContext& c) {
   const uint32_t max_cqe = d.engine().config().device.max_cqe;
   if (!cqe || *cqe == 0 || *cqe > max_cqe)
     return op_fail(EINVAL, "resize_cq: \"cqe\" must be 1.." + std::to_string(max_cqe));
+  if (*cqe > c.ctl.limits().max_cqe)
+    return op_fail(EINVAL, "resize_cq: cqe " + std::to_string(*cqe) + " is over limits.max_cqe (" +
+                               std::to_string(c.ctl.limits().max_cqe) + ")");
   auto old = s.cq_rings.find(*cq);
   std::unique_ptr<ShmQueue> ring;
   if (old != s.cq_rings.end()) {
@@ -138,6 +149,12 @@ json create_srq(OpContext& c) {
   Session& s = c.s;
   auto pd = own_handle(s.objs.pds, c.req, "pd");
   if (!pd) return op_fail(EINVAL, "create_srq: not a PD of this client");
+  const ClientLimits& lim = c.ctl.limits();
+  if (field_u64_or(c.req, "max_wr", 0) > lim.max_wr)
+    return op_fail(EINVAL, "create_srq: max_wr is over limits.max_wr (" + std::to_string(lim.max_wr) + ")");
+  std::string e = Control::over("max_srqs", s.objs.srqs.size(), 1, lim.max_srqs);
+  if (e.empty() && c.req.value("shm", false)) e = Control::over("max_mappings", s.mappings, 1, lim.max_mappings);
+  if (!e.empty()) return op_fail(ENOMEM, "create_srq: " + e);
   ibv_srq_attr a{};
   a.max_wr = static_cast<uint32_t>(field_u64_or(c.req, "max_wr", 0));
   a.max_sge = static_cast<uint32_t>(field_u64_or(c.req, "max_sge", 1));
@@ -162,6 +179,7 @@ json create_srq(OpContext& c) {
   hand_over(s, *ring);
   json reply = {{"srq", r.value()}, {"rq", ring_json(*ring)}};
   s.srq_rings[r.value()] = std::move(ring);
+  ++s.mappings;
   return op_ok(reply);
 }
 
@@ -172,6 +190,8 @@ json modify_srq(OpContext& c) {
   ibv_srq_attr a{};
   uint32_t mask = 0;
   if (auto v = field_u64(c.req, "max_wr")) a.max_wr = static_cast<uint32_t>(*v), mask |= IBV_SRQ_MAX_WR;
+  if ((mask & IBV_SRQ_MAX_WR) && a.max_wr > c.ctl.limits().max_wr)
+    return op_fail(EINVAL, "modify_srq: max_wr is over limits.max_wr (" + std::to_string(c.ctl.limits().max_wr) + ")");
   if (auto v = field_u64(c.req, "srq_limit")) a.srq_limit = static_cast<uint32_t>(*v), mask |= IBV_SRQ_LIMIT;
   int rc = 0;
   d.run([&](sched::Picos) { rc = d.engine().modify_srq(*srq, a, mask); });
@@ -191,7 +211,7 @@ json destroy_srq(OpContext& c) {
     s.objs.srqs.erase(*srq);
   });
   if (rc) return op_fail(rc, "destroy_srq");
-  s.srq_rings.erase(*srq);
+  s.mappings -= s.srq_rings.erase(*srq);
   return op_ok();
 }
 

@@ -15,7 +15,7 @@ namespace {
 json hello(OpContext& c) { return op_ok({{"version", kProtocolVersion}, {"pid", getpid()}, {"client", c.s.id}}); }
 json status(OpContext& c) { return op_ok({{"status", c.ctl.status_view()}}); }
 json devices(OpContext& c) { return op_ok({{"devices", c.ctl.devices_view()}}); }
-json qps(OpContext& c) { return op_ok({{"qps", c.ctl.qps_view()}}); }
+json qps(OpContext& c) { return op_ok({{"qps", c.ctl.qps_view(&c.s)}}); }
 json stats(OpContext& c) { return op_ok({{"stats", c.ctl.stats_view()}}); }
 json sched_op(OpContext& c) { return op_ok({{"sched", c.ctl.sched_view()}}); }
 json help(OpContext& c) { return op_ok({{"ops", c.ctl.ops().help()}}); }
@@ -25,6 +25,9 @@ json qp(OpContext& c) {
   if (!qpn) return op_fail(EINVAL, "qp: \"qpn\" missing");
   auto v = c.ctl.qp_view(static_cast<uint32_t>(*qpn));
   if (!v) return op_fail(ENOENT, "qp: no QP " + std::to_string(*qpn) + " on any device");
+  DeviceEntry* d = c.ctl.find_device((*v)["device"].get<std::string>());
+  if (d == nullptr || !c.ctl.may_see(c.s, *d, static_cast<uint32_t>(*qpn)))
+    return op_fail(EPERM, "qp: QP " + std::to_string(*qpn) + " belongs to another user");
   return op_ok({{"qp", *v}});
 }
 
@@ -60,7 +63,7 @@ void register_view_ops(OpTable& t) {
   t.add({"help", help, false, "every operation with whether it needs an opened device and this text"});
   t.add({"status", status, false, "the daemon: pid, version, uptime, clients, workers"});
   t.add({"devices", devices, false, "every device: port, addresses, link, policy, QPs, clients"});
-  t.add({"qps", qps, false, "every QP with its owner, class, rate and counters"});
+  t.add({"qps", qps, false, "every QP (unprivileged: its own user's) with its owner, class, rate and counters"});
   t.add({"qp", qp, false, "one QP: qpn"});
   t.add({"stats", stats, false, "per-device counters: engine, port, IP stack, shared-memory queues"});
   t.add({"sched", sched_op, false, "per-device scheduler: policy, DCQCN, justitia state"});

@@ -13,6 +13,7 @@ namespace {
 QpInfo daemon_qp() {
   QpInfo info;
   info.pid = getpid();
+  info.uid = geteuid();
   info.comm = "isoroced";
   info.cls = "reference";
   return info;

@@ -23,9 +23,16 @@ struct Session {
   uint64_t id = 0;
   int fd = -1;
   int pid = 0;
+  uint32_t uid = 0, gid = 0;  // SO_PEERCRED at connect
+  // Root, the daemon's own user or a member of admin_group: may act on every
+  // QP and change device-wide settings (docs/security.md).
+  bool privileged = false;
   std::string comm;
   DeviceEntry* dev = nullptr;  // after "open"
   ClientObjects objs;          // its handles (changed on the device's executor only)
+  // Against ClientLimits: the daemon's mmaps for it (MR pieces, rings) and its registered bytes.
+  size_t mappings = 0;
+  uint64_t mr_bytes = 0;
   // Shared-memory queues (ctrl/shm_abi.h) of this client's objects.
   std::map<uint32_t, std::unique_ptr<ShmQueue>> cq_rings, srq_rings;
   std::map<uint32_t, std::pair<std::unique_ptr<ShmQueue>, std::unique_ptr<ShmQueue>>> qp_rings;  // SQ, RQ

@@ -11,15 +11,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "ctrl/log.h"
 #include "ctrl/protocol.h"
+#include "ctrl/protocol_limits.h"
 
 namespace isoroce::ctrl {
 
 SessionServer::~SessionServer() {
-  for (auto& [id, s] : sessions_)
-    if (s->fd >= 0) close(s->fd);
+  for (auto& [id, c] : sessions_) {
+    if (c.s->fd >= 0) close(c.s->fd);
+    for (Reply& r : c.out)
+      for (int f : r.fds) close(f);
+  }
   stop_listening();
   if (epoll_fd_ >= 0) close(epoll_fd_);
 }
@@ -87,7 +92,9 @@ std::vector<int> SessionServer::poll(int timeout_ms) {
     } else if (std::find(watched_.begin(), watched_.end(), fd) != watched_.end()) {
       ready.push_back(fd);
     } else if (auto it = session_by_fd_.find(fd); it != session_by_fd_.end()) {
-      serve(*sessions_.at(it->second));
+      const uint64_t id = it->second;
+      if ((evs[i].events & EPOLLOUT) && !flush(sessions_.at(id))) continue;
+      if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) serve(sessions_.at(id));
     }
   }
   return ready;
@@ -105,56 +112,133 @@ void SessionServer::close_all() {
   while (!sessions_.empty()) close_session(sessions_.begin()->first);
 }
 
+void SessionServer::identify(Session& s) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(s.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return;  // stays unprivileged, uid 0 unknown
+  s.pid = cred.pid;
+  s.uid = cred.uid;
+  s.gid = cred.gid;
+  std::ifstream comm("/proc/" + std::to_string(cred.pid) + "/comm");
+  std::getline(comm, s.comm);
+  bool member = admin_group_ && cred.gid == *admin_group_;
+  if (admin_group_ && !member) {
+    // Supplementary groups, as the kernel had them when the client connected.
+    std::ifstream status("/proc/" + std::to_string(cred.pid) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Groups:", 0) != 0) continue;
+      std::istringstream groups(line.substr(7));
+      for (gid_t g; groups >> g;) member |= g == *admin_group_;
+    }
+  }
+  s.privileged = cred.uid == 0 || cred.uid == geteuid() || member;
+}
+
 void SessionServer::accept_clients() {
   for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
-    auto s = std::make_unique<Session>();
-    s->id = next_session_++;
-    s->fd = fd;
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      s->pid = cred.pid;
-      std::ifstream comm("/proc/" + std::to_string(cred.pid) + "/comm");
-      std::getline(comm, s->comm);
-    }
+    Connection c;
+    c.s = std::make_unique<Session>();
+    Session& s = *c.s;
+    s.id = next_session_++;
+    s.fd = fd;
+    identify(s);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    log(LogLevel::kDebug, "client {} connected (pid {}, {})", s->id, s->pid, s->comm);
-    session_by_fd_[fd] = s->id;
-    sessions_[s->id] = std::move(s);
+    log(LogLevel::kDebug, "client {} connected (pid {}, uid {}, {}{})", s.id, s.pid, s.uid, s.comm,
+        s.privileged ? ", privileged" : "");
+    session_by_fd_[fd] = s.id;
+    sessions_[s.id] = std::move(c);
     count_ = sessions_.size();
   }
 }
 
-void SessionServer::serve(Session& s) {
+void SessionServer::serve(Connection& c) {
+  Session& s = *c.s;
   std::string text;
   std::vector<int> fds;
   const RecvStatus st = recv_message(s.fd, &text, &fds);
+  if (st == RecvStatus::kWouldBlock) return;
   if (st != RecvStatus::kOk) {
     for (int f : fds) close(f);
     close_session(s.id);
     return;
   }
-  const json req = json::parse(text, nullptr, false);
-  const json reply = req.is_discarded()
-                         ? json{{"ok", false}, {"errno", EPROTO}, {"error", "a request is a JSON object with a string \"op\""}}
-                         : ctl_.handle(s, req, fds);
+  json reply_json;
+  if (!json_depth_within(text, protocol::kMaxJsonDepth)) {
+    // Refused unparsed: nothing deep reaches the recursive parts of nlohmann::json.
+    reply_json = {{"ok", false}, {"errno", EPROTO},
+                  {"error", "a request nests objects and arrays at most " + std::to_string(protocol::kMaxJsonDepth) +
+                                " deep"}};
+  } else {
+    const json req = json::parse(text, nullptr, false);
+    reply_json = req.is_discarded()
+                     ? json{{"ok", false}, {"errno", EPROTO}, {"error", "a request is a JSON object with a string \"op\""}}
+                     : ctl_.handle(s, req, fds);
+  }
   for (int f : fds) close(f);  // handlers dup what they keep
-  const bool sent = send_message(s.fd, reply.dump(-1, ' ', false, json::error_handler_t::replace), s.reply_fds);
-  for (int f : s.reply_fds) close(f);
+  Reply r{reply_json.dump(-1, ' ', false, json::error_handler_t::replace), std::move(s.reply_fds)};
   s.reply_fds.clear();
-  if (!sent) close_session(s.id);
+  reply(c, std::move(r));
+}
+
+bool SessionServer::reply(Connection& c, Reply r) {
+  if (c.out.empty()) {
+    if (send_message(c.s->fd, r.text, r.fds)) {
+      for (int f : r.fds) close(f);
+      return true;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      for (int f : r.fds) close(f);
+      close_session(c.s->id);
+      return false;
+    }
+  }
+  c.out_bytes += r.text.size();
+  c.out.push_back(std::move(r));
+  if (c.out.size() > kMaxQueuedReplies || c.out_bytes > kMaxQueuedBytes) {
+    log(LogLevel::kWarning, "client {} (pid {}, {}) reads no replies ({} waiting, {} bytes): disconnected", c.s->id,
+        c.s->pid, c.s->comm, c.out.size(), c.out_bytes);
+    close_session(c.s->id);
+    return false;
+  }
+  want_write(c, true);
+  return true;
+}
+
+bool SessionServer::flush(Connection& c) {
+  while (!c.out.empty()) {
+    Reply& r = c.out.front();
+    if (!send_message(c.s->fd, r.text, r.fds)) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      close_session(c.s->id);
+      return false;
+    }
+    for (int f : r.fds) close(f);
+    c.out_bytes -= r.text.size();
+    c.out.pop_front();
+  }
+  want_write(c, false);
+  return true;
+}
+
+void SessionServer::want_write(Connection& c, bool on) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
+  ev.data.fd = c.s->fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.s->fd, &ev);
 }
 
 void SessionServer::close_session(uint64_t id) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
-  Session& s = *it->second;
+  Session& s = *it->second.s;
   ctl_.reclaim(s);
+  for (Reply& r : it->second.out)
+    for (int f : r.fds) close(f);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, s.fd, nullptr);
   close(s.fd);
   session_by_fd_.erase(s.fd);

@@ -78,7 +78,13 @@ class VirtualFabric {
 // One client connection of a test: a Session and its requests.
 class TestClient {
  public:
-  TestClient(VirtualFabric& f, uint64_t id) : f_(f) { s_.id = id; s_.pid = 1000 + static_cast<int>(id); }
+  // uid 0 (privileged) unless given.
+  TestClient(VirtualFabric& f, uint64_t id, uint32_t uid = 0) : f_(f) {
+    s_.id = id;
+    s_.pid = 1000 + static_cast<int>(id);
+    s_.uid = uid;
+    s_.privileged = uid == 0;
+  }
   ~TestClient() { f_.control().reclaim(s_); }
   // The reply; descriptors the reply carries go to *received (else closed).
   json call(const json& req, std::vector<int> fds = {}, std::vector<int>* received = nullptr);
