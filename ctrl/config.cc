@@ -213,6 +213,26 @@ bool parse_ip_prefix(const std::string& text, wire::IpAddr* ip, uint8_t* prefix_
   return true;
 }
 
+namespace {
+
+// The [limits] table.
+std::optional<ConfigError> read_limits(const toml::table& t, ClientLimits* limits) {
+  const toml::node* n = t.get("limits");
+  if (n == nullptr) return std::nullopt;
+  const toml::table* d = n->as_table();
+  if (d == nullptr) return ConfigError{"limits", "must be a table of per-client limits (docs/isoroced.md)"};
+  for (auto&& [k, v] : *d) {
+    const std::string key = "limits." + std::string(k.str());
+    if (!v.is_integer() || *v.value<int64_t>() <= 0) return ConfigError{key, "must be a positive integer"};
+    if (std::string e = set_limit(*limits, std::string(k.str()), static_cast<uint64_t>(*v.value<int64_t>()));
+        !e.empty())
+      return ConfigError{key, e};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfig* c) {
   toml::table t;
   try {
@@ -262,17 +282,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
         return ConfigError{key, e};
     }
   }
-  if (const toml::node* n = t.get("limits")) {
-    const toml::table* d = n->as_table();
-    if (d == nullptr) return ConfigError{"limits", "must be a table of per-client limits (docs/isoroced.md)"};
-    for (auto&& [k, v] : *d) {
-      const std::string key = "limits." + std::string(k.str());
-      if (!v.is_integer() || *v.value<int64_t>() <= 0) return ConfigError{key, "must be a positive integer"};
-      if (std::string e = set_limit(c->limits, std::string(k.str()), static_cast<uint64_t>(*v.value<int64_t>()));
-          !e.empty())
-        return ConfigError{key, e};
-    }
-  }
+  if (auto e = read_limits(t, &c->limits)) return e;
   if (const toml::node* n = t.get("eal_args")) {
     const toml::array* a = n->as_array();
     if (a == nullptr) return ConfigError{"eal_args", "must be an array of strings"};

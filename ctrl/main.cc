@@ -9,6 +9,25 @@
 
 using namespace isoroce;
 
+namespace {
+
+// --check: the configuration as the daemon would run it.
+int print_check(const ctrl::DaemonConfig& c) {
+  std::printf("socket %s, policy %s, lcores %s\n", c.socket.c_str(), std::string(sched::to_string(c.policy)).c_str(),
+              c.lcores.c_str());
+  for (size_t i = 0; i < c.ports.size(); ++i)
+    std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
+                c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
+                std::string(sched::to_string(*c.ports[i].policy)).c_str());
+  std::string eal_line;
+  for (const auto& a : ctrl::eal_arguments(c)) eal_line += " " + a;
+  std::printf("EAL:%s\n", eal_line.c_str());
+  return 0;
+}
+
+}  // namespace
+
+// Long on purpose: every flag, its binding and its override of the file, read top to bottom.
 int main(int argc, char** argv) {
   CLI::App app{"isoroced: software RoCEv2 RNICs on DPDK ports (docs/isoroced.md)"};
   std::string config_file;
@@ -114,18 +133,7 @@ int main(int argc, char** argv) {
     return bad({"--link-gbps", "several values need as many --port"});
   }
   if (auto e = ctrl::validate(&c)) return bad(*e);
-  if (check) {
-    std::printf("socket %s, policy %s, lcores %s\n", c.socket.c_str(), std::string(sched::to_string(c.policy)).c_str(),
-                c.lcores.c_str());
-    for (size_t i = 0; i < c.ports.size(); ++i)
-      std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
-                  c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
-                  std::string(sched::to_string(*c.ports[i].policy)).c_str());
-    std::string eal_line;
-    for (const auto& a : ctrl::eal_arguments(c)) eal_line += " " + a;
-    std::printf("EAL:%s\n", eal_line.c_str());
-    return 0;
-  }
+  if (check) return print_check(c);
 
   ctrl::Daemon daemon(c);
   std::string error;
