@@ -23,7 +23,8 @@ struct Session {
   uint64_t id = 0;
   int fd = -1;
   int pid = 0;
-  uint32_t uid = 0, gid = 0;  // SO_PEERCRED at connect
+  // SO_PEERCRED at connect; unknown (no credentials) is (uid_t)-1, nobody's.
+  uint32_t uid = UINT32_MAX, gid = UINT32_MAX;
   // Root, the daemon's own user or a member of admin_group: may act on every
   // QP and change device-wide settings (docs/security.md).
   bool privileged = false;
