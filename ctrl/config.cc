@@ -3,6 +3,7 @@
 #include "transport/wire/packet.h"
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -124,6 +125,66 @@ std::vector<std::pair<std::string, double>> justitia_param_values(const sched::J
           {"latency_idle_us", d(p.latency_idle, 1e6)}};
 }
 
+namespace {
+
+struct LimitField {
+  const char* name;
+  uint64_t ClientLimits::*wide;
+  uint32_t ClientLimits::*narrow;
+  uint64_t max;
+};
+const LimitField kLimits[] = {
+    {"max_pds", nullptr, &ClientLimits::max_pds, UINT32_MAX},
+    {"max_cqs", nullptr, &ClientLimits::max_cqs, UINT32_MAX},
+    {"max_qps", nullptr, &ClientLimits::max_qps, UINT32_MAX},
+    {"max_srqs", nullptr, &ClientLimits::max_srqs, UINT32_MAX},
+    {"max_ahs", nullptr, &ClientLimits::max_ahs, UINT32_MAX},
+    {"max_mrs", nullptr, &ClientLimits::max_mrs, UINT32_MAX},
+    {"max_cqe", nullptr, &ClientLimits::max_cqe, 65535},
+    {"max_wr", nullptr, &ClientLimits::max_wr, 65535},
+    {"max_mr_bytes", &ClientLimits::max_mr_bytes, nullptr, uint64_t{1} << 50},
+    {"max_mappings", nullptr, &ClientLimits::max_mappings, 1u << 20},
+};
+
+}  // namespace
+
+const std::vector<std::string>& limit_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const LimitField& f : kLimits) n.push_back(f.name);
+    return n;
+  }();
+  return names;
+}
+
+std::string set_limit(ClientLimits& l, const std::string& name, uint64_t value) {
+  for (const LimitField& f : kLimits) {
+    if (name != f.name) continue;
+    if (value == 0 || value > f.max) return name + ": must be in 1.." + std::to_string(f.max);
+    if (f.wide) l.*f.wide = value;
+    else l.*f.narrow = static_cast<uint32_t>(value);
+    return {};
+  }
+  std::string list;
+  for (const auto& n : limit_names()) list += (list.empty() ? "" : ", ") + n;
+  return "unknown limit '" + name + "' (known: " + list + ")";
+}
+
+std::string set_limit(ClientLimits& l, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos) return "'" + assignment + "' is not NAME=VALUE";
+  const std::string v = assignment.substr(eq + 1);
+  if (v.empty() || v.size() > 19 || !std::all_of(v.begin(), v.end(), ::isdigit))
+    return assignment.substr(0, eq) + ": '" + v + "' is not a positive integer";
+  return set_limit(l, assignment.substr(0, eq), std::stoull(v));
+}
+
+std::vector<std::pair<std::string, uint64_t>> limit_values(const ClientLimits& l) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (const LimitField& f : kLimits) out.emplace_back(f.name, f.wide ? l.*f.wide : l.*f.narrow);
+  return out;
+}
+
 bool parse_ip_prefix(const std::string& text, wire::IpAddr* ip, uint8_t* prefix_len) {
   const size_t slash = text.find('/');
   const std::string addr = text.substr(0, slash);
@@ -152,6 +213,50 @@ bool parse_ip_prefix(const std::string& text, wire::IpAddr* ip, uint8_t* prefix_
   return true;
 }
 
+namespace {
+
+// The [limits] table.
+std::optional<ConfigError> read_limits(const toml::table& t, ClientLimits* limits) {
+  const toml::node* n = t.get("limits");
+  if (n == nullptr) return std::nullopt;
+  const toml::table* d = n->as_table();
+  if (d == nullptr) return ConfigError{"limits", "must be a table of per-client limits (docs/isoroced.md)"};
+  for (auto&& [k, v] : *d) {
+    const std::string key = "limits." + std::string(k.str());
+    if (!v.is_integer() || *v.value<int64_t>() <= 0) return ConfigError{key, "must be a positive integer"};
+    if (std::string e = set_limit(*limits, std::string(k.str()), static_cast<uint64_t>(*v.value<int64_t>()));
+        !e.empty())
+      return ConfigError{key, e};
+  }
+  return std::nullopt;
+}
+
+// An octal mode: a string of octal digits ("0660") or a TOML integer (0o660).
+std::optional<ConfigError> read_mode(const toml::table& t, const std::string& key, uint32_t* out) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return std::nullopt;
+  if (auto i = n->value<int64_t>(); i && n->is_integer()) {
+    if (*i < 0 || *i > 0777) return ConfigError{key, "must be a mode up to 0777 (write it \"0660\" or 0o660)"};
+    *out = static_cast<uint32_t>(*i);
+    return std::nullopt;
+  }
+  if (auto v = n->value<std::string>()) {
+    if (auto m = parse_mode(*v)) {
+      *out = *m;
+      return std::nullopt;
+    }
+  }
+  return ConfigError{key, "must be an octal mode such as \"0660\""};
+}
+
+}  // namespace
+
+std::optional<uint32_t> parse_mode(const std::string& text) {
+  if (text.empty() || text.size() > 4 || text.find_first_not_of("01234567") != std::string::npos) return std::nullopt;
+  const auto m = static_cast<uint32_t>(std::stoul(text, nullptr, 8));
+  return m <= 0777 ? std::optional<uint32_t>(m) : std::nullopt;
+}
+
 std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfig* c) {
   toml::table t;
   try {
@@ -163,13 +268,16 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
   }
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
                                   "file_prefix", "idle_sleep_us", "loopback", "eal_args", "port", "dcqcn",
-                                  "justitia"}))
+                                  "justitia", "limits", "admin_group", "socket_group",
+                                  "socket_mode"}))
     return e;
   std::optional<sched::Policy> policy;
   for (auto e : {read(t, "", "socket", &c->socket), read(t, "", "link_gbps", &c->link_gbps),
                  read(t, "", "mtu", &c->mtu), read(t, "", "ref_peer", &c->ref_peer), read(t, "", "lcores", &c->lcores),
                  read(t, "", "log_level", &c->log_level), read(t, "", "file_prefix", &c->file_prefix),
                  read(t, "", "idle_sleep_us", &c->idle_sleep_us), read(t, "", "loopback", &c->loopback),
+                 read(t, "", "admin_group", &c->admin_group), read(t, "", "socket_group", &c->socket_group),
+                 read_mode(t, "socket_mode", &c->socket_mode),
                  read_policy(t, "", &policy)})
     if (e) return e;
   if (policy) c->policy = *policy;
@@ -200,6 +308,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
         return ConfigError{key, e};
     }
   }
+  if (auto e = read_limits(t, &c->limits)) return e;
   if (const toml::node* n = t.get("eal_args")) {
     const toml::array* a = n->as_array();
     if (a == nullptr) return ConfigError{"eal_args", "must be an array of strings"};
@@ -253,6 +362,30 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
   if (c->idle_sleep_us < 10 || c->idle_sleep_us > 100'000)
     return ConfigError{"idle_sleep_us", "must be in 10..100000"};
   if (c->lcores.empty()) return ConfigError{"lcores", "must name at least two lcores (control and one worker)"};
+  if (c->socket_mode > 0777 || (c->socket_mode & 0600) != 0600)
+    return ConfigError{"socket_mode", "must be an octal mode up to 0777 that lets the daemon's user read and write"};
+  c->socket_gid.reset();
+  if (!c->socket_group.empty()) {
+    const std::string& g = c->socket_group;
+    if (std::all_of(g.begin(), g.end(), ::isdigit) && g.size() < 10) {
+      c->socket_gid = static_cast<uint32_t>(std::stoul(g));
+    } else if (const group* gr = getgrnam(g.c_str())) {
+      c->socket_gid = gr->gr_gid;
+    } else if (g != kDefaultSocketGroup) {  // the default may be absent: the daemon's own group then
+      return ConfigError{"socket_group", "'" + g + "' is no group of this system (a name or a number)"};
+    }
+  }
+  c->admin_gid.reset();
+  if (!c->admin_group.empty()) {
+    const std::string& g = c->admin_group;
+    if (std::all_of(g.begin(), g.end(), ::isdigit) && g.size() < 10) {
+      c->admin_gid = static_cast<uint32_t>(std::stoul(g));
+    } else if (const group* gr = getgrnam(g.c_str())) {
+      c->admin_gid = gr->gr_gid;
+    } else {
+      return ConfigError{"admin_group", "'" + g + "' is no group of this system (a name or a number)"};
+    }
+  }
   if (std::string e = dcqcn::validate(c->dcqcn); !e.empty()) return ConfigError{"dcqcn", e};
   if (std::string_view e = sched::validate(c->justitia); !e.empty()) return ConfigError{"justitia", std::string(e)};
   std::set<std::string> devs;

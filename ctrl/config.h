@@ -31,7 +31,33 @@ struct PortConfig {
   std::optional<wire::IpAddr> ref_peer;
 };
 
+// What one client (one connection) may hold (docs/isoroced.md "Limits"):
+// counts of objects, sizes of queues, registered bytes and the daemon's
+// mappings made for it (each MR piece and each shared-memory ring is one).
+// Over a count, bytes or mappings: ENOMEM; a queue over its size: EINVAL.
+struct ClientLimits {
+  uint32_t max_pds = 256;
+  uint32_t max_cqs = 1024;
+  uint32_t max_qps = 1024;
+  uint32_t max_srqs = 256;
+  uint32_t max_ahs = 1024;
+  uint32_t max_mrs = 4096;
+  uint32_t max_cqe = 32767;   // entries of one CQ (the device's max_cqe)
+  uint32_t max_wr = 16384;    // entries of one send, receive or shared receive queue
+  uint64_t max_mr_bytes = uint64_t{64} << 30;  // registered bytes, all MRs together
+  uint32_t max_mappings = 8192;  // of vm.max_map_count (65530 by default), shared by every client
+};
+
+// The limits by name (max_qps, ...), in order; set one ("" or what is wrong).
+const std::vector<std::string>& limit_names();
+std::string set_limit(ClientLimits& l, const std::string& name, uint64_t value);
+std::string set_limit(ClientLimits& l, const std::string& assignment);  // "NAME=VALUE"
+std::vector<std::pair<std::string, uint64_t>> limit_values(const ClientLimits& l);
+
+inline constexpr const char* kDefaultSocketGroup = "isoroce";
+
 struct DaemonConfig {
+  std::string config_file;  // the --config file (SIGHUP reloads its scheduler settings)
   std::string socket = kDefaultSocket;
   std::vector<PortConfig> ports;
   bool loopback = false;    // two ports joined by an in-process ring pair
@@ -46,6 +72,17 @@ struct DaemonConfig {
   std::vector<std::string> eal_args;  // given after `--` or as eal_args = [...]
   dcqcn::Params dcqcn;      // [dcqcn] table / --dcqcn NAME=VALUE (docs/dcqcn.md)
   sched::JustitiaParams justitia;  // [justitia] table / --justitia NAME=VALUE (docs/sched.md)
+  ClientLimits limits;      // [limits] table / --limit NAME=VALUE
+  // Members (a group name or number) are privileged clients besides root and
+  // the daemon's user: device-wide settings, every QP (docs/security.md).
+  std::string admin_group;
+  std::optional<uint32_t> admin_gid;  // resolved by validate()
+  // Who may connect at all: the socket's group and mode (like rdma-core's
+  // udev rules for /dev/infiniband/uverbs*). The default group is "isoroce"
+  // (the package makes it); if it does not exist, the daemon's own group.
+  std::string socket_group = kDefaultSocketGroup;
+  std::optional<uint32_t> socket_gid;  // resolved by validate()
+  uint32_t socket_mode = 0660;
 };
 
 // The justitia parameters by the names of sched::set (target99_us, ...), in order.
@@ -66,6 +103,9 @@ struct ConfigError {
 
 // Reads the TOML file into *config (on top of what it holds).
 std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfig* config);
+
+// "0660" -> 0660; nullopt unless octal digits up to 0777.
+std::optional<uint32_t> parse_mode(const std::string& text);
 
 // Parses "a.b.c.d/len" or "v6addr/len" (the prefix defaults to /24 or /64).
 bool parse_ip_prefix(const std::string& text, wire::IpAddr* ip, uint8_t* prefix_len);

@@ -1,18 +1,13 @@
 // What isoroce-ctl and telemetry show: devices, QPs, counters, schedulers.
-// Engine state is read on the device's worker (Worker::call).
-#include <rte_ethdev.h>
+// Engine state is read on the device's executor (its worker in isoroced).
+#include <unistd.h>
 
-#include "ctrl/daemon.h"
+#include "ctrl/config.h"
+#include "ctrl/control.h"
 #include "ctrl/wire_json.h"
 
 namespace isoroce::ctrl {
 namespace {
-
-std::string mac_text(const wire::MacAddr& m) {
-  char buf[18];
-  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-  return buf;
-}
 
 json engine_counters(const transport::EngineCounters& c) {
   return {{"rx_frames", c.rx_frames},         {"rx_dropped", c.rx_dropped},
@@ -32,23 +27,14 @@ json engine_counters(const transport::EngineCounters& c) {
 
 }  // namespace
 
-DeviceEntry* Daemon::find_qp(uint32_t qpn) {
-  for (auto& d : devices_) {
-    bool found = false;
-    d->worker->call([&](sched::Picos) { found = d->dev->engine().query_qp(wire::Qpn(qpn)) != nullptr; });
-    if (found) return d.get();
-  }
-  return nullptr;
-}
-
-json Daemon::qp_json(DeviceEntry& d, uint32_t qpn, sched::Picos) {
+json Control::qp_json(DeviceEntry& d, uint32_t qpn) {
   json j;
-  d.worker->call([&](sched::Picos) {
-    const transport::Engine& e = d.dev->engine();
+  d.run([&](sched::Picos) {
+    const transport::Engine& e = d.engine();
     const verbs::Qp* q = e.query_qp(wire::Qpn(qpn));
     const transport::QpCounters* c = e.qp_counters(wire::Qpn(qpn));
     if (q == nullptr || c == nullptr) return;
-    j = {{"device", d.dev->config().name},
+    j = {{"device", d.name()},
          {"qpn", qpn},
          {"type", q->type() == IBV_QPT_RC ? "RC" : q->type() == IBV_QPT_UD ? "UD" : "other"},
          {"state", state_name(q->state())},
@@ -63,109 +49,93 @@ json Daemon::qp_json(DeviceEntry& d, uint32_t qpn, sched::Picos) {
     j["ce_received"] = dc.ce_received;
     j["cnps_sent"] = dc.cnps_sent;
     j["cnps_received"] = dc.cnps_received;
-    if (d.dev->config().dcqcn.enabled)
+    if (d.config().dcqcn.enabled)
       j["dcqcn"] = {{"limiting", dc.limiting}, {"rate_bps", dc.rate_bps}, {"target_bps", dc.target_bps},
                     {"alpha", dc.alpha}, {"decreases", dc.decreases}, {"increases", dc.increases}};
   });
   if (j.is_null()) return j;
-  std::lock_guard lock(registry_mu_);
-  auto it = qp_info_.find({&d, qpn});
-  if (it != qp_info_.end()) {
-    j["class"] = it->second.cls;
-    j["app"] = it->second.app;
-    j["client"] = it->second.client;
-    j["pid"] = it->second.pid;
-    j["comm"] = it->second.comm;
+  if (std::optional<QpInfo> info = registry_.find(&d, qpn)) {
+    j["class"] = info->cls;
+    j["app"] = info->app;
+    j["client"] = info->client;
+    j["pid"] = info->pid;
+    j["comm"] = info->comm;
   }
   return j;
 }
 
-json Daemon::devices_view() {
+json Control::device_view(DeviceEntry& d) {
+  const dataplane::DeviceConfig& c = d.config();
+  size_t qps = 0;
+  json j;
+  d.run([&](sched::Picos) {
+    qps = d.engine().qp_numbers().size();
+    j = d.driver->port_json();
+  });
+  j["name"] = c.name;
+  j["ip"] = d.ip_text;
+  j["gid"] = json::array({gid_text(c.ip)});
+  j["gid_type"] = "RoCE v2";
+  j["link_gbps"] = static_cast<double>(c.link_bps) / 1e9;
+  j["active_mtu"] = 128 << c.mtu;
+  j["policy"] = sched::to_string(c.policy);
+  j["dcqcn"] = c.dcqcn.enabled;
+  j["qps"] = qps;
+  j["clients"] = d.sessions;
+  return j;
+}
+
+json Control::devices_view() {
   json list = json::array();
-  for (size_t i = 0; i < devices_.size(); ++i) {
-    DeviceEntry& d = *devices_[i];
-    const dataplane::DeviceConfig& c = d.dev->config();
-    size_t qps = 0;
-    size_t neighbors = 0;
-    d.worker->call([&](sched::Picos) {
-      qps = d.dev->engine().qp_numbers().size();
-      neighbors = d.dev->net().neighbors().size();
-    });
-    rte_eth_link link{};
-    rte_eth_link_get_nowait(d.dev->port().port_id(), &link);
-    list.push_back({{"name", c.name},
-                    {"port", d.dev->port().port_id()},
-                    {"devargs", c.devargs},
-                    {"driver", d.dev->port().driver()},
-                    {"mac", mac_text(d.dev->port().mac())},
-                    {"ip", config_.ports[i].ip_text},
-                    {"gid", json::array({gid_text(c.ip)})},
-                    {"gid_type", "RoCE v2"},
-                    {"link_gbps", static_cast<double>(c.link_bps) / 1e9},
-                    {"link_up", link.link_status == RTE_ETH_LINK_UP},
-                    {"active_mtu", 128 << c.mtu},
-                    {"policy", sched::to_string(c.policy)},
-                    {"dcqcn", c.dcqcn.enabled},
-                    {"qps", qps},
-                    {"neighbors", neighbors},
-                    {"clients", d.sessions}});
-  }
+  for (auto& d : devices_) list.push_back(device_view(*d));
   return list;
 }
 
-json Daemon::qps_view() {
+json Control::qps_view(const Session* viewer) {
   json list = json::array();
   for (auto& d : devices_) {
     std::vector<wire::Qpn> qpns;
-    d->worker->call([&](sched::Picos) { qpns = d->dev->engine().qp_numbers(); });
+    d->run([&](sched::Picos) { qpns = d->engine().qp_numbers(); });
     for (wire::Qpn q : qpns) {
-      json j = qp_json(*d, q.value(), 0);
+      if (viewer != nullptr && !may_see(*viewer, *d, q.value())) continue;
+      json j = qp_json(*d, q.value());
       if (!j.is_null()) list.push_back(std::move(j));
     }
   }
   return list;
 }
 
-std::optional<json> Daemon::qp_view(uint32_t qpn) {
+std::optional<json> Control::qp_view(uint32_t qpn) {
   DeviceEntry* d = find_qp(qpn);
   if (d == nullptr) return std::nullopt;
-  json j = qp_json(*d, qpn, 0);
+  json j = qp_json(*d, qpn);
   if (j.is_null()) return std::nullopt;
   return j;
 }
 
-json Daemon::stats_view() {
+json Control::stats_view() {
   json out = json::object();
   for (auto& d : devices_) {
     json j;
-    d->worker->call([&](sched::Picos) {
-      const auto& p = d->dev->port().counters();
-      const auto& n = d->dev->net().counters();
-      j = {{"engine", engine_counters(d->dev->engine().counters())},
-           {"port", {{"rx_packets", p.rx_packets}, {"rx_bytes", p.rx_bytes}, {"tx_packets", p.tx_packets},
-                     {"tx_bytes", p.tx_bytes}, {"tx_dropped", p.tx_dropped}, {"no_mbuf", p.no_mbuf}}},
-           {"net", {{"arp_requests_answered", n.arp_requests_answered},
-                    {"arp_replies_received", n.arp_replies_received},
-                    {"nd_solicits_answered", n.nd_solicits_answered},
-                    {"nd_adverts_received", n.nd_adverts_received},
-                    {"echo_answered", n.echo_answered}, {"solicits_sent", n.solicits_sent},
-                    {"dropped", n.dropped}}}};
+    d->run([&](sched::Picos) {
+      j = d->driver->port_stats();
+      j["engine"] = engine_counters(d->engine().counters());
       const ShmCounters& sc = d->pump->counters();
       j["shm"] = {{"send_wqes", sc.send_wqes}, {"recv_wqes", sc.recv_wqes}, {"cqes", sc.cqes},
                   {"wakeups", sc.wakeups}, {"bad_wqes", sc.bad_wqes}};
     });
-    out[d->dev->config().name] = j;
+    out[d->name()] = j;
   }
   return out;
 }
 
-json Daemon::sched_view() {
+json Control::sched_view() {
   json out = json::object();
   for (auto& d : devices_) {
-    const auto& c = d->dev->config();
+    const auto& c = d->config();
     size_t qps = 0, limited = 0;
-    d->worker->call([&](sched::Picos) {
-      const transport::Engine& e = d->dev->engine();
+    d->run([&](sched::Picos) {
+      const transport::Engine& e = d->engine();
       for (wire::Qpn q : e.qp_numbers()) {
         ++qps;
         if (e.qp_rate(q) != 0) ++limited;
@@ -185,14 +155,14 @@ json Daemon::sched_view() {
   return out;
 }
 
-json Daemon::justitia_json(DeviceEntry& d) {
-  const dataplane::DeviceConfig& c = d.dev->config();
+json Control::justitia_json(DeviceEntry& d) {
+  const dataplane::DeviceConfig& c = d.config();
   sched::JustitiaStats st;
   bool have = false;
   ReferenceStats ref;
   EchoStats echo;
-  d.worker->call([&](sched::Picos) {
-    if (const sched::JustitiaStats* s = d.dev->engine().scheduler().justitia_stats()) st = *s, have = true;
+  d.run([&](sched::Picos) {
+    if (const sched::JustitiaStats* s = d.engine().scheduler().justitia_stats()) st = *s, have = true;
     if (d.ref) ref = d.ref->stats();
     if (d.echo) echo = d.echo->stats();
   });
@@ -217,7 +187,7 @@ json Daemon::justitia_json(DeviceEntry& d) {
          {"unattainable", st.unattainable}};
   }
   j["latency_target_missed"] = d.latency_target_missed.load();
-  json r = {{"peer", d.ref_peer ? d.ref_peer->dev->config().name : std::string("-")},
+  json r = {{"peer", d.ref_peer ? d.ref_peer->name() : std::string("-")},
             {"running", ref.running},
             {"failed", ref.failed},
             {"probes", ref.completed},
@@ -250,23 +220,8 @@ json Daemon::justitia_json(DeviceEntry& d) {
   return j;
 }
 
-json Daemon::status_view() {
-  json workers = json::array();
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    const dataplane::WorkerStats st = workers_[i]->stats();
-    json devs = json::array();
-    for (const auto* d : workers_[i]->devices()) devs.push_back(d->config().name);
-    workers.push_back({{"lcore", worker_lcores_[i]}, {"devices", devs}, {"passes", st.passes},
-                       {"busy_passes", st.busy_passes}, {"sleeps", st.sleeps}, {"commands", st.commands}});
-  }
-  return {{"pid", getpid()},
-          {"version", kVersion},
-          {"socket", config_.socket},
-          {"file_prefix", config_.file_prefix},
-          {"uptime_s", static_cast<double>(clock_->now() - started_at_) / 1e12},
-          {"devices", devices_.size()},
-          {"clients", client_count_.load()},
-          {"workers", workers}};
+json Control::status_view() {
+  return {{"pid", getpid()}, {"version", kVersion}, {"devices", devices_.size()}};
 }
 
 }  // namespace isoroce::ctrl

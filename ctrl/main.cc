@@ -10,6 +10,25 @@
 
 using namespace isoroce;
 
+namespace {
+
+// --check: the configuration as the daemon would run it.
+int print_check(const ctrl::DaemonConfig& c) {
+  std::printf("socket %s, policy %s, lcores %s\n", c.socket.c_str(), std::string(sched::to_string(c.policy)).c_str(),
+              c.lcores.c_str());
+  for (size_t i = 0; i < c.ports.size(); ++i)
+    std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
+                c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
+                std::string(sched::to_string(*c.ports[i].policy)).c_str());
+  std::string eal_line;
+  for (const auto& a : ctrl::eal_arguments(c)) eal_line += " " + a;
+  std::printf("EAL:%s\n", eal_line.c_str());
+  return 0;
+}
+
+}  // namespace
+
+// Long on purpose: every flag, its binding and its override of the file, read top to bottom.
 int main(int argc, char** argv) {
   CLI::App app{"isoroced: software RoCEv2 RNICs on DPDK ports (docs/isoroced.md)"};
   std::string config_file;
@@ -37,6 +56,15 @@ int main(int argc, char** argv) {
   app.add_option("--dcqcn", dcqcn, "a DCQCN parameter NAME=VALUE, e.g. enabled=true (repeat; docs/dcqcn.md)");
   std::vector<std::string> justitia;
   app.add_option("--justitia", justitia, "a justitia parameter NAME=VALUE, e.g. target99_us=50 (repeat; docs/isoroced.md)");
+  std::vector<std::string> limits;
+  app.add_option("--limit", limits, "a per-client limit NAME=VALUE, e.g. max_qps=64 (repeat; docs/isoroced.md)");
+  std::string admin_group;
+  app.add_option("--admin-group", admin_group,
+                 "members of this group may change device-wide settings and steer every QP (docs/security.md)");
+  std::string socket_group, socket_mode;
+  app.add_option("--socket-group", socket_group,
+                 "the control socket's group: its members may connect (default isoroce, if it exists)");
+  app.add_option("--socket-mode", socket_mode, "the control socket's mode, octal (default 0660)");
   bool check = false;
   app.add_flag("--check", check, "validate the configuration, print the ports and EAL arguments, and exit");
   app.footer("EAL arguments go after --, e.g. isoroced --loopback -- --no-huge -m 512");
@@ -60,6 +88,7 @@ int main(int argc, char** argv) {
   };
   if (!config_file.empty()) {
     if (auto e = ctrl::load_config_file(config_file, &c)) return bad(*e);
+    c.config_file = config_file;
   }
   if (!socket.empty()) c.socket = socket;
   if (!policy.empty()) {
@@ -84,6 +113,16 @@ int main(int argc, char** argv) {
   for (const std::string& kv : justitia) {
     if (std::string e = ctrl::set_justitia_param(c.justitia, kv); !e.empty()) return bad({"--justitia " + kv, e});
   }
+  for (const std::string& kv : limits) {
+    if (std::string e = ctrl::set_limit(c.limits, kv); !e.empty()) return bad({"--limit " + kv, e});
+  }
+  if (!admin_group.empty()) c.admin_group = admin_group;
+  if (!socket_group.empty()) c.socket_group = socket_group;
+  if (!socket_mode.empty()) {
+    auto m = ctrl::parse_mode(socket_mode);
+    if (!m) return bad({"--socket-mode", "'" + socket_mode + "' is not an octal mode such as 0660"});
+    c.socket_mode = *m;
+  }
   if (!ports.empty()) {
     if (ips.size() != ports.size())
       return bad({"--ip", "give one --ip per --port (" + std::to_string(ports.size()) + " port(s), " +
@@ -106,22 +145,11 @@ int main(int argc, char** argv) {
     return bad({"--link-gbps", "several values need as many --port"});
   }
   if (auto e = ctrl::validate(&c)) return bad(*e);
-  if (check) {
-    std::printf("socket %s, policy %s, lcores %s\n", c.socket.c_str(), std::string(sched::to_string(c.policy)).c_str(),
-                c.lcores.c_str());
-    for (size_t i = 0; i < c.ports.size(); ++i)
-      std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
-                  c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
-                  std::string(sched::to_string(*c.ports[i].policy)).c_str());
-    std::string eal_line;
-    for (const auto& a : ctrl::eal_arguments(c)) eal_line += " " + a;
-    std::printf("EAL:%s\n", eal_line.c_str());
-    return 0;
-  }
+  if (check) return print_check(c);
 
   ctrl::Daemon daemon(c);
   std::string error;
-  if (!daemon.start(argc, &error)) {
+  if (!daemon.start(&error)) {
     std::fprintf(stderr, "isoroced: cannot start: %s\n", error.c_str());
     return 1;
   }

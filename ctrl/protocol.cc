@@ -8,6 +8,25 @@
 
 namespace isoroce::ctrl {
 
+bool json_depth_within(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
 bool send_message(int fd, std::string_view text, std::span<const int> fds) {
   if (text.size() > kMaxMessage || fds.size() > kMaxFds) {
     errno = EMSGSIZE;
@@ -47,6 +66,7 @@ RecvStatus recv_message(int fd, std::string* text, std::vector<int>* fds) {
   do {
     n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return RecvStatus::kWouldBlock;
   if (n < 0) return errno == ECONNRESET ? RecvStatus::kClosed : RecvStatus::kError;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;

@@ -16,10 +16,15 @@ inline constexpr size_t kMaxMessage = 256 * 1024;
 inline constexpr size_t kMaxFds = 4;
 inline constexpr int kProtocolVersion = 1;
 
+// Whether the JSON text nests objects and arrays at most max_depth deep
+// (strings and escapes skipped). The daemon checks this before parsing, so no
+// request can make the parser, a copy or a destructor recurse deeply.
+bool json_depth_within(std::string_view text, size_t max_depth);
+
 // false (errno set) if the message could not be sent whole.
 bool send_message(int fd, std::string_view text, std::span<const int> fds = {});
 
-enum class RecvStatus { kOk, kClosed, kError };
+enum class RecvStatus { kOk, kClosed, kError, kWouldBlock /* non-blocking socket, nothing there */ };
 // One message into *text; descriptors it carried are appended to *fds (the
 // caller owns them). kClosed when the peer has gone away.
 RecvStatus recv_message(int fd, std::string* text, std::vector<int>* fds);

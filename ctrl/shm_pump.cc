@@ -54,11 +54,15 @@ void ShmQueue::close_fd() {
   fd_ = -1;
 }
 
-void ShmPump::add_sq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, uint32_t max_inline) {
-  sqs_.push_back({qpn, q, max_sge, max_inline});
+void ShmPump::add_sq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, uint32_t max_inline, const ClientObjects* owner) {
+  sqs_.push_back({qpn, q, max_sge, max_inline, false, -1, owner});
 }
-void ShmPump::add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge) { rqs_.push_back({qpn, q, max_sge}); }
-void ShmPump::add_srq(uint32_t srq, ShmQueue* q, uint32_t max_sge) { rqs_.push_back({srq, q, max_sge, 0, true}); }
+void ShmPump::add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, const ClientObjects* owner) {
+  rqs_.push_back({qpn, q, max_sge, 0, false, -1, owner});
+}
+void ShmPump::add_srq(uint32_t srq, ShmQueue* q, uint32_t max_sge, const ClientObjects* owner) {
+  rqs_.push_back({srq, q, max_sge, 0, true, -1, owner});
+}
 void ShmPump::add_cq(uint32_t cq, ShmQueue* q, int eventfd) { cqs_.push_back({cq, q, 0, 0, false, eventfd}); }
 
 namespace {
@@ -163,7 +167,9 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
         sges_.push_back({s.addr, s.length, s.lkey});
       }
     }
-    wr.sg_list = sges_;
+    // The owner's handles, as for the socket's post_send (another client's AH is refused).
+    const char* why = "";
+    ok = ok && check_send_wr(*w.owner, w.id, wr, sges_, InlineSource::kDaemon, &why) == 0;
     int rc = ok ? engine_.post_send(now, wire::Qpn(w.id), wr) : EINVAL;
     // Garbage (the library validates what it posts): the WR completes with
     // IBV_WC_LOC_QP_OP_ERR and the QP goes to ERR, so the application learns
@@ -199,6 +205,8 @@ unsigned ShmPump::pump_recv(sched::Picos now, const Work& w) {
       std::memcpy(&s, tail + i * sizeof(rxe_sge), sizeof s);
       sges_.push_back({s.addr, s.length, s.lkey});
     }
+    const char* why = "";
+    ok = ok && check_recv_wr(*w.owner, w.id, w.srq ? std::optional<uint32_t>(w.id) : std::nullopt, &why) == 0;
     transport::RecvWr wr;
     wr.wr_id = wqe.wr_id;
     wr.sg_list = sges_;

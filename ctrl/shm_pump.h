@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ctrl/client_handles.h"
 #include "ctrl/shm_abi.h"
 #include "dataplane/dpdk/device.h"
 
@@ -52,10 +53,12 @@ class ShmPump final : public dataplane::DeviceHook {
  public:
   explicit ShmPump(transport::Engine& engine) : engine_(engine) {}
 
-  // Called on the worker (Worker::call). The queues stay owned by the caller.
-  void add_sq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, uint32_t max_inline);
-  void add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge);
-  void add_srq(uint32_t srq, ShmQueue* q, uint32_t max_sge);
+  // Called on the worker (Worker::call). The queues and the owner's handles
+  // stay the caller's; every WQE is checked against its owner's handles
+  // (ctrl/client_handles.h, as the socket's post_send is).
+  void add_sq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, uint32_t max_inline, const ClientObjects* owner);
+  void add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, const ClientObjects* owner);
+  void add_srq(uint32_t srq, ShmQueue* q, uint32_t max_sge, const ClientObjects* owner);
   void add_cq(uint32_t cq, ShmQueue* q, int eventfd);
   // ibv_resize_cq: from now on this CQ's completions go to `to`. Moves the
   // completions the application has not consumed from the CQ's current ring
@@ -83,6 +86,7 @@ class ShmPump final : public dataplane::DeviceHook {
     uint32_t max_inline = 0;
     bool srq = false;
     int eventfd = -1;
+    const ClientObjects* owner = nullptr;
   };
   unsigned pump_send(sched::Picos now, const Work& w);
   unsigned pump_recv(sched::Picos now, const Work& w);

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "ctrl/protocol_limits.h"
+
 namespace isoroce::ctrl {
 namespace {
 
@@ -200,7 +202,8 @@ bool sges_from_json(const json& wr, std::vector<transport::Sge>* out, std::strin
   if (!wr.is_object()) return *error = "\"wr\" must be an object", false;
   if (!wr.contains("sg")) return true;
   const json& sg = wr["sg"];
-  if (!sg.is_array() || sg.size() > 64) return *error = "\"sg\" must be an array of at most 64 SGEs", false;
+  if (!sg.is_array() || sg.size() > protocol::kMaxJsonSges)
+    return *error = "\"sg\" must be an array of at most " + std::to_string(protocol::kMaxJsonSges) + " SGEs", false;
   for (const json& e : sg) {
     transport::Sge s;
     if (!e.is_object() || !e.contains("addr") || !e.contains("length") || !e.contains("lkey") ||

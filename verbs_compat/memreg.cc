@@ -1,5 +1,7 @@
 #include "verbs_compat/memreg.h"
 
+#include "ctrl/protocol_limits.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -319,9 +321,9 @@ int open_mapping_file(const Vma& v, bool writable) {
   return -(has_path && path_err != ESTALE ? path_err : link_err);
 }
 
-constexpr size_t kMaxPieces = 64;  // what the daemon takes (docs/control-protocol.md)
-constexpr unsigned kWriteAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND;
+using protocol::kMaxPieces;  // what the daemon takes (ctrl/protocol_limits.h)
+// The daemon's writable-access bits, and memory-window binds (kept writable here too).
+constexpr unsigned kWriteAccess = protocol::kMrWriteAccess | IBV_ACCESS_MW_BIND;
 
 int prepare(void* addr, size_t length, unsigned access, bool files, MrMemory* out) {
   if (addr == nullptr || length == 0) return EINVAL;

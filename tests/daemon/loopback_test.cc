@@ -336,6 +336,9 @@ TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
       {{"--loopback", "--policy", "tassel", "--dcqcn", "g=7"}, "--dcqcn g=7"},
       {{"--loopback", "--policy", "tassel", "--dcqcn", "nonsense=1"}, "unknown parameter"},
       {{"--loopback", "--mtu", "1500"}, "mtu: must be 256, 512, 1024, 2048 or 4096"},
+      {{"--loopback", "--limit", "max_qps=0"}, "--limit max_qps=0: max_qps: must be in 1.."},
+      {{"--loopback", "--limit", "max_things=3"}, "unknown limit 'max_things'"},
+      {{"--loopback", "--admin-group", "no-such-group-here"}, "admin_group: 'no-such-group-here' is no group"},
   };
   for (const Case& c : cases) {
     DaemonProcess d(c.args);

@@ -1,0 +1,100 @@
+// What the control socket's operations act on, without the socket and
+// without EAL: the devices (each reached through its DeviceDriver and
+// Executor), the QP registry, the table of operations, the sessions that
+// opened a device, and the views that the socket and telemetry share.
+// isoroced's Daemon is a Control with DPDK devices, a session server and
+// reference flows; tests/ctrl builds one over engines in virtual time.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ctrl/config.h"
+#include "ctrl/device_entry.h"
+#include "ctrl/op_table.h"
+#include "ctrl/session.h"
+
+namespace isoroce::ctrl {
+
+inline constexpr const char* kVersion = "0.1.0";
+
+class Control;
+
+// A new engine for an unused device with cfg's scheduler settings (policy,
+// DCQCN, justitia): set_policy/set_dcqcn/set_justitia and the daemon's reload
+// on SIGHUP. Reference flows with an end in it stop and start again. The reply.
+nlohmann::json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::DeviceConfig& cfg,
+                                     const std::string& op);
+
+class Control {
+ public:
+  Control();
+  virtual ~Control();
+  Control(const Control&) = delete;
+  Control& operator=(const Control&) = delete;
+
+  // One request (a JSON object with a string "op") from a client; the reply.
+  json handle(Session& s, const json& req, std::vector<int>& fds);
+  // Destroys everything s created and closes its device.
+  void reclaim(Session& s);
+  // Takes every engine's asynchronous events: logs, counts, queues them for
+  // their clients (periodically, and before get_async_events).
+  void drain_async_events();
+
+  std::vector<std::unique_ptr<DeviceEntry>>& devices() { return devices_; }
+  DeviceEntry* find_device(const std::string& name);
+  // The device of a QP the daemon knows (first match over devices).
+  DeviceEntry* find_qp(uint32_t qpn);
+  // ARP/ND for ip on d; waits up to one second for the answer.
+  bool resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip);
+  QpRegistry& registry() { return registry_; }
+  const ClientLimits& limits() const { return limits_; }
+  void set_limits(const ClientLimits& l) { limits_ = l; }
+  // A count, size or amount a client asks for, against its limit: "" or a
+  // failure reply's text ("limits.max_qps (1024) reached").
+  static std::string over(const char* limit, uint64_t have, uint64_t adding, uint64_t max);
+  const OpTable& ops() const { return ops_; }
+  // A session opened / closed a device (the async events' owners).
+  void attach(Session& s, DeviceEntry& d);
+
+  // Whether s may see and steer QP qpn of d: privileged clients every QP,
+  // others their own user's (docs/security.md).
+  bool may_see(const Session& s, const DeviceEntry& d, uint32_t qpn) const;
+
+  // Views shared by the socket and telemetry (inspect.cc). With a viewer,
+  // only the QPs it may see.
+  virtual json status_view();
+  json devices_view();
+  json device_view(DeviceEntry& d);
+  json qps_view(const Session* viewer = nullptr);
+  std::optional<json> qp_view(uint32_t qpn);
+  json stats_view();
+  json sched_view();
+
+  // Engine settings that need a new engine (set_policy, set_dcqcn,
+  // set_justitia): stops the reference flows with an end on d (returning
+  // the devices to start them on again), and starts one on d.
+  virtual std::vector<DeviceEntry*> stop_reference_flows(DeviceEntry& d) { return {&d}; }
+  virtual void start_reference_flow(DeviceEntry&) {}
+
+ protected:
+  json qp_json(DeviceEntry& d, uint32_t qpn);
+  json justitia_json(DeviceEntry& d);
+
+  std::vector<std::unique_ptr<DeviceEntry>> devices_;
+  QpRegistry registry_;
+  OpTable ops_;
+  ClientLimits limits_;
+  std::set<Session*> attached_;  // sessions with a device open
+};
+
+// Justitia's application of a client connection (its session id; 0: none known).
+uint32_t app_id(uint64_t session);
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,114 @@
+// One device as the control side sees it (DeviceEntry), what drives it
+// (DeviceDriver: the DPDK device on a worker lcore in isoroced, an engine in
+// virtual time in tests/ctrl), and the daemon's registry of QP owners.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "ctrl/executor.h"
+#include "ctrl/reference_echo.h"
+#include "ctrl/reference_flow.h"
+#include "ctrl/shm_pump.h"
+#include "dataplane/dpdk/device.h"
+
+namespace isoroce::ctrl {
+
+using nlohmann::json;
+
+// What operations need of a device besides its engine. Everything but
+// config(), executor() and dpdk() runs on the executor (inside call()).
+class DeviceDriver {
+ public:
+  virtual ~DeviceDriver() = default;
+  virtual const dataplane::DeviceConfig& config() const = 0;
+  virtual Executor& executor() = 0;
+  virtual transport::Engine& engine() = 0;
+  // Whether ip's MAC address is known; with solicit, asks for it first.
+  virtual bool neighbor_known(const wire::IpAddr& ip, bool solicit) = 0;
+  // A new engine with config (only while it has no verbs objects).
+  virtual bool reconfigure(const dataplane::DeviceConfig& config, std::string* error) = 0;
+  virtual void add_hook(dataplane::DeviceHook* hook) = 0;
+  virtual void remove_hook(dataplane::DeviceHook* hook) = 0;
+  // The port in the devices view (port, devargs, driver, mac, link_up,
+  // neighbors) and its counters in the stats view ("port", "net").
+  virtual json port_json() = 0;
+  virtual json port_stats() = 0;
+  // The DPDK device, for the daemon's own reference flows (nullptr in tests).
+  virtual dataplane::Device* dpdk() { return nullptr; }
+};
+
+struct DeviceEntry {
+  std::unique_ptr<DeviceDriver> driver;
+  std::unique_ptr<ShmPump> pump;  // the clients' shared-memory queues (a hook of the device)
+  std::string ip_text;            // as configured ("10.0.0.1/24")
+  uint32_t sessions = 0;          // clients that opened it
+  // Policy justitia: the reference flow from this device to ref_peer (a hook of
+  // the device; its peer end lives in ref_peer's engine), or why there is none.
+  std::unique_ptr<ReferenceFlow> ref;
+  DeviceEntry* ref_peer = nullptr;
+  std::string ref_note;
+  // Every device answers other daemons' reference probes (UD QPN 15); with
+  // justitia and a ref_peer address it probes that peer itself.
+  std::unique_ptr<ReferenceEcho> echo;
+  std::optional<wire::IpAddr> ref_peer_ip;
+  // Asynchronous events drained from the engine (control thread; telemetry reads).
+  std::atomic<uint64_t> async_events{0};
+  std::atomic<uint64_t> latency_target_missed{0};
+
+  const std::string& name() const { return driver->config().name; }
+  const dataplane::DeviceConfig& config() const { return driver->config(); }
+  transport::Engine& engine() { return driver->engine(); }
+  // Runs fn on the device's executor.
+  template <typename F>
+  void run(F&& fn) {
+    driver->executor().call([&](sched::Picos now) { fn(now); });
+  }
+};
+
+// What the daemon knows of a QP beyond the engine: its owner and class.
+struct QpInfo {
+  uint64_t client = 0;
+  int pid = 0;
+  uint32_t uid = 0;
+  std::string comm;
+  std::string cls = "bandwidth";
+  uint64_t app = 0;  // Justitia's application: the client connection (session id); 0: the daemon's own
+};
+
+// QP owners by device and QPN; telemetry reads it from its own thread.
+class QpRegistry {
+ public:
+  void set(const DeviceEntry* d, uint32_t qpn, QpInfo info) {
+    std::lock_guard lock(mu_);
+    map_[{d, qpn}] = std::move(info);
+  }
+  void erase(const DeviceEntry* d, uint32_t qpn) {
+    std::lock_guard lock(mu_);
+    map_.erase({d, qpn});
+  }
+  std::optional<QpInfo> find(const DeviceEntry* d, uint32_t qpn) const {
+    std::lock_guard lock(mu_);
+    auto it = map_.find({d, qpn});
+    if (it == map_.end()) return std::nullopt;
+    return it->second;
+  }
+  void set_class(const DeviceEntry* d, uint32_t qpn, const std::string& cls) {
+    std::lock_guard lock(mu_);
+    map_[{d, qpn}].cls = cls;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<const DeviceEntry*, uint32_t>, QpInfo> map_;
+};
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,228 @@
+#include "ctrl/devices.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <unistd.h>
+
+#include "ctrl/log.h"
+
+namespace isoroce::ctrl {
+namespace {
+
+int worker_main(void* arg) {
+  static_cast<dataplane::Worker*>(arg)->run();
+  return 0;
+}
+
+ibv_mtu mtu_enum(uint32_t mtu) {
+  switch (mtu) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: return IBV_MTU_1024;
+  }
+}
+
+// The largest frame a port sends or must receive: a full RoCE packet at the
+// MTU (Ethernet + VLAN + IPv6 + UDP + BTH + RETH/AtomicETH + ICRC) or a full
+// 1500-byte Ethernet frame (ping, ARP from peers).
+uint32_t max_frame(uint32_t mtu) { return std::max<uint32_t>(mtu + 18 + 40 + 8 + 12 + 28 + 4, 1518); }
+
+std::string mac_text(const wire::MacAddr& m) {
+  char buf[18];
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return buf;
+}
+
+// A DPDK device polled by a worker lcore; engine calls go over the worker's ring.
+class DpdkDriver final : public DeviceDriver, public Executor {
+ public:
+  explicit DpdkDriver(std::unique_ptr<dataplane::Device> dev) : dev_(std::move(dev)) {}
+  void set_worker(dataplane::Worker* w) { worker_ = w; }
+
+  void call(const std::function<void(sched::Picos)>& fn) override { worker_->call(fn); }
+  const dataplane::DeviceConfig& config() const override { return dev_->config(); }
+  Executor& executor() override { return *this; }
+  transport::Engine& engine() override { return dev_->engine(); }
+  bool neighbor_known(const wire::IpAddr& ip, bool solicit) override {
+    bool known = dev_->net().lookup(ip).has_value();
+    if (known || solicit) known = dev_->resolve(ip);
+    return known;
+  }
+  bool reconfigure(const dataplane::DeviceConfig& c, std::string* error) override { return dev_->reconfigure(c, error); }
+  void add_hook(dataplane::DeviceHook* h) override { dev_->add_hook(h); }
+  void remove_hook(dataplane::DeviceHook* h) override { dev_->remove_hook(h); }
+  json port_json() override {
+    rte_eth_link link{};
+    rte_eth_link_get_nowait(dev_->port().port_id(), &link);
+    return {{"port", dev_->port().port_id()},
+            {"devargs", dev_->config().devargs},
+            {"driver", dev_->port().driver()},
+            {"mac", mac_text(dev_->port().mac())},
+            {"link_up", link.link_status == RTE_ETH_LINK_UP},
+            {"neighbors", dev_->net().neighbors().size()}};
+  }
+  json port_stats() override {
+    const auto& p = dev_->port().counters();
+    const auto& n = dev_->net().counters();
+    return {{"port", {{"rx_packets", p.rx_packets}, {"rx_bytes", p.rx_bytes}, {"tx_packets", p.tx_packets},
+                      {"tx_bytes", p.tx_bytes}, {"tx_dropped", p.tx_dropped}, {"no_mbuf", p.no_mbuf}}},
+            {"net", {{"arp_requests_answered", n.arp_requests_answered},
+                     {"arp_replies_received", n.arp_replies_received},
+                     {"nd_solicits_answered", n.nd_solicits_answered},
+                     {"nd_adverts_received", n.nd_adverts_received},
+                     {"echo_answered", n.echo_answered}, {"solicits_sent", n.solicits_sent},
+                     {"dropped", n.dropped}}}};
+  }
+  dataplane::Device* dpdk() override { return dev_.get(); }
+
+ private:
+  std::unique_ptr<dataplane::Device> dev_;
+  dataplane::Worker* worker_ = nullptr;
+};
+
+}  // namespace
+
+DeviceSet::~DeviceSet() {
+  stop_workers();
+  workers_.clear();
+  if (eal_ready_) rte_eal_cleanup();
+}
+
+void DeviceSet::stop_workers() {
+  if (!launched_) return;
+  for (auto& w : workers_) w->stop();
+  rte_eal_mp_wait_lcore();
+  launched_ = false;
+}
+
+bool DeviceSet::init_eal(std::string* error) {
+  std::vector<std::string> args = eal_arguments(config_);
+  std::string joined;
+  for (const auto& a : args) joined += " " + a;
+  log(LogLevel::kInfo, "EAL arguments:{}", joined);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  if (rte_eal_init(static_cast<int>(args.size()), argv.data()) < 0) {
+    *error = std::string("EAL initialisation failed: ") + rte_strerror(rte_errno);
+    if (rte_errno == ENODEV && !config_.loopback) {
+      *error += " (a port's devargs names no DPDK driver, see the EAL lines above:";
+      for (size_t i = 0; i < config_.ports.size(); ++i)
+        *error += " port[" + std::to_string(i) + "] = " + config_.ports[i].devargs;
+      *error += ")";
+    }
+    *error += "; EAL arguments:" + joined;
+    return false;
+  }
+  eal_ready_ = true;
+  clock_ = std::make_unique<dataplane::TscClock>();
+  unsigned lcore;
+  RTE_LCORE_FOREACH_WORKER(lcore) { worker_lcores_.push_back(lcore); }
+  if (worker_lcores_.empty()) {
+    *error = "lcores: '" + config_.lcores + "' gives no worker lcore (name at least two: the control thread and a worker)";
+    return false;
+  }
+  return true;
+}
+
+bool DeviceSet::port_ids(std::vector<uint16_t>* ids, std::string* error) {
+  if (config_.loopback) {
+    uint16_t a, b;
+    if (!dataplane::Port::make_ring_pair("isoroce0", "isoroce1", &a, &b, error)) return false;
+    *ids = {a, b};
+    return true;
+  }
+  for (size_t i = 0; i < config_.ports.size(); ++i) {
+    const std::string& d = config_.ports[i].devargs;
+    const std::string name = d.substr(0, d.find(','));
+    uint16_t pid;
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
+      *error = "port[" + std::to_string(i) + "].devargs: no DPDK port '" + name +
+               "' after EAL probing (see the EAL messages above: unknown driver, missing interface?)";
+      return false;
+    }
+    ids->push_back(pid);
+  }
+  return true;
+}
+
+bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::string* error) {
+  std::vector<uint16_t> ids;
+  if (!init_eal(error) || !port_ids(&ids, error)) return false;
+  for (size_t i = 0; i < config_.ports.size(); ++i) {
+    const PortConfig& pc = config_.ports[i];
+    dataplane::DeviceConfig dc;
+    dc.name = "isoroce" + std::to_string(i);
+    dc.devargs = pc.devargs;
+    dc.ip = pc.ip;
+    dc.prefix_len = pc.prefix_len;
+    dc.link_bps = static_cast<uint64_t>(pc.link_gbps * 1e9);
+    dc.policy = *pc.policy;
+    dc.mtu = mtu_enum(pc.mtu);
+    dc.dcqcn = config_.dcqcn;
+    dc.justitia = config_.justitia;
+    dc.key_seed = 0x15070ce000ull + i * 7919 + static_cast<uint64_t>(getpid());
+    // QPNs unique across the daemon's devices (isoroce-ctl qp/set-rate name a QP
+    // by number): device i starts at i * 2^20 + 16, a million QPNs apart.
+    dc.first_qpn = static_cast<uint32_t>((i << 20) + 16);
+    auto port = dataplane::Port::open(dc.name, ids[i], max_frame(pc.mtu), error);
+    if (port == nullptr) {
+      *error = "port[" + std::to_string(i) + "] (" + pc.devargs + "): " + *error;
+      return false;
+    }
+    auto dev = dataplane::Device::create(dc, std::move(port), error);
+    if (dev == nullptr) return false;
+    auto e = std::make_unique<DeviceEntry>();
+    e->driver = std::make_unique<DpdkDriver>(std::move(dev));
+    e->ip_text = pc.ip_text;
+    e->ref_peer_ip = pc.ref_peer;
+    e->pump = std::make_unique<ShmPump>(e->engine());
+    e->driver->add_hook(e->pump.get());
+    out->push_back(std::move(e));
+  }
+  return launch_workers(*out, error);
+}
+
+bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entries, std::string* error) {
+  // Devices spread round robin over the worker lcores.
+  const size_t nw = std::min(worker_lcores_.size(), entries.size());
+  std::vector<std::vector<dataplane::Device*>> groups(nw);
+  for (size_t i = 0; i < entries.size(); ++i) groups[i % nw].push_back(entries[i]->driver->dpdk());
+  dataplane::IdleConfig idle;
+  idle.max_sleep = sched::Picos{config_.idle_sleep_us} * 1'000'000;
+  for (size_t w = 0; w < nw; ++w) {
+    auto worker = std::make_unique<dataplane::Worker>(static_cast<unsigned>(w), groups[w], *clock_, idle);
+    if (!worker->init(error)) return false;
+    for (size_t i = w; i < entries.size(); i += nw) static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(worker.get());
+    workers_.push_back(std::move(worker));
+  }
+  for (size_t w = 0; w < nw; ++w) {
+    if (rte_eal_remote_launch(worker_main, workers_[w].get(), worker_lcores_[w]) != 0) {
+      *error = "cannot launch the worker on lcore " + std::to_string(worker_lcores_[w]);
+      for (size_t k = 0; k < w; ++k) workers_[k]->stop();
+      rte_eal_mp_wait_lcore();
+      return false;
+    }
+    launched_ = true;
+  }
+  return true;
+}
+
+nlohmann::json DeviceSet::workers_view() const {
+  json workers = json::array();
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const dataplane::WorkerStats st = workers_[i]->stats();
+    json devs = json::array();
+    for (const auto* d : workers_[i]->devices()) devs.push_back(d->config().name);
+    workers.push_back({{"lcore", worker_lcores_[i]}, {"devices", devs}, {"passes", st.passes},
+                       {"busy_passes", st.busy_passes}, {"sleeps", st.sleeps}, {"commands", st.commands}});
+  }
+  return workers;
+}
+
+}  // namespace isoroce::ctrl

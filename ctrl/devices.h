@@ -1,0 +1,48 @@
+// The daemon's devices and workers: EAL, one DPDK port and engine per
+// configured port, the worker lcores that poll them (round robin), and the
+// driver through which the control side reaches each (ctrl/device_entry.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ctrl/config.h"
+#include "ctrl/device_entry.h"
+#include "dataplane/dpdk/clock.h"
+#include "dataplane/dpdk/worker.h"
+
+namespace isoroce::ctrl {
+
+class DeviceSet {
+ public:
+  explicit DeviceSet(const DaemonConfig& config) : config_(config) {}
+  // Stops the workers and cleans EAL up; the entries start() made must be
+  // gone by then (they close the ports).
+  ~DeviceSet();
+  DeviceSet(const DeviceSet&) = delete;
+  DeviceSet& operator=(const DeviceSet&) = delete;
+
+  // EAL, ports, devices (appended to *out, with their pumps), workers
+  // launched. false and *error on failure; the destructor undoes the rest.
+  bool start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::string* error);
+  // Stops the workers and waits for their lcores (idempotent).
+  void stop_workers();
+  const dataplane::TscClock& clock() const { return *clock_; }
+  // The workers in the status view.
+  nlohmann::json workers_view() const;
+
+ private:
+  bool init_eal(std::string* error);
+  bool port_ids(std::vector<uint16_t>* ids, std::string* error);
+  bool launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entries, std::string* error);
+
+  const DaemonConfig& config_;
+  std::unique_ptr<dataplane::TscClock> clock_;
+  std::vector<std::unique_ptr<dataplane::Worker>> workers_;
+  std::vector<unsigned> worker_lcores_;
+  bool eal_ready_ = false;
+  bool launched_ = false;
+};
+
+}  // namespace isoroce::ctrl

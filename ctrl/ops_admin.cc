@@ -1,0 +1,147 @@
+// Operator operations: a QP's rate and class, a device's policy, DCQCN and
+// justitia parameters (a new engine for an unused device).
+#include <algorithm>
+#include <cerrno>
+
+#include "ctrl/config.h"
+#include "ctrl/control.h"
+#include "ctrl/log.h"
+
+namespace isoroce::ctrl {
+namespace {
+
+// The classes a client or an operator may give (not the policy's own "reference").
+bool parse_class(const std::string& text, sched::FlowClass* cls) {
+  return sched::parse_flow_class(text, cls) && *cls != sched::FlowClass::kReference;
+}
+
+// The QP named by "qpn" and its device, or a failure reply.
+DeviceEntry* target_qp(OpContext& c, uint32_t* qpn, json* failure) {
+  auto q = field_u64(c.req, "qpn");
+  if (!q) return *failure = op_fail(EINVAL, c.op + ": \"qpn\" missing"), nullptr;
+  if (*q == ReferenceEcho::kQpn)
+    return *failure = op_fail(EPERM, c.op + ": QP " + std::to_string(*q) +
+                                         " is every device's reference echo (the daemon's own)"),
+           nullptr;
+  DeviceEntry* d = c.ctl.find_qp(static_cast<uint32_t>(*q));
+  if (d == nullptr) return *failure = op_fail(ENOENT, c.op + ": no QP " + std::to_string(*q) + " on any device"), nullptr;
+  // A client steers its own user's QPs; privileged clients every QP (docs/security.md).
+  if (!c.ctl.may_see(c.s, *d, static_cast<uint32_t>(*q)))
+    return *failure = op_fail(EPERM, c.op + ": QP " + std::to_string(*q) + " belongs to another user"), nullptr;
+  *qpn = static_cast<uint32_t>(*q);
+  return d;
+}
+
+json set_rate(OpContext& c) {
+  uint32_t qpn = 0;
+  json failure;
+  DeviceEntry* d = target_qp(c, &qpn, &failure);
+  if (d == nullptr) return failure;
+  auto bps = field_u64(c.req, "bps");
+  if (!bps) return op_fail(EINVAL, "set_rate: \"bps\" missing (0 removes the limit)");
+  int rc = 0;
+  d->run([&](sched::Picos now) { rc = d->engine().set_qp_rate(now, wire::Qpn(qpn), *bps); });
+  if (rc != 0) return op_fail(rc, "set_rate");
+  return op_ok({{"qpn", qpn}, {"bps", *bps}});
+}
+
+json set_class(OpContext& c) {
+  uint32_t qpn = 0;
+  json failure;
+  DeviceEntry* d = target_qp(c, &qpn, &failure);
+  if (d == nullptr) return failure;
+  const std::string cls = c.req.value("class", "");
+  sched::FlowClass fc;
+  if (!parse_class(cls, &fc)) return op_fail(EINVAL, "set_class: class '" + cls + "' (latency, throughput, bandwidth)");
+  const std::optional<QpInfo> info = c.ctl.registry().find(d, qpn);
+  if (info && info->cls == "reference")
+    return op_fail(EPERM, "set_class: QP " + std::to_string(qpn) + " is the justitia reference flow's");
+  const uint64_t app = info ? info->app : 0;
+  int rc = 0;
+  d->run([&](sched::Picos now) { rc = d->engine().set_qp_class(now, wire::Qpn(qpn), fc, app_id(app), 1); });
+  if (rc != 0) return op_fail(rc, "set_class");
+  c.ctl.registry().set_class(d, qpn, cls);
+  return op_ok({{"qpn", qpn}, {"class", cls}, {"app", app}});
+}
+
+// set_dcqcn / set_justitia: the NAME=VALUE list in "params" applied to *cfg.
+std::string apply_params(OpContext& c, dataplane::DeviceConfig* cfg) {
+  const bool dc = c.op == "set_dcqcn";
+  const json& params = c.req.contains("params") ? c.req["params"] : json::array();
+  if (!params.is_array() || params.empty())
+    return "\"params\" is a list of NAME=VALUE (" + std::string(dc ? "docs/dcqcn.md" : "docs/isoroced.md") + ")";
+  for (const json& kv : params) {
+    if (!kv.is_string()) return "each parameter is a \"NAME=VALUE\" string";
+    const std::string e = dc ? dcqcn::set_param(cfg->dcqcn, kv.get<std::string>())
+                             : set_justitia_param(cfg->justitia, kv.get<std::string>());
+    if (!e.empty()) return e;
+  }
+  return dc ? dcqcn::validate(cfg->dcqcn) : std::string(sched::validate(cfg->justitia));
+}
+
+}  // namespace
+
+json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::DeviceConfig& cfg, const std::string& op) {
+  DeviceEntry* d = &dev;
+  const std::string& name = d->config().name;
+  if (cfg.dcqcn.enabled && cfg.policy == sched::Policy::kFifo)
+    return op_fail(EINVAL, op + " " + name + ": DCQCN needs a rate-limiting policy (tassel or justitia), not fifo");
+  // Reference flows with an end in this engine go first (the engine must have no
+  // QPs), and start again afterwards on whichever devices run justitia.
+  std::vector<DeviceEntry*> restart = ctl.stop_reference_flows(*d);
+  if (std::find(restart.begin(), restart.end(), d) == restart.end()) restart.push_back(d);
+  std::string error;
+  bool busy = false;
+  d->run([&](sched::Picos) {
+    busy = !d->driver->reconfigure(cfg, &error);
+    if (busy) return;
+    // The pump drives the engine that was replaced: a new one for the new engine.
+    d->driver->remove_hook(d->pump.get());
+    d->pump = std::make_unique<ShmPump>(d->engine());
+    d->driver->add_hook(d->pump.get());
+  });
+  for (DeviceEntry* e : restart) ctl.start_reference_flow(*e);
+  if (busy) return op_fail(EBUSY, op + " " + name + ": " + error);
+  json state = {{"policy", sched::to_string(cfg.policy)}, {"dcqcn", cfg.dcqcn.enabled}};
+  if (cfg.policy == sched::Policy::kJustitia) {
+    json params = json::object();
+    for (const auto& [k, v] : justitia_param_values(cfg.justitia)) params[k] = v;
+    state["justitia"] = params;
+    if (!d->ref_note.empty()) state["reference_flow"] = d->ref_note;
+  }
+  log(LogLevel::kInfo, "{}: {}", name, state.dump());
+  return op_ok(state);
+}
+
+namespace {
+
+// Settings the engine takes at creation: a new engine for an unused device.
+json reconfigure(OpContext& c) {
+  const std::string& op = c.op;
+  const std::string name = c.req.value("device", "");
+  DeviceEntry* d = c.ctl.find_device(name);
+  if (d == nullptr) return op_fail(ENODEV, op + ": device '" + name + "'");
+  if (d->sessions != 0)
+    return op_fail(EBUSY, op + " " + name + ": " + std::to_string(d->sessions) +
+                              " client(s) have it open; change it while it is unused");
+  dataplane::DeviceConfig cfg = d->config();
+  if (op == "set_policy") {
+    if (!sched::parse_policy(c.req.value("policy", ""), &cfg.policy))
+      return op_fail(EINVAL, "set_policy: policy '" + c.req.value("policy", "") + "' (fifo, tassel, justitia)");
+  } else if (std::string e = apply_params(c, &cfg); !e.empty()) {
+    return op_fail(EINVAL, op + ": " + e);
+  }
+  return apply_engine_settings(c.ctl, *d, cfg, op);
+}
+
+}  // namespace
+
+void register_admin_ops(OpTable& t) {
+  t.add({"set_rate", set_rate, false, "limit a QP's transmit rate: qpn, bps (0 removes the limit)"});
+  t.add({"set_class", set_class, false, "a QP's justitia class: qpn, class (latency, throughput, bandwidth)"});
+  t.add({"set_policy", reconfigure, false, "an unused device's scheduler: device, policy (fifo, tassel, justitia)", true});
+  t.add({"set_dcqcn", reconfigure, false, "an unused device's DCQCN parameters: device, params [NAME=VALUE]", true});
+  t.add({"set_justitia", reconfigure, false, "an unused device's justitia parameters: device, params [NAME=VALUE]", true});
+}
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,74 @@
+// Operations that need no device: hello, the views, help, open, and the
+// client's asynchronous events.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ctrl/control.h"
+#include "ctrl/protocol.h"
+
+namespace isoroce::ctrl {
+namespace {
+
+json hello(OpContext& c) { return op_ok({{"version", kProtocolVersion}, {"pid", getpid()}, {"client", c.s.id}}); }
+json status(OpContext& c) { return op_ok({{"status", c.ctl.status_view()}}); }
+json devices(OpContext& c) { return op_ok({{"devices", c.ctl.devices_view()}}); }
+json qps(OpContext& c) { return op_ok({{"qps", c.ctl.qps_view(&c.s)}}); }
+json stats(OpContext& c) { return op_ok({{"stats", c.ctl.stats_view()}}); }
+json sched_op(OpContext& c) { return op_ok({{"sched", c.ctl.sched_view()}}); }
+json help(OpContext& c) { return op_ok({{"ops", c.ctl.ops().help()}}); }
+
+json qp(OpContext& c) {
+  auto qpn = field_u64(c.req, "qpn");
+  if (!qpn) return op_fail(EINVAL, "qp: \"qpn\" missing");
+  auto v = c.ctl.qp_view(static_cast<uint32_t>(*qpn));
+  if (!v) return op_fail(ENOENT, "qp: no QP " + std::to_string(*qpn) + " on any device");
+  DeviceEntry* d = c.ctl.find_device((*v)["device"].get<std::string>());
+  if (d == nullptr || !c.ctl.may_see(c.s, *d, static_cast<uint32_t>(*qpn)))
+    return op_fail(EPERM, "qp: QP " + std::to_string(*qpn) + " belongs to another user");
+  return op_ok({{"qp", *v}});
+}
+
+json get_async_events(OpContext& c) {
+  // This connection's events (ibv_get_async_event), oldest first, taken.
+  c.ctl.drain_async_events();
+  json list = json::array();
+  for (json& e : c.s.async_events) list.push_back(std::move(e));
+  c.s.async_events.clear();
+  return op_ok({{"events", list}});
+}
+
+json open(OpContext& c) {
+  Session& s = c.s;
+  if (s.dev != nullptr) return op_fail(EBUSY, "open: this connection has a device open already");
+  DeviceEntry* d = c.ctl.find_device(c.req.value("device", ""));
+  if (d == nullptr) return op_fail(ENODEV, "open: device '" + c.req.value("device", "") + "'");
+  if (c.req.value("async_events", false)) {
+    // ibv_get_async_event blocks on this (the library's async_fd): blocking,
+    // so the flags the application sets on its copy stay its own choice.
+    s.async_eventfd = eventfd(0, EFD_CLOEXEC);
+    if (s.async_eventfd < 0) return op_fail(errno, std::string("open: eventfd: ") + std::strerror(errno));
+    s.reply_fds.push_back(dup(s.async_eventfd));
+  }
+  c.ctl.attach(s, *d);
+  return op_ok({{"device", c.ctl.device_view(*d)}});
+}
+
+}  // namespace
+
+void register_view_ops(OpTable& t) {
+  t.add({"hello", hello, false, "the protocol version, the daemon's pid and this connection's client id"});
+  t.add({"help", help, false, "every operation with whether it needs an opened device and this text"});
+  t.add({"status", status, false, "the daemon: pid, version, uptime, clients, workers"});
+  t.add({"devices", devices, false, "every device: port, addresses, link, policy, QPs, clients"});
+  t.add({"qps", qps, false, "every QP (unprivileged: its own user's) with its owner, class, rate and counters"});
+  t.add({"qp", qp, false, "one QP: qpn"});
+  t.add({"stats", stats, false, "per-device counters: engine, port, IP stack, shared-memory queues"});
+  t.add({"sched", sched_op, false, "per-device scheduler: policy, DCQCN, justitia state"});
+  t.add({"open", open, false, "open a device for verbs: device, async_events (an eventfd is returned)"});
+  t.add({"get_async_events", get_async_events, false, "this connection's asynchronous events, taken"});
+}
+
+}  // namespace isoroce::ctrl

@@ -1,0 +1,149 @@
+// The shared-memory pump (ctrl/shm_pump.h) with its rings made by the
+// operations, against engines in virtual time: WQEs written into the rings as
+// libisoroce-verbs writes them, completions read from the CQ ring.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "ctrl/shm_abi.h"
+#include "tests/ctrl/virtual_fabric.h"
+
+namespace isoroce::ctrl::testing {
+namespace {
+
+constexpr uint32_t kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+struct Ring {
+  void* base = nullptr;
+  size_t bytes = 0;
+  uint32_t log2_entries = 0, log2_elem = 0;
+  Ring(int fd, const json& geo, bool cq) {
+    log2_entries = geo["log2_entries"];
+    log2_elem = geo["log2_elem"];
+    bytes = shm::queue_bytes(log2_entries, log2_elem, cq);
+    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+  }
+  ~Ring() { munmap(base, bytes); }
+  uint32_t mask() const { return (1u << log2_entries) - 1; }
+  uint8_t* at(uint32_t i) const { return shm::element(base, i & mask(), log2_elem); }
+};
+
+// A send WQE as the library writes it: the WQE, then its SGEs.
+void post(Ring& sq, const rxe_send_wqe& w, const std::vector<rxe_sge>& sges) {
+  const uint32_t prod = shm::producer(sq.base).load(std::memory_order_relaxed);
+  std::memcpy(sq.at(prod), &w, sizeof w);
+  std::memcpy(sq.at(prod) + sizeof(rxe_send_wqe), sges.data(), sges.size() * sizeof(rxe_sge));
+  shm::producer(sq.base).store((prod + 1) & sq.mask(), std::memory_order_release);
+}
+
+std::vector<ib_uverbs_wc> drain(Ring& cq) {
+  std::vector<ib_uverbs_wc> out;
+  const uint32_t prod = shm::producer(cq.base).load(std::memory_order_acquire);
+  uint32_t cons = shm::consumer(cq.base).load(std::memory_order_relaxed);
+  for (; cons != prod; cons = (cons + 1) & cq.mask()) {
+    ib_uverbs_wc wc;
+    std::memcpy(&wc, cq.at(cons), sizeof wc);
+    out.push_back(wc);
+  }
+  shm::consumer(cq.base).store(cons, std::memory_order_release);
+  return out;
+}
+
+struct ShmEnd {
+  uint32_t pd = 0, cq = 0, qpn = 0, lkey = 0, rkey = 0;
+  std::unique_ptr<Ring> cq_ring, sq, rq;
+};
+
+ShmEnd make_end(TestClient& c, const std::string& dev, Memory& mem, const std::string& type = "rc") {
+  ShmEnd e;
+  EXPECT_TRUE(c.call({{"op", "open"}, {"device", dev}})["ok"]);
+  e.pd = c.call({{"op", "alloc_pd"}})["pd"];
+  json r = c.call({{"op", "reg_mr"}, {"pd", e.pd}, {"length", mem.len}, {"iova", 0x20000}, {"access", kAll}},
+                  {dup(mem.fd)});
+  e.lkey = r["lkey"];
+  e.rkey = r["rkey"];
+  std::vector<int> fds;
+  r = c.call({{"op", "create_cq"}, {"cqe", 32}, {"shm", true}}, {}, &fds);
+  EXPECT_EQ(fds.size(), 1u);
+  e.cq = r["cq"];
+  e.cq_ring = std::make_unique<Ring>(fds[0], r, true);
+  fds.clear();
+  r = c.call({{"op", "create_qp"}, {"pd", e.pd}, {"send_cq", e.cq}, {"recv_cq", e.cq}, {"type", type},
+              {"max_send_sge", 2}, {"shm", true}},
+             {}, &fds);
+  EXPECT_EQ(fds.size(), 2u) << r.dump();
+  e.qpn = r["qpn"];
+  e.sq = std::make_unique<Ring>(fds[0], r["sq"], false);
+  e.rq = std::make_unique<Ring>(fds[1], r["rq"], false);
+  return e;
+}
+
+void to_rts(TestClient& c, uint32_t qpn, json rtr) {
+  for (json attr : {json{{"qp_state", "INIT"}, {"qp_access_flags", kAll}, {"port_num", 1}, {"pkey_index", 0}}, rtr,
+                    json{{"qp_state", "RTS"}, {"sq_psn", 0}, {"timeout", 14}, {"retry_cnt", 7}, {"rnr_retry", 7},
+                         {"max_rd_atomic", 1}}}) {
+    if (attr.contains("qkey")) attr.erase("qp_access_flags");
+    json r = c.call({{"op", "modify_qp"}, {"qpn", qpn}, {"attr", attr}});
+    ASSERT_TRUE(r["ok"]) << r.dump();
+  }
+}
+
+json rtr(uint32_t dest, const char* gid) {
+  return json{{"qp_state", "RTR"}, {"path_mtu", 1024}, {"dest_qp_num", dest}, {"rq_psn", 0},
+              {"max_dest_rd_atomic", 1}, {"min_rnr_timer", 1}, {"ah_attr", {{"dgid", gid}}}};
+}
+
+TEST(ShmPump, WriteThroughTheRingsCompletesInTheCqRing) {
+  VirtualFabric f;
+  TestClient a(f, 1), b(f, 2);
+  Memory ma(1 << 16), mb(1 << 16);
+  ShmEnd ea = make_end(a, "isoroce0", ma), eb = make_end(b, "isoroce1", mb);
+  to_rts(a, ea.qpn, rtr(eb.qpn, "10.0.0.2"));
+  to_rts(b, eb.qpn, rtr(ea.qpn, "10.0.0.1"));
+  std::memset(ma.data, 0xc3, 2048);
+  rxe_send_wqe w{};
+  w.wr.wr_id = 77;
+  w.wr.opcode = IBV_WR_RDMA_WRITE;
+  w.wr.send_flags = IBV_SEND_SIGNALED;
+  w.wr.wr.rdma.remote_addr = 0x20000 + 4096;
+  w.wr.wr.rdma.rkey = eb.rkey;
+  w.dma.num_sge = 2;
+  w.dma.length = 2048;
+  post(*ea.sq, w, {{0x20000, 1024, ea.lkey}, {0x20000 + 1024, 1024, ea.lkey}});
+  f.run_for(100'000'000);
+  const std::vector<ib_uverbs_wc> wc = drain(*ea.cq_ring);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 77u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].qp_num, ea.qpn);
+  EXPECT_EQ(mb.data[4096], 0xc3);
+  EXPECT_EQ(mb.data[4096 + 2047], 0xc3);
+  EXPECT_EQ(mb.data[4096 + 2048], 0);
+  EXPECT_EQ(f.device(0).pump->counters().send_wqes, 1u);
+  EXPECT_EQ(f.device(0).pump->counters().cqes, 1u);
+}
+
+TEST(ShmPump, GarbageWqeCompletesInErrorAndTheDaemonCarriesOn) {
+  VirtualFabric f;
+  TestClient a(f, 1);
+  Memory ma(1 << 16);
+  ShmEnd ea = make_end(a, "isoroce0", ma);
+  to_rts(a, ea.qpn, rtr(0x100010, "10.0.0.2"));
+  rxe_send_wqe w{};
+  w.wr.wr_id = 5;
+  w.wr.opcode = 200;  // no such opcode
+  w.dma.num_sge = 1000;
+  post(*ea.sq, w, {});
+  f.run_for(10'000'000);
+  const std::vector<ib_uverbs_wc> wc = drain(*ea.cq_ring);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 5u);
+  EXPECT_EQ(wc[0].status, IBV_WC_LOC_QP_OP_ERR);
+  EXPECT_EQ(f.device(0).pump->counters().bad_wqes, 1u);
+}
+
+}  // namespace
+}  // namespace isoroce::ctrl::testing
