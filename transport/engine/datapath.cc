@@ -141,6 +141,13 @@ TxDesc EngineImpl::peek(Picos now, QpCtx& q) {
 }
 
 void EngineImpl::kick(Picos now, QpCtx& q) {
+  // A WR that lost its local MR mid-message (lose_local_mr) completes in
+  // error once it is the oldest; the QP moves to ERR.
+  if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted &&
+      q.sq.front().local_error != IBV_WC_SUCCESS) [[unlikely]] {
+    fail_request(now, q, q.sq.front().local_error);
+    return;
+  }
   // A WR whose SGEs failed their check completes in error when it is next.
   if (q.req_wqe < q.sq.tail() && q.req_pkt == 0 && q.sq[q.req_wqe].local_error != IBV_WC_SUCCESS &&
       q.sq[q.req_wqe].state == WqeState::kQueued &&
@@ -152,16 +159,14 @@ void EngineImpl::kick(Picos now, QpCtx& q) {
     if (q.qp.type() == IBV_QPT_RC) {
       q.qp.set_error();
       enter_error(now, q);
+      events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
     } else {
-      q.qp.set_send_queue_error();  // UD: SQE, receives keep working (10.3.1)
-      sched_->deactivate(now, q.slot);
-      while (!q.sq.empty()) {
-        complete_send(q, q.sq.front(), IBV_WC_WR_FLUSH_ERR);
-        q.sq.pop();
-      }
-      q.req_wqe = q.sq.head();
+      ud_send_queue_error(now, q);
     }
-    events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
+    return;
+  }
+  if (q.ud_send_failed) [[unlikely]] {
+    ud_send_queue_error(now, q);
     return;
   }
   if (sched_->active(q.slot)) return;
@@ -236,11 +241,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
         case TxKind::kNone: len = cnp ? build_cnp(*q, buf) : build_control(now, *q, buf); break;
         case TxKind::kRequest: len = build_request(*q, d, buf); break;
         case TxKind::kResponse: len = build_response(*q, d, buf); break;
-        case TxKind::kUdSend:
-          len = build_ud(*q, d, buf);
-          complete_send(*q, q->sq[d.wqe], IBV_WC_SUCCESS);
-          q->sq.pop();
-          break;
+        case TxKind::kUdSend: len = send_ud(*q, d, buf); break;
       }
       if (len == 0) continue;
       if (d.kind != TxKind::kNone) dcqcn_sent(now, *q, len + kEthWireOverhead);

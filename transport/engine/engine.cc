@@ -488,7 +488,7 @@ int EngineImpl::check_send_wr(const QpCtx& q, const SendWr& wr) const {
   if (wr.sg_list.size() > q.qp.cap().max_send_sge) return EINVAL;
   uint64_t len = 0;
   for (const Sge& s : wr.sg_list) len += s.length;
-  if (len > (1ull << 31)) return EINVAL;  // max_msg_sz
+  if (len > kMaxMsgSize) return EINVAL;  // max_msg_sz
   const bool atomic = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
   if (wr.send_flags & IBV_SEND_INLINE) {
     if (atomic || wr.opcode == IBV_WR_RDMA_READ) return EINVAL;

@@ -85,6 +85,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // Starts WQE processing checks (local keys); false if it completed in error.
   bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  // The packet d could not be built: a local MR of its WR is gone.
+  void lose_local_mr(QpCtx& q, const TxDesc& d);
   // Go back to PSN psn and send everything from there again (go-back-N).
   void rewind_requester(QpCtx& q, wire::Psn psn);
 
@@ -105,6 +107,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // ACK/NAK from the responder's state, or 0 if nothing is due.
   size_t build_control(Picos now, QpCtx& q, std::span<uint8_t> out);
   bool take_recv_wqe(QpCtx& q, RecvWqe* out);
+  // The next byte of q's RDMA WRITE in progress, or nullptr if its MR was
+  // deregistered (or its key now names another registration).
+  uint8_t* write_target(const QpCtx& q) const;
 
   // ---- completer.cc
   void on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
@@ -118,6 +123,10 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // ---- ud.cc
   TxDesc peek_ud(QpCtx& q);
   size_t build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  // Builds and completes the datagram d (0: nothing to send).
+  size_t send_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  // The UD send queue failed: SQE, the rest of the sends flushed.
+  void ud_send_queue_error(Picos now, QpCtx& q);
   void on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
 
   // ---- datapath.cc

@@ -30,6 +30,9 @@ Picos ack_timeout_picos(uint8_t exp);
 // The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds.
 Picos rnr_timer_picos(uint8_t code);
 uint32_t mtu_bytes(ibv_mtu mtu);
+// The largest message (ibv_device_attr::max_msg_sz, as rxe: 2^31 bytes). A
+// RETH asking for more is an Invalid Request (9.7.5.1.4, rxe check_length()).
+inline constexpr uint64_t kMaxMsgSize = 1ull << 31;
 // PSNs a message of len bytes uses: max(1, ceil(len / mtu)) (9.7.4.1).
 inline uint32_t packets_for(uint64_t len, uint32_t mtu) {
   return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
@@ -171,7 +174,13 @@ struct QpCtx {
   bool have_recv = false;      // a receive WQE is being filled
   RecvWqe cur_recv;
   uint64_t recv_offset = 0;
-  uint8_t* write_ptr = nullptr;  // next byte of the RDMA WRITE in progress
+  // The RDMA WRITE in progress: where its next byte goes, as the R_Key and the
+  // registration it named at FIRST (verbs::Mr::id), never as a pointer: every
+  // packet finds the MR again, so a region deregistered mid-message is never
+  // touched (the rest of the message is NAKed, responder.cc).
+  uint32_t write_rkey = 0;
+  uint64_t write_mr_id = 0;
+  uint64_t write_va = 0;
   uint64_t write_left = 0;
   uint64_t write_total = 0;
   // Pending control packet: the ACK (coalesced) or a NAK.
@@ -189,6 +198,7 @@ struct QpCtx {
 
   Picos timer_at = sched::kNever;  // earliest timer queued for this QP
   bool resp_failed = false;        // a fatal NAK is queued: drop further requests
+  bool ud_send_failed = false;     // UD: a send lost its MR; SQE after this transmit
 
   QpCounters stats;
   // Rate limit and DCQCN (dcqcn.cc).

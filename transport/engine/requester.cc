@@ -122,7 +122,7 @@ void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
 }
 
 size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
-  const SendWqe& w = q.sq[d.wqe];
+  SendWqe& w = q.sq[d.wqe];
   wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
   spec.ack_req = d.ack_req;
   spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) && wire::opcode_info(d.opcode).is_last();
@@ -142,11 +142,28 @@ size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> o
     if (w.is_inline) {
       payload_scratch_.emplace_back(w.inline_data.data() + d.offset, d.length);
     } else if (!gather(mrs_, q.pd, w.sges, d.offset, d.length, payload_scratch_)) {
-      return 0;  // the MR went away after the post: caught by the caller
+      lose_local_mr(q, d);
+      return 0;
     }
   }
   const wire::BuildResult r = wire::build_frame_gather(spec, payload_scratch_, out);
   return r.ok() ? r.len : 0;
+}
+
+void EngineImpl::lose_local_mr(QpCtx& q, const TxDesc& d) {
+  // An SGE's MR was deregistered after the post (the L_Key check is made
+  // again for every packet, so nothing is read from it): the WR completes
+  // with IBV_WC_LOC_PROT_ERR and the QP moves to ERR, as rxe's requester
+  // does when its copy fails (kick() completes it once it is the oldest).
+  // The requester stops at this packet; later grants of the same transmit
+  // find nothing to send.
+  SendWqe& w = q.sq[d.wqe];
+  if (w.local_error != IBV_WC_SUCCESS) return;
+  w.local_error = IBV_WC_LOC_PROT_ERR;
+  q.req_wqe = d.wqe;
+  q.req_pkt = static_cast<uint32_t>(psn_diff(d.psn, w.first_psn));
+  q.req_psn = d.psn;
+  after_grant_.push_back(q.slot);
 }
 
 void EngineImpl::rewind_requester(QpCtx& q, wire::Psn psn) {

@@ -25,6 +25,12 @@ constexpr uint8_t kAckSyndrome = 0x1f;
 
 }  // namespace
 
+uint8_t* EngineImpl::write_target(const QpCtx& q) const {
+  const verbs::Mr* mr = mrs_.find_rkey(q.write_rkey);
+  if (mr == nullptr || mr->id != q.write_mr_id) return nullptr;
+  return mr_ptr(*mr, q.write_va);
+}
+
 bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
   if (q.use_srq) {
     auto it = srqs_.find(q.srq);
@@ -105,6 +111,12 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     }
   }
 
+  // A RETH never asks for more than a message may hold (9.7.5.1.4).
+  if (pkt.reth && pkt.reth->dma_len > kMaxMsgSize) {
+    fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+    return;
+  }
+
   switch (op.kind) {
     case OpKind::kSend: {
       if (op.is_first()) {
@@ -156,6 +168,14 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
           return;
         }
       }
+      // The region of a WRITE in progress must still be the one its FIRST
+      // named: after dereg_mr() the rest of the message is a remote access
+      // error (9.7.5.2; class C, 9.9.3: NAK and ERR), checked before any receive
+      // WQE is consumed.
+      if (!op.is_first() && !payload.empty() && write_target(q) == nullptr) {
+        fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
+        return;
+      }
       const uint64_t left = op.is_first() ? pkt.reth->dma_len : q.write_left;
       if (payload.size() > left || (op.is_last() && payload.size() != left)) {
         fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
@@ -167,13 +187,14 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         return;
       }
       if (op.is_first()) {
-        const verbs::Mr* mr = mrs_.find_rkey(pkt.reth->rkey);
-        q.write_ptr = pkt.reth->dma_len ? mr_ptr(*mr, pkt.reth->va) : nullptr;
+        q.write_rkey = pkt.reth->rkey;
+        q.write_mr_id = mrs_.find_rkey(pkt.reth->rkey)->id;
+        q.write_va = pkt.reth->va;
         q.write_left = pkt.reth->dma_len;
         q.write_total = pkt.reth->dma_len;
       }
-      if (!payload.empty()) std::memcpy(q.write_ptr, payload.data(), payload.size());
-      q.write_ptr += payload.size();
+      if (!payload.empty()) std::memcpy(write_target(q), payload.data(), payload.size());
+      q.write_va += payload.size();
       q.write_left -= payload.size();
       if (op.is_last()) {
         q.in_msg = QpCtx::InMsg::kNone;
@@ -402,9 +423,12 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
   if (op.has(wire::kHdrAtomicAckEth)) spec.atomic_ack = r.atomic_orig;
   payload_scratch_.clear();
   if (d.length > 0) {
-    // Checked again: the region may have been deregistered since the request.
+    // Checked again for every packet: the region may have been deregistered
+    // since the request. Then the rest of the READ is a Remote Access Error
+    // (9.7.5.2, 9.9.3; rxe read_reply() answers a lost MR the same way).
     if (mrs_.check_remote(q.pd, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ) !=
-        verbs::MrCheck::kOk) {
+        verbs::MrCheck::kOk) [[unlikely]] {
+      if (!q.resp_failed) fatal_nak(tx_now_, q, NakCode::kRemoteAccessError, d.psn);
       return 0;
     }
     payload_scratch_.emplace_back(mr_ptr(*mrs_.find_rkey(r.rkey), r.va + d.offset), d.length);

@@ -52,6 +52,42 @@ size_t EngineImpl::build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   return r.ok() ? r.len : 0;
 }
 
+size_t EngineImpl::send_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+  // Sends granted in the same transmit after one that failed are flushed.
+  if (q.ud_send_failed) {
+    complete_send(q, q.sq.front(), IBV_WC_WR_FLUSH_ERR);
+    q.sq.pop();
+    return 0;
+  }
+  const size_t len = build_ud(q, d, out);
+  // The datagram completes once it is on the wire. A WR whose MR was
+  // deregistered after the post (gather checks every SGE again) completes
+  // with IBV_WC_LOC_PROT_ERR and the send queue goes to SQE (10.3.1) once
+  // this transmit is over (kick(): the later descriptors index this queue).
+  const bool lost_mr = len == 0 && !q.sq[d.wqe].is_inline && q.sq[d.wqe].length > 0 &&
+                       check_sges(mrs_, q.pd, q.sq[d.wqe].sges, 0) != verbs::MrCheck::kOk;
+  complete_send(q, q.sq[d.wqe], lost_mr ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS);
+  q.sq.pop();
+  if (lost_mr) [[unlikely]] {
+    q.ud_send_failed = true;
+    after_grant_.push_back(q.slot);
+  }
+  return len;
+}
+
+void EngineImpl::ud_send_queue_error(Picos now, QpCtx& q) {
+  // UD: SQE, receives keep working (10.3.1); the sends left are flushed.
+  q.ud_send_failed = false;
+  q.qp.set_send_queue_error();
+  sched_->deactivate(now, q.slot);
+  while (!q.sq.empty()) {
+    complete_send(q, q.sq.front(), IBV_WC_WR_FLUSH_ERR);
+    q.sq.pop();
+  }
+  q.req_wqe = q.sq.head();
+  events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
+}
+
 void EngineImpl::on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame) {
   (void)now;
   const ibv_qp_state st = q.qp.state();
