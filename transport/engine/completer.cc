@@ -114,7 +114,12 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
   const wire::Psn psn = pkt.psn;
   // Only PSNs in [comp_psn - 1, req_max_psn) mean anything now; the rest are
   // stale duplicates (9.7.5.2.1) or bogus.
-  if (psn.before(q.comp_psn - 1) || !psn.before(q.req_max_psn)) {
+  if (!psn.before(q.req_max_psn)) {
+    ++counters_.rx_psn_out_of_window;  // never sent
+    ++counters_.rx_dropped;
+    return;
+  }
+  if (psn.before(q.comp_psn - 1)) {
     ++counters_.rx_duplicates;
     return;
   }
@@ -218,6 +223,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
   // position opcodes are not checked, only the lengths (9.7.5.2.2).
   if ((!last && pkt.payload_len != q.mtu) || (last && pkt.payload_len != left) ||
       pkt.payload_len > left) {
+    ++counters_.rx_bad_length;
     ++counters_.rx_dropped;
     return;
   }

@@ -44,11 +44,13 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   const wire::ParseResult r = wire::parse_frame(frame);
   if (!r.ok()) {
     ++counters_.rx_parse_errors;
+    if (r.error == wire::ParseError::kBadIcrc) ++counters_.rx_bad_icrc;
     ++counters_.rx_dropped;
     return;
   }
   const wire::RocePacket& pkt = r.pkt;
   if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff) {
+    ++counters_.rx_not_for_port;
     ++counters_.rx_dropped;
     return;
   }
@@ -58,16 +60,18 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     ++counters_.rx_dropped;
     return;
   }
-  ++q->stats.rx_packets;
-  q->stats.rx_bytes += frame.size();
+  // A QP's rx_packets/rx_bytes count what it accepts, so nobody else on the
+  // link can inflate them (issue 16.9a).
   const wire::OpcodeInfo& op = *pkt.op;
   if (op.transport == wire::Transport::kCnp) {
     // A CNP for one of our RC QPs from its peer, or for a UD QP (which has no
     // peer): the reaction point (dcqcn.cc).
     if ((q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip) || q->qp.type() == IBV_QPT_UD) {
+      count_rx(*q, frame.size());
       on_cnp(now, *q);
       return;
     }
+    ++counters_.rx_wrong_source;
     ++counters_.rx_dropped;
     return;
   }
@@ -90,12 +94,17 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   switch (op.transport) {
     case wire::Transport::kUd:
       if (q->qp.type() != IBV_QPT_UD) break;
-      on_ud(now, *q, pkt, frame);
+      on_ud(now, *q, pkt, frame);  // counts it once the Q_Key matched
       return;
     case wire::Transport::kRc:
       if (q->qp.type() != IBV_QPT_RC) break;
       // An RC QP talks to one peer (9.6.1.5.1: the source must match the path).
-      if (pkt.src_ip != q->peer.ip) break;
+      if (pkt.src_ip != q->peer.ip) {
+        ++counters_.rx_wrong_source;
+        ++counters_.rx_dropped;
+        return;
+      }
+      count_rx(*q, frame.size());
       if (op.kind == wire::OpKind::kAck || op.kind == wire::OpKind::kAtomicAck ||
           op.kind == wire::OpKind::kReadResponse) {
         on_response(now, *q, pkt, frame);
@@ -106,6 +115,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     default:
       break;  // UC is not handled by this engine
   }
+  ++counters_.rx_wrong_transport;
   ++counters_.rx_dropped;
 }
 

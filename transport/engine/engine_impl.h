@@ -130,6 +130,10 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
 
   // ---- datapath.cc
+  static void count_rx(QpCtx& q, size_t bytes) {
+    ++q.stats.rx_packets;
+    q.stats.rx_bytes += bytes;
+  }
   TxDesc peek(Picos now, QpCtx& q);
   void kick(Picos now, QpCtx& q);
   void schedule_timer(QpCtx& q, Picos when);

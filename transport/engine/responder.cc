@@ -99,6 +99,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             : op.kind == OpKind::kWrite ? QpCtx::InMsg::kWrite
                                                         : QpCtx::InMsg::kNone;
   if (continuing ? q.in_msg != want : q.in_msg != QpCtx::InMsg::kNone) {
+    ++counters_.rx_bad_opcode_sequence;
     fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
     return;
   }
@@ -106,6 +107,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
   if (op.has_payload()) {
     const bool full = op.is_middle() || (op.is_first() && !op.is_last());
     if (full ? pkt.payload_len != q.mtu : pkt.payload_len > q.mtu) {
+      ++counters_.rx_bad_length;
       fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
       return;
     }
@@ -113,6 +115,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
 
   // A RETH never asks for more than a message may hold (9.7.5.1.4).
   if (pkt.reth && pkt.reth->dma_len > kMaxMsgSize) {
+    ++counters_.rx_bad_length;
     fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
     return;
   }
@@ -164,6 +167,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         if (!(access & IBV_ACCESS_REMOTE_WRITE) ||
             mrs_.check_remote(q.pd, pkt.reth->rkey, pkt.reth->va, pkt.reth->dma_len,
                               IBV_ACCESS_REMOTE_WRITE) != verbs::MrCheck::kOk) {
+          ++counters_.rx_bad_rkey;
           fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
           return;
         }
@@ -173,11 +177,13 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       // error (9.7.5.2; class C, 9.9.3: NAK and ERR), checked before any receive
       // WQE is consumed.
       if (!op.is_first() && !payload.empty() && write_target(q) == nullptr) {
+        ++counters_.rx_bad_rkey;
         fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
         return;
       }
       const uint64_t left = op.is_first() ? pkt.reth->dma_len : q.write_left;
       if (payload.size() > left || (op.is_last() && payload.size() != left)) {
+        ++counters_.rx_bad_length;
         fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
         return;
       }
@@ -221,6 +227,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       if (!(access & IBV_ACCESS_REMOTE_READ) ||
           mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ) !=
               verbs::MrCheck::kOk) {
+        ++counters_.rx_bad_rkey;
         fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
         return;
       }
@@ -249,6 +256,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                                    ? mrs_.check_atomic(q.pd, a.rkey, a.va)
                                    : verbs::MrCheck::kAccessViolation;
       if (c != verbs::MrCheck::kOk) {
+        ++(c == verbs::MrCheck::kMisaligned ? counters_.rx_invalid_request : counters_.rx_bad_rkey);
         fatal_nak(now, q,
                   c == verbs::MrCheck::kMisaligned ? NakCode::kInvalidRequest
                                                    : NakCode::kRemoteAccessError,
@@ -278,6 +286,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       return;
     }
     default:
+      ++counters_.rx_invalid_request;
       fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
       return;
   }

@@ -99,7 +99,9 @@ void EngineImpl::on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::sp
     ++counters_.rx_ud_qkey_mismatch;
     return;
   }
+  count_rx(q, frame.size());
   if (pkt.payload_len > q.mtu) {
+    ++counters_.rx_bad_length;
     ++counters_.rx_dropped;
     return;
   }
