@@ -11,12 +11,6 @@ namespace isoroce::transport {
 
 using detail::EngineImpl;
 
-namespace {
-uint32_t mtu_bytes_valid(ibv_mtu mtu) {
-  return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
-}
-}  // namespace
-
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sched::Config sc;
   sc.link_bps = config.link_bps;
@@ -25,7 +19,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.max_msgs_per_sec = config.max_msgs_per_sec;
   sc.justitia = config.justitia;
   if (!sched::validate(sc).empty() || config.max_qps == 0 ||
-      config.max_qps > config.device.max_qp || mtu_bytes_valid(config.active_mtu) == 0) {
+      config.max_qps > config.device.max_qp || verbs::mtu_bytes(config.active_mtu) == 0) {
     return Result<std::unique_ptr<Engine>>::error(EINVAL);
   }
   // DCQCN's rates need a policy that enforces them (fifo records and ignores limits).
@@ -39,8 +33,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
 }
 
 namespace detail {
-
-uint32_t mtu_bytes(ibv_mtu mtu) { return mtu_bytes_valid(mtu); }
 
 Picos ack_timeout_picos(uint8_t exp) {
   if (exp == 0) return sched::kNever;
@@ -223,7 +215,7 @@ namespace {
 
 // Fills r from wr; EINVAL for too many SGEs.
 int fill_recv(const RecvWr& wr, uint32_t max_sge, RecvWqe& r) {
-  if (wr.sg_list.size() > max_sge) return EINVAL;
+  if (int err = verbs::check_recv_wr(max_sge, wr.sg_list.size())) return err;
   r.wr_id = wr.wr_id;
   r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
   r.length = 0;
@@ -392,9 +384,9 @@ void EngineImpl::on_state_change(Picos now, QpCtx& q, ibv_qp_state from) {
     return;
   }
   if (q.qp.type() == IBV_QPT_UD) {
-    q.mtu = mtu_bytes(config_.active_mtu);
+    q.mtu = verbs::mtu_bytes(config_.active_mtu);
   } else {
-    q.mtu = mtu_bytes(a.path_mtu);
+    q.mtu = verbs::mtu_bytes(a.path_mtu);
     q.udp_sport = q.peer.flow_label ? wire::udp_sport_from_flow_label(q.peer.flow_label)
                                     : wire::udp_sport_for_qps(q.qp.qpn(), q.qp.dest_qpn());
   }
@@ -472,33 +464,18 @@ void EngineImpl::flush(QpCtx& q) {
 // ---- posting ---------------------------------------------------------------
 
 int EngineImpl::check_send_wr(const QpCtx& q, const SendWr& wr) const {
-  const bool ud = q.qp.type() == IBV_QPT_UD;
-  switch (wr.opcode) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: break;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      if (ud) return EINVAL;
-      break;
-    default: return EINVAL;  // SEND_WITH_INV, LOCAL_INV, BIND_MW, TSO: no memory windows here
-  }
-  if (wr.sg_list.size() > q.qp.cap().max_send_sge) return EINVAL;
-  uint64_t len = 0;
-  for (const Sge& s : wr.sg_list) len += s.length;
-  if (len > kMaxMsgSize) return EINVAL;  // max_msg_sz
-  const bool atomic = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-  if (wr.send_flags & IBV_SEND_INLINE) {
-    if (atomic || wr.opcode == IBV_WR_RDMA_READ) return EINVAL;
-    if (len > q.qp.cap().max_inline_data) return EINVAL;
-  }
-  if (atomic && len != verbs::kAtomicSize) return EINVAL;
-  if (atomic && (wr.remote_addr & 7)) return EINVAL;
-  if (ud) {
-    if (len > q.mtu) return EINVAL;  // a datagram is one packet
-    if (!ahs_.count(wr.ah)) return EINVAL;
+  verbs::SendWrShape shape{wr.opcode, wr.send_flags, wr.sg_list.size(), 0, wr.remote_addr};
+  for (const Sge& s : wr.sg_list) shape.length += s.length;
+  const verbs::SendQueueLimits limits{q.qp.type(), q.qp.cap().max_send_sge,
+                                      q.qp.cap().max_inline_data, q.mtu};
+  if (int err = verbs::check_send_wr(limits, shape)) return err;
+  if (q.qp.type() == IBV_QPT_UD) {
+    // The AH must exist and belong to the QP's PD (rxe_av.c rxe_get_av(); rxe
+    // fails such a WR when it is sent, with LOC_QP_OP_ERR; refusing it at
+    // post, as the verbs library's synchronous checks do, tells the
+    // application at once and never lets a WR of one PD use another's AH).
+    auto it = ahs_.find(wr.ah);
+    if (it == ahs_.end() || it->second.pd != q.pd) return EINVAL;
   }
   return 0;
 }

@@ -16,7 +16,9 @@
 #include "transport/dcqcn/reaction_point.h"
 #include "transport/engine/ring.h"
 #include "transport/verbs/cq.h"
+#include "transport/verbs/mtu.h"
 #include "transport/verbs/srq.h"
+#include "transport/verbs/wr_check.h"
 #include "transport/wire/build.h"
 
 namespace isoroce::transport::detail {
@@ -29,10 +31,9 @@ inline constexpr uint32_t kEthWireOverhead = 24;
 Picos ack_timeout_picos(uint8_t exp);
 // The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds.
 Picos rnr_timer_picos(uint8_t code);
-uint32_t mtu_bytes(ibv_mtu mtu);
 // The largest message (ibv_device_attr::max_msg_sz, as rxe: 2^31 bytes). A
 // RETH asking for more is an Invalid Request (9.7.5.1.4, rxe check_length()).
-inline constexpr uint64_t kMaxMsgSize = 1ull << 31;
+using verbs::kMaxMsgSize;
 // PSNs a message of len bytes uses: max(1, ceil(len / mtu)) (9.7.4.1).
 inline uint32_t packets_for(uint64_t len, uint32_t mtu) {
   return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
