@@ -28,14 +28,14 @@ ibv_wc_status nak_status(uint8_t code) {
 }  // namespace
 
 void EngineImpl::arm_ack_timer(Picos now, QpCtx& q) {
-  const bool outstanding = q.comp_psn.before(q.req_max_psn);
-  if (!outstanding || now < q.rnr_until) {  // an RNR wait re-arms the timer when it ends
-    q.ack_deadline = sched::kNever;
+  const bool outstanding = q.comp.psn.before(q.req.max_psn);
+  if (!outstanding || now < q.comp.rnr_until) {  // an RNR wait re-arms the timer when it ends
+    q.comp.ack_deadline = sched::kNever;
     return;
   }
   const Picos t = ack_timeout_picos(q.qp.attr().timeout);
-  q.ack_deadline = t == sched::kNever ? sched::kNever : now + t;
-  if (q.ack_deadline != sched::kNever) schedule_timer(q, q.ack_deadline);
+  q.comp.ack_deadline = t == sched::kNever ? sched::kNever : now + t;
+  if (q.comp.ack_deadline != sched::kNever) schedule_timer(q, q.comp.ack_deadline);
 }
 
 // Completes, in order, the WQEs at the head that are fully acknowledged.
@@ -46,8 +46,8 @@ void EngineImpl::complete_done_wqes(Picos now, QpCtx& q) {
     if (w.state != WqeState::kStarted) break;
     if (w.is_read_or_atomic()) {
       if (!w.completed_ok) break;
-      if (q.rd_atomic_inflight > 0) --q.rd_atomic_inflight;
-    } else if (!w.last_psn().before(q.comp_psn)) {
+      if (q.req.rd_atomic_inflight > 0) --q.req.rd_atomic_inflight;
+    } else if (!w.last_psn().before(q.comp.psn)) {
       break;
     }
     complete_send(q, w, IBV_WC_SUCCESS);
@@ -56,7 +56,7 @@ void EngineImpl::complete_done_wqes(Picos now, QpCtx& q) {
   }
   if (!any) return;
   // A rewind may have pointed the requester at what is now acknowledged.
-  if (q.req_wqe < q.sq.head() || q.req_psn.before(q.comp_psn)) rewind_requester(q, q.comp_psn);
+  if (q.req.wqe < q.sq.head() || q.req.psn.before(q.comp.psn)) rewind_requester(q, q.comp.psn);
   if (q.qp.state() == IBV_QPS_SQD && q.sq.empty()) q.qp.sq_drained();
   kick(now, q);
 }
@@ -64,7 +64,7 @@ void EngineImpl::complete_done_wqes(Picos now, QpCtx& q) {
 void EngineImpl::retire_acked(Picos now, QpCtx& q, wire::Psn through) {
   // Everything up to `through` arrived, except READ/atomic results still owed.
   wire::Psn next = through + 1;
-  if (next.after(q.req_max_psn)) next = q.req_max_psn;
+  if (next.after(q.req.max_psn)) next = q.req.max_psn;
   for (uint64_t i = q.sq.head(); i < q.sq.tail(); ++i) {
     const SendWqe& w = q.sq[i];
     if (w.state != WqeState::kStarted) break;
@@ -74,11 +74,11 @@ void EngineImpl::retire_acked(Picos now, QpCtx& q, wire::Psn through) {
       break;
     }
   }
-  if (next.after(q.comp_psn)) {
-    q.comp_psn = next;
-    q.retry_left = q.qp.attr().retry_cnt;
-    q.rnr_retry_left = q.qp.attr().rnr_retry;
-    q.read_retry_pending = false;
+  if (next.after(q.comp.psn)) {
+    q.comp.psn = next;
+    q.comp.retry_left = q.qp.attr().retry_cnt;
+    q.comp.rnr_retry_left = q.qp.attr().rnr_retry;
+    q.comp.read_retry_pending = false;
     arm_ack_timer(now, q);
   }
   complete_done_wqes(now, q);
@@ -114,12 +114,12 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
   const wire::Psn psn = pkt.psn;
   // Only PSNs in [comp_psn - 1, req_max_psn) mean anything now; the rest are
   // stale duplicates (9.7.5.2.1) or bogus.
-  if (!psn.before(q.req_max_psn)) {
+  if (!psn.before(q.req.max_psn)) {
     ++counters_.rx_psn_out_of_window;  // never sent
     ++counters_.rx_dropped;
     return;
   }
-  if (psn.before(q.comp_psn - 1)) {
+  if (psn.before(q.comp.psn - 1)) {
     ++counters_.rx_duplicates;
     return;
   }
@@ -134,9 +134,9 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted) {
           const SendWqe& w = q.sq.front();
           if (w.is_read_or_atomic() && !w.completed_ok && !psn.before(w.first_psn) &&
-              !q.read_retry_pending) {
-            q.read_retry_pending = true;
-            retry(now, q, q.comp_psn);
+              !q.comp.read_retry_pending) {
+            q.comp.read_retry_pending = true;
+            retry(now, q, q.comp.psn);
           }
         }
         return;
@@ -145,19 +145,19 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         ++q.stats.rnr_naks_received;
         retire_acked(now, q, psn - 1);
         if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return;
-        if (psn != q.comp_psn) return;  // an older RNR NAK
+        if (psn != q.comp.psn) return;  // an older RNR NAK
         if (q.qp.attr().rnr_retry != 7) {  // 7: retry forever (9.7.5.2.8)
-          if (q.rnr_retry_left == 0) {
+          if (q.comp.rnr_retry_left == 0) {
             fail_request(now, q, IBV_WC_RNR_RETRY_EXC_ERR);
             return;
           }
-          --q.rnr_retry_left;
+          --q.comp.rnr_retry_left;
         }
-        q.rnr_until = now + rnr_timer_picos(syn & 31);
-        q.ack_deadline = sched::kNever;
+        q.comp.rnr_until = now + rnr_timer_picos(syn & 31);
+        q.comp.ack_deadline = sched::kNever;
         rewind_requester(q, psn);
         sched_->deactivate(now, q.slot);
-        schedule_timer(q, q.rnr_until);
+        schedule_timer(q, q.comp.rnr_until);
         return;
       }
       case AethKind::kNak: {
@@ -167,13 +167,13 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return;
         const uint8_t code = syn & 31;
         if (static_cast<NakCode>(code) == NakCode::kPsnSequenceError) {
-          if (psn != q.comp_psn) return;  // not about the oldest outstanding PSN
-          if (now < q.rnr_until) return;  // the RNR wait resends from here anyway
-          if (q.retry_left == 0) {
+          if (psn != q.comp.psn) return;  // not about the oldest outstanding PSN
+          if (now < q.comp.rnr_until) return;  // the RNR wait resends from here anyway
+          if (q.comp.retry_left == 0) {
             fail_request(now, q, IBV_WC_RETRY_EXC_ERR);
             return;
           }
-          --q.retry_left;
+          --q.comp.retry_left;
           retry(now, q, psn);
           return;
         }
@@ -201,7 +201,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       return;
     }
     w.completed_ok = true;
-    q.read_retry_pending = false;
+    q.comp.read_retry_pending = false;
     retire_acked(now, q, psn);
     return;
   }
@@ -211,8 +211,8 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
   if (psn != expected) {
     // A response went missing: re-issue the READ from the first missing byte
     // (9.7.5.2.2), once per gap.
-    if (psn.after(expected) && !q.read_retry_pending) {
-      q.read_retry_pending = true;
+    if (psn.after(expected) && !q.comp.read_retry_pending) {
+      q.comp.read_retry_pending = true;
       retry(now, q, expected);
     }
     return;
@@ -233,14 +233,14 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     return;
   }
   w.read_done += payload.size();
-  q.read_retry_pending = false;
+  q.comp.read_retry_pending = false;
   if (last) {
     w.completed_ok = true;
     retire_acked(now, q, psn);
   } else {
     // Progress inside the READ: the timer restarts (9.7.6.1.3).
-    q.comp_psn = psn + 1;
-    q.retry_left = q.qp.attr().retry_cnt;
+    q.comp.psn = psn + 1;
+    q.comp.retry_left = q.qp.attr().retry_cnt;
     arm_ack_timer(now, q);
   }
 }
@@ -248,24 +248,24 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
 void EngineImpl::on_timer(Picos now, QpCtx& q) {
   const ibv_qp_state st = q.qp.state();
   if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) return;
-  if (q.rnr_until != 0 && now >= q.rnr_until) {
-    q.rnr_until = 0;
+  if (q.comp.rnr_until != 0 && now >= q.comp.rnr_until) {
+    q.comp.rnr_until = 0;
     arm_ack_timer(now, q);
     kick(now, q);
   }
-  if (q.ack_deadline != sched::kNever && now >= q.ack_deadline) {
+  if (q.comp.ack_deadline != sched::kNever && now >= q.comp.ack_deadline) {
     ++counters_.timeouts;
-    if (q.retry_left == 0) {
+    if (q.comp.retry_left == 0) {
       fail_request(now, q, IBV_WC_RETRY_EXC_ERR);
       return;
     }
-    --q.retry_left;
-    q.read_retry_pending = false;
-    retry(now, q, q.comp_psn);
+    --q.comp.retry_left;
+    q.comp.read_retry_pending = false;
+    retry(now, q, q.comp.psn);
   }
   // Re-queue the earliest pending deadline.
-  Picos next = q.ack_deadline;
-  if (q.rnr_until != 0) next = std::min(next, q.rnr_until);
+  Picos next = q.comp.ack_deadline;
+  if (q.comp.rnr_until != 0) next = std::min(next, q.comp.rnr_until);
   if (next != sched::kNever) schedule_timer(q, next);
 }
 

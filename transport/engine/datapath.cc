@@ -159,13 +159,13 @@ void EngineImpl::kick(Picos now, QpCtx& q) {
     return;
   }
   // A WR whose SGEs failed their check completes in error when it is next.
-  if (q.req_wqe < q.sq.tail() && q.req_pkt == 0 && q.sq[q.req_wqe].local_error != IBV_WC_SUCCESS &&
-      q.sq[q.req_wqe].state == WqeState::kQueued &&
-      (q.qp.state() == IBV_QPS_RTS || q.qp.state() == IBV_QPS_SQD) && q.req_wqe == q.sq.head()) {
+  if (q.req.wqe < q.sq.tail() && q.req.pkt == 0 && q.sq[q.req.wqe].local_error != IBV_WC_SUCCESS &&
+      q.sq[q.req.wqe].state == WqeState::kQueued &&
+      (q.qp.state() == IBV_QPS_RTS || q.qp.state() == IBV_QPS_SQD) && q.req.wqe == q.sq.head()) {
     SendWqe& w = q.sq.front();
     complete_send(q, w, w.local_error);
     q.sq.pop();
-    q.req_wqe = q.sq.head();
+    q.req.wqe = q.sq.head();
     if (q.qp.type() == IBV_QPT_RC) {
       q.qp.set_error();
       enter_error(now, q);
@@ -200,8 +200,8 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
     case TxKind::kRequest: take_request(*q, d); break;
     case TxKind::kResponse: take_response(*q, d); break;
     case TxKind::kUdSend:
-      ++q->req_psn;
-      ++q->req_wqe;
+      ++q->req.psn;
+      ++q->req.wqe;
       break;
     case TxKind::kNone: break;
   }
@@ -239,7 +239,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       std::span<uint8_t> buf = sink.tx_buffer(len_hint);
       if (buf.size() < len_hint) {
         ++counters_.tx_no_buffer;
-        if (g.kind == sched::GrantKind::kControl) (cnp ? q->cnp_queued : q->ctrl_queued) = false;
+        if (g.kind == sched::GrantKind::kControl) (cnp ? q->cnp_queued : q->resp.ctrl_queued) = false;
         if (d.kind == TxKind::kUdSend) {  // the datagram is lost, the send still completes
           complete_send(*q, q->sq[d.wqe], IBV_WC_SUCCESS);
           q->sq.pop();
@@ -265,9 +265,9 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
     for (uint32_t slot : after_grant_) {
       QpCtx* q = slots_[slot].get();
       if (q == nullptr) continue;
-      if (q->ack_pending && !q->ctrl_queued && q->resp_queue.empty() &&
+      if (q->resp.ack_pending && !q->resp.ctrl_queued && q->resp.queue.empty() &&
           sched_->enqueue_control(now, slot, ack_frame_bytes())) {
-        q->ctrl_queued = true;
+        q->resp.ctrl_queued = true;
       }
       kick(now, *q);
     }

@@ -391,18 +391,18 @@ void EngineImpl::on_state_change(Picos now, QpCtx& q, ibv_qp_state from) {
                                     : wire::udp_sport_for_qps(q.qp.qpn(), q.qp.dest_qpn());
   }
   if (to == IBV_QPS_RTR && from == IBV_QPS_INIT) {
-    q.resp_psn = q.qp.rq_psn();
-    q.acked_psn = q.resp_psn - 1;
-    q.resources.assign(2 * std::max<uint32_t>(1, a.max_dest_rd_atomic), RespResource{});
+    q.resp.psn = q.qp.rq_psn();
+    q.resp.acked_psn = q.resp.psn - 1;
+    q.resp.resources.assign(2 * std::max<uint32_t>(1, a.max_dest_rd_atomic), RespResource{});
   }
   if (to == IBV_QPS_RTS && from == IBV_QPS_RTR) {
-    q.req_psn = q.qp.sq_psn();
-    q.req_max_psn = q.req_psn;
-    q.comp_psn = q.req_psn;
-    q.req_wqe = q.sq.head();
-    q.req_pkt = 0;
-    q.retry_left = a.retry_cnt;
-    q.rnr_retry_left = a.rnr_retry;
+    q.req.psn = q.qp.sq_psn();
+    q.req.max_psn = q.req.psn;
+    q.comp.psn = q.req.psn;
+    q.req.wqe = q.sq.head();
+    q.req.pkt = 0;
+    q.comp.retry_left = a.retry_cnt;
+    q.comp.rnr_retry_left = a.rnr_retry;
   }
   if (to == IBV_QPS_RTS || to == IBV_QPS_SQD) kick(now, q);
 }
@@ -430,7 +430,7 @@ void EngineImpl::enter_error(Picos now, QpCtx& q) {
   (void)now;
   sched_->deactivate(tx_now_, q.slot);
   ++gen_[q.slot];  // cancels timers
-  q.ack_deadline = sched::kNever;
+  q.comp.ack_deadline = sched::kNever;
   flush(q);
 }
 
@@ -441,8 +441,8 @@ void EngineImpl::flush(QpCtx& q) {
     complete_send(q, w, IBV_WC_WR_FLUSH_ERR);
     q.sq.pop();
   }
-  q.req_wqe = q.sq.head();
-  q.rd_atomic_inflight = 0;
+  q.req.wqe = q.sq.head();
+  q.req.rd_atomic_inflight = 0;
   auto flush_recv = [&](const RecvWqe& r) {
     ibv_wc wc{};
     wc.wr_id = r.wr_id;
@@ -451,14 +451,14 @@ void EngineImpl::flush(QpCtx& q) {
     wc.qp_num = q.qp.qpn().value();
     complete(q.recv_cq, wc);
   };
-  if (q.have_recv && !q.use_srq) flush_recv(q.cur_recv);
-  q.have_recv = false;
+  if (q.resp.have_recv && !q.use_srq) flush_recv(q.resp.cur_recv);
+  q.resp.have_recv = false;
   while (!q.rq.empty()) {
     flush_recv(q.rq.front());
     q.rq.pop();
   }
-  q.in_msg = QpCtx::InMsg::kNone;
-  q.resp_queue = {};
+  q.resp.in_msg = ResponderState::InMsg::kNone;
+  q.resp.queue = {};
 }
 
 // ---- posting ---------------------------------------------------------------

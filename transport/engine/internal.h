@@ -47,7 +47,7 @@ struct Peer {
   uint32_t flow_label = 0;
 };
 
-enum class WqeState : uint8_t { kQueued, kStarted, kDone };
+enum class WqeState : uint8_t { kQueued, kStarted };
 
 struct SendWqe {
   uint64_t wr_id = 0;
@@ -124,6 +124,61 @@ struct TxDesc {
   uint32_t frame_len = 0;
 };
 
+// The requester's state (requester.cc, IBTA 9.7.1-9.7.4; rxe_req.c): the
+// next packet to send.
+struct RequesterState {
+  uint64_t wqe = 0;       // absolute index of the WQE being sent (sq index space)
+  uint32_t pkt = 0;       // packet index within it
+  wire::Psn psn;          // PSN of the next packet
+  uint32_t rd_atomic_inflight = 0;
+  wire::Psn max_psn;      // highest PSN ever sent, plus one
+};
+
+// The completer's state (completer.cc, 9.7.5.2, 9.7.6; rxe_comp.c).
+struct CompleterState {
+  wire::Psn psn;          // oldest unacknowledged PSN
+  uint8_t retry_left = 7;
+  uint8_t rnr_retry_left = 7;
+  Picos ack_deadline = sched::kNever;  // retransmission timer
+  Picos rnr_until = 0;                 // requester paused by an RNR NAK until then
+  bool read_retry_pending = false;     // a go-back for a READ response gap is under way
+};
+
+// The responder's state (responder.cc, 9.7.5; rxe_resp.c).
+struct ResponderState {
+  wire::Psn psn;               // expected PSN
+  uint32_t msn = 0;
+  bool nak_seq_sent = false;   // one sequence-error NAK per gap (IBTA 9.7.5.1.2)
+  // The message in progress: its kind (the opcode sequence check, 9.7.5.1.3).
+  enum class InMsg : uint8_t { kNone, kSend, kWrite } in_msg = InMsg::kNone;
+  bool have_recv = false;      // a receive WQE is being filled
+  RecvWqe cur_recv;
+  uint64_t recv_offset = 0;
+  // The RDMA WRITE in progress: where its next byte goes, as the R_Key and the
+  // registration it named at FIRST (verbs::Mr::id), never as a pointer: every
+  // packet finds the MR again, so a region deregistered mid-message is never
+  // touched (the rest of the message is NAKed).
+  uint32_t write_rkey = 0;
+  uint64_t write_mr_id = 0;
+  uint64_t write_va = 0;
+  uint64_t write_left = 0;
+  uint64_t write_total = 0;
+  // Pending control packet: the ACK (coalesced) or a NAK.
+  bool ctrl_queued = false;
+  bool ack_pending = false;
+  std::optional<uint8_t> nak_syndrome;  // NAK to send (AETH syndrome)
+  wire::Psn nak_psn;
+  // A fatal NAK is queued (9.9.2-9.9.3): further requests are dropped and the
+  // QP goes to ERR once the NAK left.
+  bool failed = false;
+  std::vector<RespResource> resources;
+  uint32_t res_next = 0;        // next resource to allocate (round robin)
+  std::queue<uint32_t> queue;   // resources with responses to send, in PSN order
+  // Everything before this PSN has been answered by a response already sent, so
+  // a plain ACK may cover it (an ACK must never overtake a READ/atomic response).
+  wire::Psn acked_psn;          // last PSN an ACK reported
+};
+
 struct CqCtx {
   verbs::Cq cq;
   Ring<ibv_wc> entries;
@@ -152,53 +207,11 @@ struct QpCtx {
   Ring<SendWqe> sq;    // [head, tail): posted and not yet completed
   Ring<RecvWqe> rq;
 
-  // Requester (requester.cc): the next packet to send.
-  uint64_t req_wqe = 0;       // absolute index of the WQE being sent (sq index space)
-  uint32_t req_pkt = 0;       // packet index within it
-  wire::Psn req_psn;          // PSN of the next packet
-  uint32_t rd_atomic_inflight = 0;
-  wire::Psn req_max_psn;        // highest PSN ever sent, plus one
-
-  // Completer (completer.cc).
-  wire::Psn comp_psn;         // oldest unacknowledged PSN
-  uint8_t retry_left = 7;
-  uint8_t rnr_retry_left = 7;
-  Picos ack_deadline = sched::kNever;  // retransmission timer
-  Picos rnr_until = 0;                 // requester paused by an RNR NAK until then
-  bool read_retry_pending = false;     // a go-back for a READ response gap is under way
-
-  // Responder (responder.cc).
-  wire::Psn resp_psn;          // expected PSN
-  uint32_t msn = 0;
-  bool nak_seq_sent = false;   // one sequence-error NAK per gap (IBTA 9.7.5.1.2)
-  enum class InMsg : uint8_t { kNone, kSend, kWrite } in_msg = InMsg::kNone;
-  bool have_recv = false;      // a receive WQE is being filled
-  RecvWqe cur_recv;
-  uint64_t recv_offset = 0;
-  // The RDMA WRITE in progress: where its next byte goes, as the R_Key and the
-  // registration it named at FIRST (verbs::Mr::id), never as a pointer: every
-  // packet finds the MR again, so a region deregistered mid-message is never
-  // touched (the rest of the message is NAKed, responder.cc).
-  uint32_t write_rkey = 0;
-  uint64_t write_mr_id = 0;
-  uint64_t write_va = 0;
-  uint64_t write_left = 0;
-  uint64_t write_total = 0;
-  // Pending control packet: the ACK (coalesced) or a NAK.
-  bool ctrl_queued = false;
-  bool ack_pending = false;
-  std::optional<uint8_t> nak_syndrome;  // NAK to send (AETH syndrome)
-  wire::Psn nak_psn;
-  bool resp_error_after_nak = false;    // go to ERR once the NAK left
-  std::vector<RespResource> resources;
-  uint32_t res_next = 0;        // next resource to allocate (round robin)
-  std::queue<uint32_t> resp_queue;  // resources with responses to send, in PSN order
-  // Everything before this PSN has been answered by a response already sent, so
-  // a plain ACK may cover it (an ACK must never overtake a READ/atomic response).
-  wire::Psn acked_psn;          // last PSN an ACK reported
+  RequesterState req;
+  CompleterState comp;
+  ResponderState resp;
 
   Picos timer_at = sched::kNever;  // earliest timer queued for this QP
-  bool resp_failed = false;        // a fatal NAK is queued: drop further requests
   bool ud_send_failed = false;     // UD: a send lost its MR; SQE after this transmit
 
   QpCounters stats;

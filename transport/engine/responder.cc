@@ -26,9 +26,9 @@ constexpr uint8_t kAckSyndrome = 0x1f;
 }  // namespace
 
 uint8_t* EngineImpl::write_target(const QpCtx& q) const {
-  const verbs::Mr* mr = mrs_.find_rkey(q.write_rkey);
-  if (mr == nullptr || mr->id != q.write_mr_id) return nullptr;
-  return mr_ptr(*mr, q.write_va);
+  const verbs::Mr* mr = mrs_.find_rkey(q.resp.write_rkey);
+  if (mr == nullptr || mr->id != q.resp.write_mr_id) return nullptr;
+  return mr_ptr(*mr, q.resp.write_va);
 }
 
 bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
@@ -48,40 +48,37 @@ bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
 }
 
 void EngineImpl::queue_ack(Picos now, QpCtx& q) {
-  q.ack_pending = true;
-  if (q.ctrl_queued) return;
-  if (!q.resp_queue.empty()) return;  // sent after the responses (never overtake them)
-  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.ctrl_queued = true;
+  q.resp.ack_pending = true;
+  if (q.resp.ctrl_queued) return;
+  if (!q.resp.queue.empty()) return;  // sent after the responses (never overtake them)
+  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.resp.ctrl_queued = true;
 }
 
 void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn, bool then_error) {
-  q.nak_syndrome = syndrome;
-  q.nak_psn = psn;
-  if (then_error) {
-    q.resp_error_after_nak = true;
-    q.resp_failed = true;
-  }
-  if (q.ctrl_queued) return;
-  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.ctrl_queued = true;
+  q.resp.nak_syndrome = syndrome;
+  q.resp.nak_psn = psn;
+  if (then_error) q.resp.failed = true;
+  if (q.resp.ctrl_queued) return;
+  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.resp.ctrl_queued = true;
 }
 
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame) {
   const ibv_qp_state st = q.qp.state();
-  if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) || q.resp_failed) {
+  if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) || q.resp.failed) {
     ++counters_.rx_bad_state;
     return;
   }
   const wire::OpcodeInfo& op = *pkt.op;
-  const int32_t diff = psn_diff(pkt.psn, q.resp_psn);
+  const int32_t diff = psn_diff(pkt.psn, q.resp.psn);
   if (diff > 0) {
     // 9.7.5.1.2: a packet from the future means loss; NAK once per gap.
     ++counters_.rx_out_of_sequence;
-    if (!q.nak_seq_sent) {
-      q.nak_seq_sent = true;
+    if (!q.resp.nak_seq_sent) {
+      q.resp.nak_seq_sent = true;
       ++counters_.naks_sent;
       ++q.stats.naks_sent;
-      queue_nak(now, q, nak(NakCode::kPsnSequenceError), q.resp_psn, false);
+      queue_nak(now, q, nak(NakCode::kPsnSequenceError), q.resp.psn, false);
     }
     return;
   }
@@ -89,16 +86,16 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     on_duplicate(now, q, pkt);
     return;
   }
-  q.nak_seq_sent = false;
+  q.resp.nak_seq_sent = false;
   const auto payload = frame.subspan(pkt.payload_offset, pkt.payload_len);
   const uint32_t access = q.qp.attr().qp_access_flags;
 
   // Opcode sequence (9.7.5.1.3): a message continues with its own kind.
   const bool continuing = op.is_middle() || (op.is_last() && !op.is_first());
-  const QpCtx::InMsg want = op.kind == OpKind::kSend ? QpCtx::InMsg::kSend
-                            : op.kind == OpKind::kWrite ? QpCtx::InMsg::kWrite
-                                                        : QpCtx::InMsg::kNone;
-  if (continuing ? q.in_msg != want : q.in_msg != QpCtx::InMsg::kNone) {
+  const ResponderState::InMsg want = op.kind == OpKind::kSend ? ResponderState::InMsg::kSend
+                            : op.kind == OpKind::kWrite ? ResponderState::InMsg::kWrite
+                                                        : ResponderState::InMsg::kNone;
+  if (continuing ? q.resp.in_msg != want : q.resp.in_msg != ResponderState::InMsg::kNone) {
     ++counters_.rx_bad_opcode_sequence;
     fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
     return;
@@ -128,37 +125,37 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
           rnr_nak(now, q, pkt.psn);
           return;
         }
-        q.cur_recv = std::move(r);
-        q.have_recv = true;
-        q.recv_offset = 0;
+        q.resp.cur_recv = std::move(r);
+        q.resp.have_recv = true;
+        q.resp.recv_offset = 0;
       }
-      if (q.recv_offset + payload.size() > q.cur_recv.length) {
+      if (q.resp.recv_offset + payload.size() > q.resp.cur_recv.length) {
         fail_recv(now, q, IBV_WC_LOC_LEN_ERR, NakCode::kInvalidRequest, pkt.psn);
         return;
       }
-      if (!scatter(mrs_, q.pd, q.cur_recv.sges, q.recv_offset, payload)) {
+      if (!scatter(mrs_, q.pd, q.resp.cur_recv.sges, q.resp.recv_offset, payload)) {
         fail_recv(now, q, IBV_WC_LOC_PROT_ERR, NakCode::kRemoteOperationalError, pkt.psn);
         return;
       }
-      q.recv_offset += payload.size();
+      q.resp.recv_offset += payload.size();
       if (op.is_last()) {
         ibv_wc wc{};
-        wc.wr_id = q.cur_recv.wr_id;
+        wc.wr_id = q.resp.cur_recv.wr_id;
         wc.status = IBV_WC_SUCCESS;
         wc.opcode = IBV_WC_RECV;
-        wc.byte_len = static_cast<uint32_t>(q.recv_offset);
+        wc.byte_len = static_cast<uint32_t>(q.resp.recv_offset);
         wc.qp_num = q.qp.qpn().value();
         wc.src_qp = q.qp.dest_qpn().value();
         if (pkt.imm) {
           wc.wc_flags |= IBV_WC_WITH_IMM;
           wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
         }
-        q.have_recv = false;
-        q.in_msg = QpCtx::InMsg::kNone;
-        ++q.msn;
+        q.resp.have_recv = false;
+        q.resp.in_msg = ResponderState::InMsg::kNone;
+        ++q.resp.msn;
         complete(q.recv_cq, wc);
       } else {
-        q.in_msg = QpCtx::InMsg::kSend;
+        q.resp.in_msg = ResponderState::InMsg::kSend;
       }
       break;
     }
@@ -181,7 +178,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
         return;
       }
-      const uint64_t left = op.is_first() ? pkt.reth->dma_len : q.write_left;
+      const uint64_t left = op.is_first() ? pkt.reth->dma_len : q.resp.write_left;
       if (payload.size() > left || (op.is_last() && payload.size() != left)) {
         ++counters_.rx_bad_length;
         fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
@@ -193,24 +190,24 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         return;
       }
       if (op.is_first()) {
-        q.write_rkey = pkt.reth->rkey;
-        q.write_mr_id = mrs_.find_rkey(pkt.reth->rkey)->id;
-        q.write_va = pkt.reth->va;
-        q.write_left = pkt.reth->dma_len;
-        q.write_total = pkt.reth->dma_len;
+        q.resp.write_rkey = pkt.reth->rkey;
+        q.resp.write_mr_id = mrs_.find_rkey(pkt.reth->rkey)->id;
+        q.resp.write_va = pkt.reth->va;
+        q.resp.write_left = pkt.reth->dma_len;
+        q.resp.write_total = pkt.reth->dma_len;
       }
       if (!payload.empty()) std::memcpy(write_target(q), payload.data(), payload.size());
-      q.write_va += payload.size();
-      q.write_left -= payload.size();
+      q.resp.write_va += payload.size();
+      q.resp.write_left -= payload.size();
       if (op.is_last()) {
-        q.in_msg = QpCtx::InMsg::kNone;
-        ++q.msn;
+        q.resp.in_msg = ResponderState::InMsg::kNone;
+        ++q.resp.msn;
         if (pkt.imm) {
           ibv_wc wc{};
           wc.wr_id = r.wr_id;
           wc.status = IBV_WC_SUCCESS;
           wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-          wc.byte_len = static_cast<uint32_t>(q.write_total);
+          wc.byte_len = static_cast<uint32_t>(q.resp.write_total);
           wc.qp_num = q.qp.qpn().value();
           wc.src_qp = q.qp.dest_qpn().value();
           wc.wc_flags = IBV_WC_WITH_IMM;
@@ -218,7 +215,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
           complete(q.recv_cq, wc);
         }
       } else {
-        q.in_msg = QpCtx::InMsg::kWrite;
+        q.resp.in_msg = ResponderState::InMsg::kWrite;
       }
       break;
     }
@@ -244,9 +241,9 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       r->va = reth.va;
       r->rkey = reth.rkey;
       r->length = reth.dma_len;
-      q.resp_psn += r->npkts;
-      ++q.msn;
-      queue_resource(now, q, static_cast<uint32_t>(r - q.resources.data()));
+      q.resp.psn += r->npkts;
+      ++q.resp.msn;
+      queue_resource(now, q, static_cast<uint32_t>(r - q.resp.resources.data()));
       return;  // the responses acknowledge the request
     }
     case OpKind::kCompareSwap:
@@ -280,9 +277,9 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       r->first_psn = pkt.psn;
       r->npkts = 1;
       r->atomic_orig = orig;
-      q.resp_psn += 1;
-      ++q.msn;
-      queue_resource(now, q, static_cast<uint32_t>(r - q.resources.data()));
+      q.resp.psn += 1;
+      ++q.resp.msn;
+      queue_resource(now, q, static_cast<uint32_t>(r - q.resp.resources.data()));
       return;
     }
     default:
@@ -290,7 +287,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
       return;
   }
-  q.resp_psn += 1;
+  q.resp.psn += 1;
   if (pkt.ack_req) queue_ack(now, q);
 }
 
@@ -300,8 +297,8 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
   ++counters_.rx_duplicates;
   const OpKind kind = pkt.op->kind;
   if (kind == OpKind::kReadRequest) {
-    for (uint32_t i = 0; i < q.resources.size(); ++i) {
-      RespResource& r = q.resources[i];
+    for (uint32_t i = 0; i < q.resp.resources.size(); ++i) {
+      RespResource& r = q.resp.resources[i];
       if (r.kind != RespResource::Kind::kRead) continue;
       const int32_t k = psn_diff(pkt.psn, r.first_psn);
       if (k < 0 || static_cast<uint32_t>(k) >= r.npkts) continue;
@@ -327,8 +324,8 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
     return;  // not among the resources any more: nothing to answer with
   }
   if (kind == OpKind::kCompareSwap || kind == OpKind::kFetchAdd) {
-    for (uint32_t i = 0; i < q.resources.size(); ++i) {
-      RespResource& r = q.resources[i];
+    for (uint32_t i = 0; i < q.resp.resources.size(); ++i) {
+      RespResource& r = q.resp.resources[i];
       if (r.kind == RespResource::Kind::kAtomic && r.first_psn == pkt.psn) {
         if (!r.queued) queue_resource(now, q, i);
         return;
@@ -343,12 +340,12 @@ RespResource* EngineImpl::alloc_resource(QpCtx& q) {
   // The oldest resource not being answered right now. Replays of duplicates
   // can keep some busy after the requester moved on, so there are twice as
   // many resources as max_dest_rd_atomic (engine.cc).
-  const uint32_t n = static_cast<uint32_t>(q.resources.size());
+  const uint32_t n = static_cast<uint32_t>(q.resp.resources.size());
   for (uint32_t k = 0; k < n; ++k) {
-    const uint32_t i = (q.res_next + k) % n;
-    RespResource& r = q.resources[i];
+    const uint32_t i = (q.resp.res_next + k) % n;
+    RespResource& r = q.resp.resources[i];
     if (r.queued) continue;
-    q.res_next = (i + 1) % n;
+    q.resp.res_next = (i + 1) % n;
     r = RespResource{};
     return &r;
   }
@@ -356,10 +353,10 @@ RespResource* EngineImpl::alloc_resource(QpCtx& q) {
 }
 
 void EngineImpl::queue_resource(Picos now, QpCtx& q, uint32_t index) {
-  RespResource& r = q.resources[index];
+  RespResource& r = q.resp.resources[index];
   r.sent = 0;
   r.queued = true;
-  q.resp_queue.push(index);
+  q.resp.queue.push(index);
   kick(now, q);
 }
 
@@ -368,7 +365,7 @@ void EngineImpl::rnr_nak(Picos now, QpCtx& q, wire::Psn psn) {
   // until it is sent again, and the RNR NAK stands for the NAK of that gap.
   ++counters_.rnr_naks_sent;
   ++q.stats.rnr_naks_sent;
-  q.nak_seq_sent = true;
+  q.resp.nak_seq_sent = true;
   queue_nak(now, q, wire::make_syndrome(AethKind::kRnrNak, q.qp.attr().min_rnr_timer & 31), psn,
             false);
 }
@@ -383,20 +380,20 @@ void EngineImpl::fatal_nak(Picos now, QpCtx& q, wire::NakCode code, wire::Psn ps
 void EngineImpl::fail_recv(Picos now, QpCtx& q, ibv_wc_status status, wire::NakCode code,
                            wire::Psn psn) {
   ibv_wc wc{};
-  wc.wr_id = q.cur_recv.wr_id;
+  wc.wr_id = q.resp.cur_recv.wr_id;
   wc.status = status;
   wc.opcode = IBV_WC_RECV;
   wc.qp_num = q.qp.qpn().value();
-  q.have_recv = false;
+  q.resp.have_recv = false;
   complete(q.recv_cq, wc);
   fatal_nak(now, q, code, psn);
 }
 
 TxDesc EngineImpl::peek_response(QpCtx& q) {
   TxDesc d;
-  if (q.resp_queue.empty()) return d;
-  const uint32_t index = q.resp_queue.front();
-  const RespResource& r = q.resources[index];
+  if (q.resp.queue.empty()) return d;
+  const uint32_t index = q.resp.queue.front();
+  const RespResource& r = q.resp.resources[index];
   d.kind = TxKind::kResponse;
   d.qp_slot = q.slot;
   d.resource = index;
@@ -417,18 +414,18 @@ TxDesc EngineImpl::peek_response(QpCtx& q) {
 }
 
 void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
-  RespResource& r = q.resources[d.resource];
+  RespResource& r = q.resp.resources[d.resource];
   if (++r.sent < r.npkts) return;
   r.queued = false;
-  q.resp_queue.pop();
-  if (q.resp_queue.empty() && q.ack_pending && !q.ctrl_queued) after_grant_.push_back(q.slot);
+  q.resp.queue.pop();
+  if (q.resp.queue.empty() && q.resp.ack_pending && !q.resp.ctrl_queued) after_grant_.push_back(q.slot);
 }
 
 size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
-  const RespResource& r = q.resources[d.resource];
+  const RespResource& r = q.resp.resources[d.resource];
   wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
-  if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.msn};
+  if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
   if (op.has(wire::kHdrAtomicAckEth)) spec.atomic_ack = r.atomic_orig;
   payload_scratch_.clear();
   if (d.length > 0) {
@@ -437,7 +434,7 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
     // (9.7.5.2, 9.9.3; rxe read_reply() answers a lost MR the same way).
     if (mrs_.check_remote(q.pd, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ) !=
         verbs::MrCheck::kOk) [[unlikely]] {
-      if (!q.resp_failed) fatal_nak(tx_now_, q, NakCode::kRemoteAccessError, d.psn);
+      if (!q.resp.failed) fatal_nak(tx_now_, q, NakCode::kRemoteAccessError, d.psn);
       return 0;
     }
     payload_scratch_.emplace_back(mr_ptr(*mrs_.find_rkey(r.rkey), r.va + d.offset), d.length);
@@ -451,39 +448,38 @@ uint32_t EngineImpl::ack_frame_bytes() const {
 }
 
 size_t EngineImpl::build_control(Picos now, QpCtx& q, std::span<uint8_t> out) {
-  q.ctrl_queued = false;
-  wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp_psn,
+  q.resp.ctrl_queued = false;
+  wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp.psn,
                                     q.qp.dest_qpn().value(), false);
-  if (q.nak_syndrome) {
-    spec.psn = q.nak_psn;
-    spec.aeth = wire::AethFields{*q.nak_syndrome, q.msn};
-    q.nak_syndrome.reset();
-    q.ack_pending = false;
-    q.acked_psn = q.nak_psn - 1;
+  if (q.resp.nak_syndrome) {
+    spec.psn = q.resp.nak_psn;
+    spec.aeth = wire::AethFields{*q.resp.nak_syndrome, q.resp.msn};
+    q.resp.nak_syndrome.reset();
+    q.resp.ack_pending = false;
+    q.resp.acked_psn = q.resp.nak_psn - 1;
     const wire::BuildResult r = wire::build_frame(spec, out);
-    if (q.resp_error_after_nak) {
-      q.resp_error_after_nak = false;
+    if (q.resp.failed) {
       q.qp.set_error();
       enter_error(now, q);
       events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
     }
     return r.ok() ? r.len : 0;
   }
-  if (!q.ack_pending) return 0;
+  if (!q.resp.ack_pending) return 0;
   // Never acknowledge past a READ/atomic whose response has not left yet.
-  wire::Psn psn = q.resp_psn - 1;
-  if (!q.resp_queue.empty()) {
-    const RespResource& r = q.resources[q.resp_queue.front()];
+  wire::Psn psn = q.resp.psn - 1;
+  if (!q.resp.queue.empty()) {
+    const RespResource& r = q.resp.resources[q.resp.queue.front()];
     psn = r.first_psn + r.sent - 1;
   }
-  q.ack_pending = !q.resp_queue.empty();
-  if (!psn.after(q.acked_psn) && q.acked_psn != psn) {
+  q.resp.ack_pending = !q.resp.queue.empty();
+  if (!psn.after(q.resp.acked_psn) && q.resp.acked_psn != psn) {
     // Nothing new to report, but a duplicate asked again: repeat the last ACK.
-    psn = q.acked_psn;
+    psn = q.resp.acked_psn;
   }
   spec.psn = psn;
-  spec.aeth = wire::AethFields{kAckSyndrome, q.msn};
-  q.acked_psn = psn;
+  spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
+  q.resp.acked_psn = psn;
   ++counters_.acks_sent;
   const wire::BuildResult r = wire::build_frame(spec, out);
   return r.ok() ? r.len : 0;

@@ -18,13 +18,13 @@ inline constexpr uint32_t kGrhBytes = 40;
 TxDesc EngineImpl::peek_ud(QpCtx& q) {
   TxDesc d;
   if (q.qp.state() != IBV_QPS_RTS) return d;
-  if (q.req_wqe == q.sq.tail()) return d;
-  const SendWqe& w = q.sq[q.req_wqe];
+  if (q.req.wqe == q.sq.tail()) return d;
+  const SendWqe& w = q.sq[q.req.wqe];
   if (w.local_error != IBV_WC_SUCCESS) return d;
   d.kind = TxKind::kUdSend;
   d.qp_slot = q.slot;
-  d.wqe = static_cast<uint32_t>(q.req_wqe);
-  d.psn = q.req_psn;
+  d.wqe = static_cast<uint32_t>(q.req.wqe);
+  d.psn = q.req.psn;
   d.opcode = w.opcode == IBV_WR_SEND_WITH_IMM ? wire::op::kUdSendOnlyImm : wire::op::kUdSendOnly;
   d.length = static_cast<uint32_t>(w.length);
   d.frame_len = frame_len(d.opcode, d.length);
@@ -84,7 +84,7 @@ void EngineImpl::ud_send_queue_error(Picos now, QpCtx& q) {
     complete_send(q, q.sq.front(), IBV_WC_WR_FLUSH_ERR);
     q.sq.pop();
   }
-  q.req_wqe = q.sq.head();
+  q.req.wqe = q.sq.head();
   events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
 }
 
