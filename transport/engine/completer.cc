@@ -1,7 +1,9 @@
-// RC completer (IBTA vol.1 9.7.5.2, 9.7.6; rxe_comp.c): cumulative ACKs,
-// READ responses and atomic ACKs (which acknowledge everything before them,
-// 9.7.5.2.2), NAKs, the retransmission timer and RNR waits, and the error
-// completions when retry_cnt or rnr_retry run out.
+// RC completer (IBTA vol.1 9.7.5.2, 9.7.6; rxe_comp.c): one response packet
+// goes through named steps (on_response: state, PSN, then ACK, RNR NAK, NAK,
+// atomic ACK or READ response); cumulative ACKs, READ responses and atomic
+// ACKs acknowledge everything before them (9.7.5.2.2); the retransmission
+// timer and its table (9.7.6.1.3), RNR waits and the RNR timer table
+// (9.7.5.2.8), and the error completions when retry_cnt or rnr_retry run out.
 #include <algorithm>
 #include <cstring>
 
@@ -26,6 +28,23 @@ ibv_wc_status nak_status(uint8_t code) {
 }
 
 }  // namespace
+
+// ---- timers ----------------------------------------------------------------
+
+// 9.7.6.1.3: the local ACK timeout is 4.096 us * 2^timeout; 0 means infinite.
+Picos ack_timeout_picos(uint8_t exp) {
+  if (exp == 0) return sched::kNever;
+  return 4'096'000ull << std::min<uint8_t>(exp, 31);  // 4.096 us * 2^exp
+}
+
+Picos rnr_timer_picos(uint8_t code) {
+  // 9.7.5.2.8, table 45: the RNR NAK timer field, in 10 us units (code 0 is
+  // 655.36 ms).
+  static constexpr uint32_t k10us[32] = {
+      65536, 1,   2,   3,   4,   6,   8,   12,  16,  24,   32,   48,   64,   96,   128,  192,
+      256,   384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  return static_cast<Picos>(k10us[code & 31]) * 10'000'000ull;  // 10 us units
+}
 
 void EngineImpl::arm_ack_timer(Picos now, QpCtx& q) {
   const bool outstanding = q.comp.psn.before(q.req.max_psn);
@@ -104,109 +123,158 @@ void EngineImpl::fail_request(Picos now, QpCtx& q, ibv_wc_status status) {
   events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
 }
 
+// ---- one response packet, step by step --------------------------------------
+//
+// on_response() runs the steps of rxe_comp.c in the order of IBTA 9.7.5.2:
+// check the state, check the PSN, then one step per kind of response (ACK,
+// RNR NAK, NAK, atomic ACK, READ response), each of which retires what the
+// response acknowledges and completes what is done.
+
 void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                              std::span<uint8_t> frame) {
+  CompStep step = CompStep::kCheckState;
+  while (step != CompStep::kDone) {
+    switch (step) {
+      case CompStep::kCheckState: step = comp_check_state(q); break;
+      case CompStep::kCheckPsn: step = comp_check_psn(q, pkt); break;
+      case CompStep::kAck: step = comp_ack(now, q, pkt.psn); break;
+      case CompStep::kRnrNak: step = comp_rnr_nak(now, q, pkt.psn, pkt.aeth->syndrome); break;
+      case CompStep::kNak: step = comp_nak(now, q, pkt.psn, pkt.aeth->syndrome); break;
+      case CompStep::kAtomicAck: step = comp_atomic_ack(now, q, pkt); break;
+      case CompStep::kReadResponse: step = comp_read_response(now, q, pkt, frame); break;
+      case CompStep::kDone: break;
+    }
+  }
+}
+
+CompStep EngineImpl::comp_check_state(const QpCtx& q) {
   const ibv_qp_state st = q.qp.state();
   if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) {
     ++counters_.rx_bad_state;
-    return;
+    return CompStep::kDone;
   }
-  const wire::Psn psn = pkt.psn;
+  return CompStep::kCheckPsn;
+}
+
+CompStep EngineImpl::comp_check_psn(const QpCtx& q, const wire::RocePacket& pkt) {
   // Only PSNs in [comp_psn - 1, req_max_psn) mean anything now; the rest are
   // stale duplicates (9.7.5.2.1) or bogus.
+  const wire::Psn psn = pkt.psn;
   if (!psn.before(q.req.max_psn)) {
     ++counters_.rx_psn_out_of_window;  // never sent
     ++counters_.rx_dropped;
-    return;
+    return CompStep::kDone;
   }
   if (psn.before(q.comp.psn - 1)) {
     ++counters_.rx_duplicates;
-    return;
+    return CompStep::kDone;
   }
-  const wire::OpcodeInfo& op = *pkt.op;
-  if (op.kind == OpKind::kAck) {
-    const uint8_t syn = pkt.aeth->syndrome;
-    switch (wire::aeth_kind(syn)) {
-      case AethKind::kAck:
-        retire_acked(now, q, psn);
-        // An ACK past a READ/atomic whose response never came: the response
-        // was lost, ask again (9.7.5.2.2 implied NAK).
-        if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted) {
-          const SendWqe& w = q.sq.front();
-          if (w.is_read_or_atomic() && !w.completed_ok && !psn.before(w.first_psn) &&
-              !q.comp.read_retry_pending) {
-            q.comp.read_retry_pending = true;
-            retry(now, q, q.comp.psn);
-          }
-        }
-        return;
-      case AethKind::kRnrNak: {
-        ++counters_.rnr_naks_received;
-        ++q.stats.rnr_naks_received;
-        retire_acked(now, q, psn - 1);
-        if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return;
-        if (psn != q.comp.psn) return;  // an older RNR NAK
-        if (q.qp.attr().rnr_retry != 7) {  // 7: retry forever (9.7.5.2.8)
-          if (q.comp.rnr_retry_left == 0) {
-            fail_request(now, q, IBV_WC_RNR_RETRY_EXC_ERR);
-            return;
-          }
-          --q.comp.rnr_retry_left;
-        }
-        q.comp.rnr_until = now + rnr_timer_picos(syn & 31);
-        q.comp.ack_deadline = sched::kNever;
-        rewind_requester(q, psn);
-        sched_->deactivate(now, q.slot);
-        schedule_timer(q, q.comp.rnr_until);
-        return;
-      }
-      case AethKind::kNak: {
-        ++counters_.naks_received;
-        ++q.stats.naks_received;
-        retire_acked(now, q, psn - 1);
-        if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return;
-        const uint8_t code = syn & 31;
-        if (static_cast<NakCode>(code) == NakCode::kPsnSequenceError) {
-          if (psn != q.comp.psn) return;  // not about the oldest outstanding PSN
-          if (now < q.comp.rnr_until) return;  // the RNR wait resends from here anyway
-          if (q.comp.retry_left == 0) {
-            fail_request(now, q, IBV_WC_RETRY_EXC_ERR);
-            return;
-          }
-          --q.comp.retry_left;
-          retry(now, q, psn);
-          return;
-        }
-        fail_request(now, q, nak_status(code));
-        return;
-      }
-      default:
-        ++counters_.rx_dropped;
-        return;
-    }
+  switch (pkt.op->kind) {
+    case OpKind::kAtomicAck: return CompStep::kAtomicAck;
+    case OpKind::kReadResponse: return CompStep::kReadResponse;
+    default: break;
   }
+  switch (wire::aeth_kind(pkt.aeth->syndrome)) {  // 9.7.5.2: the AETH syndrome
+    case AethKind::kAck: return CompStep::kAck;
+    case AethKind::kRnrNak: return CompStep::kRnrNak;
+    case AethKind::kNak: return CompStep::kNak;
+    default:
+      ++counters_.rx_dropped;
+      return CompStep::kDone;
+  }
+}
 
-  // READ responses and atomic ACKs: first, everything before them arrived.
-  retire_acked(now, q, psn - 1);
-  if (q.sq.empty() || q.sq.front().state != WqeState::kStarted) return;
-  SendWqe& w = q.sq.front();
-  if (op.kind == OpKind::kAtomicAck) {
-    if (w.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) return;
-    if (w.first_psn != psn || w.completed_ok) return;
-    const uint64_t orig = *pkt.atomic_ack;
-    uint8_t bytes[8];
-    std::memcpy(bytes, &orig, 8);  // the original value, in host order in local memory
-    if (w.local_error == IBV_WC_SUCCESS && !scatter(mrs_, q.pd, w.sges, 0, bytes)) {
-      fail_request(now, q, IBV_WC_LOC_PROT_ERR);
-      return;
+CompStep EngineImpl::comp_ack(Picos now, QpCtx& q, wire::Psn psn) {
+  retire_acked(now, q, psn);
+  // An ACK past a READ/atomic whose response never came: the response was
+  // lost, ask again (9.7.5.2.2 implied NAK).
+  if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted) {
+    const SendWqe& w = q.sq.front();
+    if (w.is_read_or_atomic() && !w.completed_ok && !psn.before(w.first_psn) &&
+        !q.comp.read_retry_pending) {
+      q.comp.read_retry_pending = true;
+      retry(now, q, q.comp.psn);
     }
-    w.completed_ok = true;
-    q.comp.read_retry_pending = false;
-    retire_acked(now, q, psn);
-    return;
   }
-  // READ response.
-  if (w.opcode != IBV_WR_RDMA_READ || w.completed_ok) return;
+  return CompStep::kDone;
+}
+
+CompStep EngineImpl::comp_rnr_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome) {
+  // 9.7.5.2.8: the responder had no receive WQE. Wait the time the NAK
+  // carries (table 45), then send again from its PSN.
+  ++counters_.rnr_naks_received;
+  ++q.stats.rnr_naks_received;
+  retire_acked(now, q, psn - 1);
+  if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return CompStep::kDone;
+  if (psn != q.comp.psn) return CompStep::kDone;  // an older RNR NAK
+  if (q.qp.attr().rnr_retry != 7) {               // 7: retry forever
+    if (q.comp.rnr_retry_left == 0) {
+      fail_request(now, q, IBV_WC_RNR_RETRY_EXC_ERR);
+      return CompStep::kDone;
+    }
+    --q.comp.rnr_retry_left;
+  }
+  q.comp.rnr_until = now + rnr_timer_picos(syndrome & 31);
+  q.comp.ack_deadline = sched::kNever;
+  rewind_requester(q, psn);
+  sched_->deactivate(now, q.slot);
+  schedule_timer(q, q.comp.rnr_until);
+  return CompStep::kDone;
+}
+
+CompStep EngineImpl::comp_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome) {
+  ++counters_.naks_received;
+  ++q.stats.naks_received;
+  retire_acked(now, q, psn - 1);
+  if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return CompStep::kDone;
+  const uint8_t code = syndrome & 31;
+  if (static_cast<NakCode>(code) != NakCode::kPsnSequenceError) {
+    // 9.9.3: the responder failed the request (class B/C/D): complete it in
+    // error, the QP goes to ERR.
+    fail_request(now, q, nak_status(code));
+    return CompStep::kDone;
+  }
+  // PSN sequence error (9.7.5.2): go back to the NAKed PSN.
+  if (psn != q.comp.psn) return CompStep::kDone;  // not about the oldest outstanding PSN
+  if (now < q.comp.rnr_until) return CompStep::kDone;  // the RNR wait resends from here anyway
+  if (q.comp.retry_left == 0) {
+    fail_request(now, q, IBV_WC_RETRY_EXC_ERR);
+    return CompStep::kDone;
+  }
+  --q.comp.retry_left;
+  retry(now, q, psn);
+  return CompStep::kDone;
+}
+
+CompStep EngineImpl::comp_atomic_ack(Picos now, QpCtx& q, const wire::RocePacket& pkt) {
+  // An atomic ACK acknowledges everything before it (9.7.5.2.2).
+  const wire::Psn psn = pkt.psn;
+  retire_acked(now, q, psn - 1);
+  if (q.sq.empty() || q.sq.front().state != WqeState::kStarted) return CompStep::kDone;
+  SendWqe& w = q.sq.front();
+  if (w.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) return CompStep::kDone;
+  if (w.first_psn != psn || w.completed_ok) return CompStep::kDone;
+  const uint64_t orig = *pkt.atomic_ack;
+  uint8_t bytes[8];
+  std::memcpy(bytes, &orig, 8);  // the original value, in host order in local memory
+  if (w.local_error == IBV_WC_SUCCESS && !scatter(mrs_, q.pd, w.sges, 0, bytes)) {
+    fail_request(now, q, IBV_WC_LOC_PROT_ERR);
+    return CompStep::kDone;
+  }
+  w.completed_ok = true;
+  q.comp.read_retry_pending = false;
+  retire_acked(now, q, psn);
+  return CompStep::kDone;
+}
+
+CompStep EngineImpl::comp_read_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                        std::span<uint8_t> frame) {
+  // A READ response acknowledges everything before it (9.7.5.2.2).
+  const wire::Psn psn = pkt.psn;
+  retire_acked(now, q, psn - 1);
+  if (q.sq.empty() || q.sq.front().state != WqeState::kStarted) return CompStep::kDone;
+  SendWqe& w = q.sq.front();
+  if (w.opcode != IBV_WR_RDMA_READ || w.completed_ok) return CompStep::kDone;
   const wire::Psn expected = w.first_psn + static_cast<uint32_t>(w.read_done / q.mtu);
   if (psn != expected) {
     // A response went missing: re-issue the READ from the first missing byte
@@ -215,22 +283,22 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
       q.comp.read_retry_pending = true;
       retry(now, q, expected);
     }
-    return;
+    return CompStep::kDone;
   }
   const uint64_t left = w.length - w.read_done;
-  const bool last = op.is_last();
+  const bool last = pkt.op->is_last();
   // A re-issued READ is answered from its restart point with FIRST/ONLY, so
   // position opcodes are not checked, only the lengths (9.7.5.2.2).
   if ((!last && pkt.payload_len != q.mtu) || (last && pkt.payload_len != left) ||
       pkt.payload_len > left) {
     ++counters_.rx_bad_length;
     ++counters_.rx_dropped;
-    return;
+    return CompStep::kDone;
   }
   const auto payload = frame.subspan(pkt.payload_offset, pkt.payload_len);
   if (!scatter(mrs_, q.pd, w.sges, w.read_done, payload)) {
     fail_request(now, q, IBV_WC_LOC_PROT_ERR);
-    return;
+    return CompStep::kDone;
   }
   w.read_done += payload.size();
   q.comp.read_retry_pending = false;
@@ -243,6 +311,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     q.comp.retry_left = q.qp.attr().retry_cnt;
     arm_ack_timer(now, q);
   }
+  return CompStep::kDone;
 }
 
 void EngineImpl::on_timer(Picos now, QpCtx& q) {

@@ -75,22 +75,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     ++counters_.rx_dropped;
     return;
   }
-  // DCQCN notification point: CE on a data packet (a request or a READ
-  // response) of an RC QP from its peer; never on an ACK or a CNP.
-  if (config_.dcqcn.enabled && pkt.ecn() == 0x3 && op.transport == wire::Transport::kRc &&
-      q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip && op.kind != wire::OpKind::kAck &&
-      op.kind != wire::OpKind::kAtomicAck) [[unlikely]] {
-    np_on_ce(now, *q);
-  } else if (config_.dcqcn.enabled && pkt.ecn() == 0x3 && op.transport == wire::Transport::kUd &&
-             q->qp.type() == IBV_QPT_UD && pkt.deth && pkt.deth->qkey == q->qp.attr().qkey) [[unlikely]] {
-    // UD: the CNP goes to the datagram's source QP, at its address (the
-    // neighbour entry's MAC, else the frame's source MAC).
-    Peer src;
-    src.ip = pkt.src_ip;
-    auto it = neighbors_.find(pkt.src_ip);
-    src.mac = it != neighbors_.end() ? it->second : pkt.src_mac;
-    np_on_ce(now, *q, &src, pkt.deth->src_qp);
-  }
+  if (config_.dcqcn.enabled && pkt.ecn() == 0x3) [[unlikely]] np_check_ce(now, *q, pkt);
   switch (op.transport) {
     case wire::Transport::kUd:
       if (q->qp.type() != IBV_QPT_UD) break;

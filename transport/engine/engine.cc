@@ -34,19 +34,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
 
 namespace detail {
 
-Picos ack_timeout_picos(uint8_t exp) {
-  if (exp == 0) return sched::kNever;
-  return 4'096'000ull << std::min<uint8_t>(exp, 31);  // 4.096 us * 2^exp
-}
-
-Picos rnr_timer_picos(uint8_t code) {
-  // IBTA table 45, in microseconds * 100 (code 0 is 655.36 ms).
-  static constexpr uint32_t k10us[32] = {
-      65536, 1,   2,   3,   4,   6,   8,   12,  16,  24,   32,   48,   64,   96,   128,  192,
-      256,   384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
-  return static_cast<Picos>(k10us[code & 31]) * 10'000'000ull;  // 10 us units
-}
-
 EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Scheduler> sched)
     : config_(config),
       sched_(std::move(sched)),
@@ -208,31 +195,6 @@ int EngineImpl::destroy_srq(SrqHandle srq) {
   pds_.put(it->second->pd);
   srqs_.erase(it);
   srq_users_.erase(srq);
-  return 0;
-}
-
-namespace {
-
-// Fills r from wr; EINVAL for too many SGEs.
-int fill_recv(const RecvWr& wr, uint32_t max_sge, RecvWqe& r) {
-  if (int err = verbs::check_recv_wr(max_sge, wr.sg_list.size())) return err;
-  r.wr_id = wr.wr_id;
-  r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
-  r.length = 0;
-  for (const Sge& s : wr.sg_list) r.length += s.length;
-  return 0;
-}
-
-}  // namespace
-
-int EngineImpl::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
-  auto it = srqs_.find(srq);
-  if (it == srqs_.end()) return EINVAL;
-  SrqCtx& s = *it->second;
-  if (int err = s.srq.post(static_cast<uint32_t>(wr.sg_list.size())); err != 0) return err;
-  RecvWqe r;
-  if (int err = fill_recv(wr, s.srq.attr().max_sge, r); err != 0) return err;
-  s.queue.push() = std::move(r);
   return 0;
 }
 
@@ -459,136 +421,6 @@ void EngineImpl::flush(QpCtx& q) {
   }
   q.resp.in_msg = ResponderState::InMsg::kNone;
   q.resp.queue = {};
-}
-
-// ---- posting ---------------------------------------------------------------
-
-int EngineImpl::check_send_wr(const QpCtx& q, const SendWr& wr) const {
-  verbs::SendWrShape shape{wr.opcode, wr.send_flags, wr.sg_list.size(), 0, wr.remote_addr};
-  for (const Sge& s : wr.sg_list) shape.length += s.length;
-  const verbs::SendQueueLimits limits{q.qp.type(), q.qp.cap().max_send_sge,
-                                      q.qp.cap().max_inline_data, q.mtu};
-  if (int err = verbs::check_send_wr(limits, shape)) return err;
-  if (q.qp.type() == IBV_QPT_UD) {
-    // The AH must exist and belong to the QP's PD (rxe_av.c rxe_get_av(); rxe
-    // fails such a WR when it is sent, with LOC_QP_OP_ERR; refusing it at
-    // post, as the verbs library's synchronous checks do, tells the
-    // application at once and never lets a WR of one PD use another's AH).
-    auto it = ahs_.find(wr.ah);
-    if (it == ahs_.end() || it->second.pd != q.pd) return EINVAL;
-  }
-  return 0;
-}
-
-int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
-  QpCtx* qp = find_qp(qpn);
-  if (qp == nullptr) return EINVAL;
-  QpCtx& q = *qp;
-  const ibv_qp_state st = q.qp.state();
-  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
-  if (int err = check_send_wr(q, wr); err != 0) return err;
-  if (q.sq.full()) return ENOMEM;
-
-  SendWqe& w = q.sq.push();
-  w.wr_id = wr.wr_id;
-  w.opcode = wr.opcode;
-  w.send_flags = wr.send_flags;
-  w.imm_data = wr.imm_data;
-  w.remote_addr = wr.remote_addr;
-  w.rkey = wr.rkey;
-  w.compare_add = wr.compare_add;
-  w.swap = wr.swap;
-  w.signaled = q.qp.sq_sig_all() || (wr.send_flags & IBV_SEND_SIGNALED);
-  w.is_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
-  w.length = 0;
-  for (const Sge& s : wr.sg_list) w.length += s.length;
-  w.sges.clear();
-  w.inline_data.clear();
-  if (w.is_inline) {
-    // Inline data is read now; the buffers need not be registered (ibv_post_send(3)).
-    w.inline_data.reserve(w.length);
-    for (const Sge& s : wr.sg_list) {
-      const auto* p = reinterpret_cast<const uint8_t*>(s.addr);
-      w.inline_data.insert(w.inline_data.end(), p, p + s.length);
-    }
-  } else {
-    w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
-  }
-  if (q.qp.type() == IBV_QPT_UD) {
-    w.ud_peer = ahs_.at(wr.ah).peer;
-    w.ud_qpn = wr.remote_qpn & 0xffffff;
-    // A Q_Key with the high bit set means "use the QP's own" (IBTA 10.2.5).
-    w.ud_qkey = (wr.remote_qkey & 0x80000000u) ? q.qp.attr().qkey : wr.remote_qkey;
-  }
-  // L_Key checks happen now; a failure completes the WR with
-  // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
-  const uint32_t needed = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
-  w.local_error = !w.is_inline && check_sges(mrs_, q.pd, w.sges, needed) != verbs::MrCheck::kOk
-                      ? IBV_WC_LOC_PROT_ERR
-                      : IBV_WC_SUCCESS;
-  w.state = WqeState::kQueued;
-  w.npkts = 0;
-  w.read_done = 0;
-  w.completed_ok = false;
-
-  if (st == IBV_QPS_ERR) {
-    flush(q);
-    return 0;
-  }
-  kick(now, q);
-  return 0;
-}
-
-int EngineImpl::post_recv(wire::Qpn qpn, const RecvWr& wr) {
-  QpCtx* qp = find_qp(qpn);
-  if (qp == nullptr) return EINVAL;
-  QpCtx& q = *qp;
-  if (q.use_srq) return EINVAL;  // receives go to the SRQ
-  if (q.qp.state() == IBV_QPS_RESET) return EINVAL;
-  if (q.rq.full()) return ENOMEM;
-  RecvWqe r;
-  if (int err = fill_recv(wr, q.qp.cap().max_recv_sge, r); err != 0) return err;
-  q.rq.push() = std::move(r);
-  if (q.qp.state() == IBV_QPS_ERR) flush(q);
-  return 0;
-}
-
-int EngineImpl::post_malformed_send(Picos now, wire::Qpn qpn, uint64_t wr_id) {
-  QpCtx* qp = find_qp(qpn);
-  if (qp == nullptr) return EINVAL;
-  QpCtx& q = *qp;
-  const ibv_qp_state st = q.qp.state();
-  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
-  if (q.sq.full()) return ENOMEM;
-  SendWqe& w = q.sq.push();
-  w = SendWqe{};
-  w.wr_id = wr_id;
-  w.signaled = true;
-  w.local_error = IBV_WC_LOC_QP_OP_ERR;
-  if (st == IBV_QPS_ERR) {
-    flush(q);
-    return 0;
-  }
-  kick(now, q);
-  return 0;
-}
-
-int EngineImpl::post_malformed_recv(Picos now, wire::Qpn qpn, uint64_t wr_id) {
-  QpCtx* qp = find_qp(qpn);
-  if (qp == nullptr) return EINVAL;
-  QpCtx& q = *qp;
-  if (q.use_srq || q.qp.state() == IBV_QPS_RESET) return EINVAL;
-  if (q.rq.full()) return ENOMEM;
-  RecvWqe& r = q.rq.push();
-  r = RecvWqe{};
-  r.wr_id = wr_id;
-  r.local_error = IBV_WC_LOC_QP_OP_ERR;
-  if (q.qp.state() != IBV_QPS_ERR) {
-    q.qp.set_error();
-    events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
-  }
-  enter_error(now, q);
-  return 0;
 }
 
 int EngineImpl::set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) {

@@ -27,9 +27,11 @@ namespace isoroce::transport::detail {
 // the link beyond its bytes. Scheduler sizes include it.
 inline constexpr uint32_t kEthWireOverhead = 24;
 
-// 4.096 us * 2^exp (IBTA 9.7.6.1.3, the local ACK timeout); 0 means infinite.
+// 4.096 us * 2^exp (IBTA 9.7.6.1.3, the local ACK timeout); 0 means infinite
+// (completer.cc).
 Picos ack_timeout_picos(uint8_t exp);
-// The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds.
+// The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds
+// (completer.cc).
 Picos rnr_timer_picos(uint8_t code);
 // The largest message (ibv_device_attr::max_msg_sz, as rxe: 2^31 bytes). A
 // RETH asking for more is an Invalid Request (9.7.5.1.4, rxe check_length()).
@@ -177,6 +179,47 @@ struct ResponderState {
   // Everything before this PSN has been answered by a response already sent, so
   // a plain ACK may cover it (an ACK must never overtake a READ/atomic response).
   wire::Psn acked_psn;          // last PSN an ACK reported
+};
+
+// The responder's steps for one request packet (responder.cc on_request), in
+// the order of IBTA 9.7.5.1 and rxe_resp.c; every NAK is a step of its own.
+enum class RespStep : uint8_t {
+  kCheckState,     // 10.3.1: the QP takes requests
+  kCheckPsn,       // 9.7.5.1.1-2: in order, a duplicate, or a gap
+  kCheckOpSeq,     // 9.7.5.1.3: FIRST/MIDDLE/LAST order, an opcode RC executes
+  kCheckLength,    // 9.7.5.1.4: payload and RETH lengths
+  kCheckRkey,      // 9.7.5.1.5, 10.6.3: R_Key, access, bounds, alignment
+  kCheckResource,  // a receive WQE (9.7.5.2.8) or a responder resource
+  kExecute,        // SEND, WRITE, READ, atomic (9.4)
+  kAcknowledge,    // 9.7.5.2.1: coalesced ACK
+  kDuplicate,      // 9.7.5.1.1
+  kNakSequence,    // PSN sequence error, once per gap
+  kNakRnr,         // 9.7.5.2.8
+  kNakInvalidRequest,    // 9.9.3, then ERR
+  kNakRemoteAccess,      // 9.9.3, then ERR
+  kNakRemoteOperational, // 9.9.3, then ERR
+  kDone,
+};
+
+// The completer's steps for one response packet (completer.cc on_response),
+// in the order of IBTA 9.7.5.2 and rxe_comp.c.
+enum class CompStep : uint8_t {
+  kCheckState,    // RTS or SQD
+  kCheckPsn,      // 9.7.5.2.1: outstanding, not stale, not from the future
+  kAck,           // 9.7.5.2.1-2: cumulative ACK, implied NAK of a lost READ/atomic response
+  kRnrNak,        // 9.7.5.2.8
+  kNak,           // 9.7.5.2, 9.9.3: sequence error, or the request failed
+  kAtomicAck,     // 9.7.5.2.2, 9.4.5
+  kReadResponse,  // 9.7.5.2.2, 9.4.4
+  kDone,
+};
+
+// One request packet going through the steps.
+struct RespPacket {
+  const wire::RocePacket& pkt;
+  std::span<const uint8_t> payload;
+  RecvWqe recv;                  // WRITE with immediate: the receive it consumes
+  RespResource* res = nullptr;   // READ/atomic: the responder resource it got
 };
 
 struct CqCtx {

@@ -1,9 +1,11 @@
-// RC responder (IBTA vol.1 9.7.5; rxe_resp.c): PSN checks, duplicates,
-// opcode sequence, R_Key/access/bounds checks, receive WQEs (RQ or SRQ),
-// RDMA WRITE, READ and atomic execution from responder resources, and the
-// ACK/NAK it answers with. A request is checked completely before anything
-// is written, so a NAKed packet (RNR, error) leaves memory and state as they
-// were and its retransmission is processed from scratch.
+// RC responder (IBTA vol.1 9.7.5; rxe_resp.c): one request packet goes
+// through named steps (on_request: PSN, opcode sequence, length, R_Key,
+// resources, execute, acknowledge; every NAK a step of its own), duplicates,
+// receive WQEs (RQ or SRQ), RDMA WRITE, READ and atomic execution from
+// responder resources, and the ACK/NAK it answers with. A request is checked
+// completely before anything is written, so a NAKed packet (RNR, error) leaves
+// memory and state as they were and its retransmission is processed from
+// scratch.
 #include <algorithm>
 #include <arpa/inet.h>
 
@@ -62,233 +64,313 @@ void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn,
   if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.resp.ctrl_queued = true;
 }
 
+// ---- one request packet, step by step ---------------------------------------
+//
+// on_request() runs the steps below in the order of IBTA 9.7.5.1 and rxe_resp.c
+// (check PSN, opcode sequence, length, R_Key, resources, execute, acknowledge).
+// Each step checks one rule and names the next; each NAK is a step of its own.
+// A request is checked completely before anything is written or consumed, so a
+// NAKed packet (RNR, error) leaves memory and state as they were, and a request
+// with two faults gets the NAK of the rule checked first.
+
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame) {
+  RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len)};
+  RespStep step = RespStep::kCheckState;
+  while (step != RespStep::kDone) {
+    switch (step) {
+      case RespStep::kCheckState: step = resp_check_state(q); break;
+      case RespStep::kCheckPsn: step = resp_check_psn(q, r); break;
+      case RespStep::kCheckOpSeq: step = resp_check_op_seq(q, r); break;
+      case RespStep::kCheckLength: step = resp_check_length(q, r); break;
+      case RespStep::kCheckRkey: step = resp_check_rkey(q, r); break;
+      case RespStep::kCheckResource: step = resp_check_resource(q, r); break;
+      case RespStep::kExecute: step = resp_execute(now, q, r); break;
+      case RespStep::kAcknowledge: step = resp_acknowledge(now, q, r); break;
+      case RespStep::kDuplicate: on_duplicate(now, q, pkt); step = RespStep::kDone; break;
+      case RespStep::kNakSequence: step = resp_nak_sequence(now, q); break;
+      case RespStep::kNakRnr: rnr_nak(now, q, pkt.psn); step = RespStep::kDone; break;
+      case RespStep::kNakInvalidRequest:
+        fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+        step = RespStep::kDone;
+        break;
+      case RespStep::kNakRemoteAccess:
+        fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
+        step = RespStep::kDone;
+        break;
+      case RespStep::kNakRemoteOperational:
+        fatal_nak(now, q, NakCode::kRemoteOperationalError, pkt.psn);
+        step = RespStep::kDone;
+        break;
+      case RespStep::kDone: break;
+    }
+  }
+}
+
+RespStep EngineImpl::resp_check_state(const QpCtx& q) {
+  // 10.3.1: RTR, RTS and SQD receive; after a fatal NAK nothing is taken.
   const ibv_qp_state st = q.qp.state();
   if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) || q.resp.failed) {
     ++counters_.rx_bad_state;
-    return;
+    return RespStep::kDone;
   }
-  const wire::OpcodeInfo& op = *pkt.op;
-  const int32_t diff = psn_diff(pkt.psn, q.resp.psn);
+  return RespStep::kCheckPsn;
+}
+
+RespStep EngineImpl::resp_check_psn(QpCtx& q, const RespPacket& r) {
+  const int32_t diff = psn_diff(r.pkt.psn, q.resp.psn);
   if (diff > 0) {
     // 9.7.5.1.2: a packet from the future means loss; NAK once per gap.
     ++counters_.rx_out_of_sequence;
-    if (!q.resp.nak_seq_sent) {
-      q.resp.nak_seq_sent = true;
-      ++counters_.naks_sent;
-      ++q.stats.naks_sent;
-      queue_nak(now, q, nak(NakCode::kPsnSequenceError), q.resp.psn, false);
-    }
-    return;
+    return q.resp.nak_seq_sent ? RespStep::kDone : RespStep::kNakSequence;
   }
-  if (diff < 0) {
-    on_duplicate(now, q, pkt);
-    return;
-  }
+  if (diff < 0) return RespStep::kDuplicate;  // 9.7.5.1.1
   q.resp.nak_seq_sent = false;
-  const auto payload = frame.subspan(pkt.payload_offset, pkt.payload_len);
-  const uint32_t access = q.qp.attr().qp_access_flags;
+  return RespStep::kCheckOpSeq;
+}
 
-  // Opcode sequence (9.7.5.1.3): a message continues with its own kind.
+RespStep EngineImpl::resp_nak_sequence(Picos now, QpCtx& q) {
+  q.resp.nak_seq_sent = true;
+  ++counters_.naks_sent;
+  ++q.stats.naks_sent;
+  queue_nak(now, q, nak(NakCode::kPsnSequenceError), q.resp.psn, false);
+  return RespStep::kDone;
+}
+
+RespStep EngineImpl::resp_check_op_seq(const QpCtx& q, const RespPacket& r) {
+  // 9.7.5.1.3: a message continues with its own kind, and a new one starts
+  // only after the last ended.
+  const wire::OpcodeInfo& op = *r.pkt.op;
   const bool continuing = op.is_middle() || (op.is_last() && !op.is_first());
-  const ResponderState::InMsg want = op.kind == OpKind::kSend ? ResponderState::InMsg::kSend
-                            : op.kind == OpKind::kWrite ? ResponderState::InMsg::kWrite
-                                                        : ResponderState::InMsg::kNone;
-  if (continuing ? q.resp.in_msg != want : q.resp.in_msg != ResponderState::InMsg::kNone) {
+  using InMsg = ResponderState::InMsg;
+  const InMsg want = op.kind == OpKind::kSend    ? InMsg::kSend
+                     : op.kind == OpKind::kWrite ? InMsg::kWrite
+                                                 : InMsg::kNone;
+  if (continuing ? q.resp.in_msg != want : q.resp.in_msg != InMsg::kNone) {
     ++counters_.rx_bad_opcode_sequence;
-    fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
-    return;
+    return RespStep::kNakInvalidRequest;
   }
-  // Payload length (9.7.5.1.4): first and middle packets carry exactly one MTU.
-  if (op.has_payload()) {
-    const bool full = op.is_middle() || (op.is_first() && !op.is_last());
-    if (full ? pkt.payload_len != q.mtu : pkt.payload_len > q.mtu) {
-      ++counters_.rx_bad_length;
-      fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
-      return;
-    }
-  }
-
-  // A RETH never asks for more than a message may hold (9.7.5.1.4).
-  if (pkt.reth && pkt.reth->dma_len > kMaxMsgSize) {
-    ++counters_.rx_bad_length;
-    fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
-    return;
-  }
-
-  switch (op.kind) {
-    case OpKind::kSend: {
-      if (op.is_first()) {
-        RecvWqe r;
-        if (!take_recv_wqe(q, &r)) {
-          rnr_nak(now, q, pkt.psn);
-          return;
-        }
-        q.resp.cur_recv = std::move(r);
-        q.resp.have_recv = true;
-        q.resp.recv_offset = 0;
-      }
-      if (q.resp.recv_offset + payload.size() > q.resp.cur_recv.length) {
-        fail_recv(now, q, IBV_WC_LOC_LEN_ERR, NakCode::kInvalidRequest, pkt.psn);
-        return;
-      }
-      if (!scatter(mrs_, q.pd, q.resp.cur_recv.sges, q.resp.recv_offset, payload)) {
-        fail_recv(now, q, IBV_WC_LOC_PROT_ERR, NakCode::kRemoteOperationalError, pkt.psn);
-        return;
-      }
-      q.resp.recv_offset += payload.size();
-      if (op.is_last()) {
-        ibv_wc wc{};
-        wc.wr_id = q.resp.cur_recv.wr_id;
-        wc.status = IBV_WC_SUCCESS;
-        wc.opcode = IBV_WC_RECV;
-        wc.byte_len = static_cast<uint32_t>(q.resp.recv_offset);
-        wc.qp_num = q.qp.qpn().value();
-        wc.src_qp = q.qp.dest_qpn().value();
-        if (pkt.imm) {
-          wc.wc_flags |= IBV_WC_WITH_IMM;
-          wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
-        }
-        q.resp.have_recv = false;
-        q.resp.in_msg = ResponderState::InMsg::kNone;
-        ++q.resp.msn;
-        complete(q.recv_cq, wc);
-      } else {
-        q.resp.in_msg = ResponderState::InMsg::kSend;
-      }
-      break;
-    }
-    case OpKind::kWrite: {
-      if (op.is_first()) {
-        if (!(access & IBV_ACCESS_REMOTE_WRITE) ||
-            mrs_.check_remote(q.pd, pkt.reth->rkey, pkt.reth->va, pkt.reth->dma_len,
-                              IBV_ACCESS_REMOTE_WRITE) != verbs::MrCheck::kOk) {
-          ++counters_.rx_bad_rkey;
-          fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
-          return;
-        }
-      }
-      // The region of a WRITE in progress must still be the one its FIRST
-      // named: after dereg_mr() the rest of the message is a remote access
-      // error (9.7.5.2; class C, 9.9.3: NAK and ERR), checked before any receive
-      // WQE is consumed.
-      if (!op.is_first() && !payload.empty() && write_target(q) == nullptr) {
-        ++counters_.rx_bad_rkey;
-        fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
-        return;
-      }
-      const uint64_t left = op.is_first() ? pkt.reth->dma_len : q.resp.write_left;
-      if (payload.size() > left || (op.is_last() && payload.size() != left)) {
-        ++counters_.rx_bad_length;
-        fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
-        return;
-      }
-      RecvWqe r;
-      if (pkt.imm && !take_recv_wqe(q, &r)) {  // WRITE with immediate consumes a receive
-        rnr_nak(now, q, pkt.psn);
-        return;
-      }
-      if (op.is_first()) {
-        q.resp.write_rkey = pkt.reth->rkey;
-        q.resp.write_mr_id = mrs_.find_rkey(pkt.reth->rkey)->id;
-        q.resp.write_va = pkt.reth->va;
-        q.resp.write_left = pkt.reth->dma_len;
-        q.resp.write_total = pkt.reth->dma_len;
-      }
-      if (!payload.empty()) std::memcpy(write_target(q), payload.data(), payload.size());
-      q.resp.write_va += payload.size();
-      q.resp.write_left -= payload.size();
-      if (op.is_last()) {
-        q.resp.in_msg = ResponderState::InMsg::kNone;
-        ++q.resp.msn;
-        if (pkt.imm) {
-          ibv_wc wc{};
-          wc.wr_id = r.wr_id;
-          wc.status = IBV_WC_SUCCESS;
-          wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-          wc.byte_len = static_cast<uint32_t>(q.resp.write_total);
-          wc.qp_num = q.qp.qpn().value();
-          wc.src_qp = q.qp.dest_qpn().value();
-          wc.wc_flags = IBV_WC_WITH_IMM;
-          wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
-          complete(q.recv_cq, wc);
-        }
-      } else {
-        q.resp.in_msg = ResponderState::InMsg::kWrite;
-      }
-      break;
-    }
-    case OpKind::kReadRequest: {
-      const wire::RethFields& reth = *pkt.reth;
-      if (!(access & IBV_ACCESS_REMOTE_READ) ||
-          mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ) !=
-              verbs::MrCheck::kOk) {
-        ++counters_.rx_bad_rkey;
-        fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
-        return;
-      }
-      RespResource* r = alloc_resource(q);
-      if (r == nullptr) {
-        // Every resource is still sending (replays included): drop the request
-        // without state change; the requester sends it again (9.7.5.1.5).
-        ++counters_.rx_no_resource;
-        return;
-      }
-      r->kind = RespResource::Kind::kRead;
-      r->first_psn = pkt.psn;
-      r->npkts = packets_for(reth.dma_len, q.mtu);
-      r->va = reth.va;
-      r->rkey = reth.rkey;
-      r->length = reth.dma_len;
-      q.resp.psn += r->npkts;
-      ++q.resp.msn;
-      queue_resource(now, q, static_cast<uint32_t>(r - q.resp.resources.data()));
-      return;  // the responses acknowledge the request
-    }
+  switch (op.kind) {  // what an RC responder executes
+    case OpKind::kSend:
+    case OpKind::kWrite:
+    case OpKind::kReadRequest:
     case OpKind::kCompareSwap:
-    case OpKind::kFetchAdd: {
-      const wire::AtomicFields& a = *pkt.atomic;
-      const verbs::MrCheck c = (access & IBV_ACCESS_REMOTE_ATOMIC)
-                                   ? mrs_.check_atomic(q.pd, a.rkey, a.va)
-                                   : verbs::MrCheck::kAccessViolation;
-      if (c != verbs::MrCheck::kOk) {
-        ++(c == verbs::MrCheck::kMisaligned ? counters_.rx_invalid_request : counters_.rx_bad_rkey);
-        fatal_nak(now, q,
-                  c == verbs::MrCheck::kMisaligned ? NakCode::kInvalidRequest
-                                                   : NakCode::kRemoteAccessError,
-                  pkt.psn);
-        return;
-      }
-      RespResource* r = alloc_resource(q);
-      if (r == nullptr) {
-        ++counters_.rx_no_resource;
-        return;
-      }
-      // 9.4.5: the 8 bytes are read, modified and written as one operation.
-      uint8_t* p = mr_ptr(*mrs_.find_rkey(a.rkey), a.va);
-      uint64_t orig;
-      std::memcpy(&orig, p, 8);
-      uint64_t next = orig;
-      if (op.kind == OpKind::kFetchAdd) next = orig + a.swap_add;
-      else if (orig == a.compare) next = a.swap_add;
-      std::memcpy(p, &next, 8);
-      r->kind = RespResource::Kind::kAtomic;
-      r->first_psn = pkt.psn;
-      r->npkts = 1;
-      r->atomic_orig = orig;
-      q.resp.psn += 1;
-      ++q.resp.msn;
-      queue_resource(now, q, static_cast<uint32_t>(r - q.resp.resources.data()));
-      return;
-    }
+    case OpKind::kFetchAdd:
+      return RespStep::kCheckLength;
     default:
       ++counters_.rx_invalid_request;
-      fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
-      return;
+      return RespStep::kNakInvalidRequest;
   }
+}
+
+RespStep EngineImpl::resp_check_length(const QpCtx& q, const RespPacket& r) {
+  // 9.7.5.1.4: first and middle packets carry exactly one MTU, others at most
+  // one; a RETH never asks for more than a message may hold; a WRITE carries
+  // exactly the bytes its RETH announced.
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  bool bad = false;
+  if (op.has_payload()) {
+    const bool full = op.is_middle() || (op.is_first() && !op.is_last());
+    bad = full ? r.pkt.payload_len != q.mtu : r.pkt.payload_len > q.mtu;
+  }
+  if (r.pkt.reth && r.pkt.reth->dma_len > kMaxMsgSize) bad = true;
+  if (!bad && op.kind == OpKind::kWrite) {
+    const uint64_t left = op.is_first() ? r.pkt.reth->dma_len : q.resp.write_left;
+    bad = r.payload.size() > left || (op.is_last() && r.payload.size() != left);
+  }
+  if (bad) {
+    ++counters_.rx_bad_length;
+    return RespStep::kNakInvalidRequest;
+  }
+  return RespStep::kCheckRkey;
+}
+
+RespStep EngineImpl::resp_check_rkey(const QpCtx& q, const RespPacket& r) {
+  // 9.7.5.1.5 / 10.6.3: the R_Key names an MR of the QP's PD that grants the
+  // access, the bytes lie inside it, and the QP allows remote access of that
+  // kind. A WRITE in progress must still write the registration its FIRST
+  // named: after dereg_mr() the rest is a Remote Access Error (9.9.3, class C).
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  const uint32_t access = q.qp.attr().qp_access_flags;
+  verbs::MrCheck c = verbs::MrCheck::kOk;
+  switch (op.kind) {
+    case OpKind::kWrite:
+      if (op.is_first()) {
+        const wire::RethFields& reth = *r.pkt.reth;
+        c = (access & IBV_ACCESS_REMOTE_WRITE)
+                ? mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE)
+                : verbs::MrCheck::kAccessViolation;
+      } else if (!r.payload.empty() && write_target(q) == nullptr) {
+        c = verbs::MrCheck::kInvalidKey;
+      }
+      break;
+    case OpKind::kReadRequest: {
+      const wire::RethFields& reth = *r.pkt.reth;
+      c = (access & IBV_ACCESS_REMOTE_READ)
+              ? mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ)
+              : verbs::MrCheck::kAccessViolation;
+      break;
+    }
+    case OpKind::kCompareSwap:
+    case OpKind::kFetchAdd:
+      c = (access & IBV_ACCESS_REMOTE_ATOMIC) ? mrs_.check_atomic(q.pd, r.pkt.atomic->rkey, r.pkt.atomic->va)
+                                              : verbs::MrCheck::kAccessViolation;
+      break;
+    default:
+      break;
+  }
+  if (c == verbs::MrCheck::kOk) return RespStep::kCheckResource;
+  if (c == verbs::MrCheck::kMisaligned) {  // 9.4.5, as rxe: Invalid Request
+    ++counters_.rx_invalid_request;
+    return RespStep::kNakInvalidRequest;
+  }
+  ++counters_.rx_bad_rkey;
+  return RespStep::kNakRemoteAccess;
+}
+
+RespStep EngineImpl::resp_check_resource(QpCtx& q, RespPacket& r) {
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  switch (op.kind) {
+    case OpKind::kSend:
+      // 9.7.5.2.8: a message needs a receive WQE; none is an RNR NAK.
+      if (!op.is_first()) return RespStep::kExecute;
+      if (!take_recv_wqe(q, &q.resp.cur_recv)) return RespStep::kNakRnr;
+      q.resp.have_recv = true;
+      q.resp.recv_offset = 0;
+      return RespStep::kExecute;
+    case OpKind::kWrite:  // WRITE with immediate consumes a receive
+      if (r.pkt.imm && !take_recv_wqe(q, &r.recv)) return RespStep::kNakRnr;
+      return RespStep::kExecute;
+    default:
+      // 9.7.5.1.5: a READ or atomic needs a responder resource. Every one
+      // still sending (replays included): drop the request without state
+      // change; the requester sends it again.
+      r.res = alloc_resource(q);
+      if (r.res == nullptr) {
+        ++counters_.rx_no_resource;
+        return RespStep::kDone;
+      }
+      return RespStep::kExecute;
+  }
+}
+
+RespStep EngineImpl::resp_execute(Picos now, QpCtx& q, RespPacket& r) {
+  switch (r.pkt.op->kind) {
+    case OpKind::kSend: return resp_execute_send(q, r);
+    case OpKind::kWrite: return resp_execute_write(q, r);
+    case OpKind::kReadRequest: return resp_execute_read(now, q, r);
+    default: return resp_execute_atomic(now, q, r);
+  }
+}
+
+RespStep EngineImpl::resp_execute_send(QpCtx& q, const RespPacket& r) {
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  if (q.resp.recv_offset + r.payload.size() > q.resp.cur_recv.length) {
+    fail_recv(q, IBV_WC_LOC_LEN_ERR);
+    return RespStep::kNakInvalidRequest;
+  }
+  if (!scatter(mrs_, q.pd, q.resp.cur_recv.sges, q.resp.recv_offset, r.payload)) {
+    fail_recv(q, IBV_WC_LOC_PROT_ERR);
+    return RespStep::kNakRemoteOperational;
+  }
+  q.resp.recv_offset += r.payload.size();
+  if (!op.is_last()) {
+    q.resp.in_msg = ResponderState::InMsg::kSend;
+    return RespStep::kAcknowledge;
+  }
+  ibv_wc wc{};
+  wc.wr_id = q.resp.cur_recv.wr_id;
+  wc.status = IBV_WC_SUCCESS;
+  wc.opcode = IBV_WC_RECV;
+  wc.byte_len = static_cast<uint32_t>(q.resp.recv_offset);
+  wc.qp_num = q.qp.qpn().value();
+  wc.src_qp = q.qp.dest_qpn().value();
+  if (r.pkt.imm) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = htonl(*r.pkt.imm);  // ibv_wc carries it in network order
+  }
+  q.resp.have_recv = false;
+  q.resp.in_msg = ResponderState::InMsg::kNone;
+  ++q.resp.msn;
+  complete(q.recv_cq, wc);
+  return RespStep::kAcknowledge;
+}
+
+RespStep EngineImpl::resp_execute_write(QpCtx& q, const RespPacket& r) {
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  if (op.is_first()) {
+    q.resp.write_rkey = r.pkt.reth->rkey;
+    q.resp.write_mr_id = mrs_.find_rkey(r.pkt.reth->rkey)->id;
+    q.resp.write_va = r.pkt.reth->va;
+    q.resp.write_left = r.pkt.reth->dma_len;
+    q.resp.write_total = r.pkt.reth->dma_len;
+  }
+  if (!r.payload.empty()) std::memcpy(write_target(q), r.payload.data(), r.payload.size());
+  q.resp.write_va += r.payload.size();
+  q.resp.write_left -= r.payload.size();
+  if (!op.is_last()) {
+    q.resp.in_msg = ResponderState::InMsg::kWrite;
+    return RespStep::kAcknowledge;
+  }
+  q.resp.in_msg = ResponderState::InMsg::kNone;
+  ++q.resp.msn;
+  if (r.pkt.imm) {
+    ibv_wc wc{};
+    wc.wr_id = r.recv.wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+    wc.byte_len = static_cast<uint32_t>(q.resp.write_total);
+    wc.qp_num = q.qp.qpn().value();
+    wc.src_qp = q.qp.dest_qpn().value();
+    wc.wc_flags = IBV_WC_WITH_IMM;
+    wc.imm_data = htonl(*r.pkt.imm);  // ibv_wc carries it in network order
+    complete(q.recv_cq, wc);
+  }
+  return RespStep::kAcknowledge;
+}
+
+RespStep EngineImpl::resp_execute_read(Picos now, QpCtx& q, RespPacket& r) {
+  // 9.7.5.1.5 / 9.4.4: the resource sends the response packets; they
+  // acknowledge the request.
+  const wire::RethFields& reth = *r.pkt.reth;
+  r.res->kind = RespResource::Kind::kRead;
+  r.res->first_psn = r.pkt.psn;
+  r.res->npkts = packets_for(reth.dma_len, q.mtu);
+  r.res->va = reth.va;
+  r.res->rkey = reth.rkey;
+  r.res->length = reth.dma_len;
+  q.resp.psn += r.res->npkts;
+  ++q.resp.msn;
+  queue_resource(now, q, static_cast<uint32_t>(r.res - q.resp.resources.data()));
+  return RespStep::kDone;
+}
+
+RespStep EngineImpl::resp_execute_atomic(Picos now, QpCtx& q, RespPacket& r) {
+  // 9.4.5: the 8 bytes are read, modified and written as one operation; the
+  // original value is kept in the resource for duplicates (9.7.5.1.1).
+  const wire::AtomicFields& a = *r.pkt.atomic;
+  uint8_t* p = mr_ptr(*mrs_.find_rkey(a.rkey), a.va);
+  uint64_t orig;
+  std::memcpy(&orig, p, 8);
+  uint64_t next = orig;
+  if (r.pkt.op->kind == OpKind::kFetchAdd) next = orig + a.swap_add;
+  else if (orig == a.compare) next = a.swap_add;
+  std::memcpy(p, &next, 8);
+  r.res->kind = RespResource::Kind::kAtomic;
+  r.res->first_psn = r.pkt.psn;
+  r.res->npkts = 1;
+  r.res->atomic_orig = orig;
   q.resp.psn += 1;
-  if (pkt.ack_req) queue_ack(now, q);
+  ++q.resp.msn;
+  queue_resource(now, q, static_cast<uint32_t>(r.res - q.resp.resources.data()));
+  return RespStep::kDone;
+}
+
+RespStep EngineImpl::resp_acknowledge(Picos now, QpCtx& q, const RespPacket& r) {
+  // 9.7.5.2.1: ACKs are coalesced; AckReq asks for one now.
+  q.resp.psn += 1;
+  if (r.pkt.ack_req) queue_ack(now, q);
+  return RespStep::kDone;
 }
 
 void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) {
@@ -377,8 +459,7 @@ void EngineImpl::fatal_nak(Picos now, QpCtx& q, wire::NakCode code, wire::Psn ps
   queue_nak(now, q, nak(code), psn, true);
 }
 
-void EngineImpl::fail_recv(Picos now, QpCtx& q, ibv_wc_status status, wire::NakCode code,
-                           wire::Psn psn) {
+void EngineImpl::fail_recv(QpCtx& q, ibv_wc_status status) {
   ibv_wc wc{};
   wc.wr_id = q.resp.cur_recv.wr_id;
   wc.status = status;
@@ -386,7 +467,6 @@ void EngineImpl::fail_recv(Picos now, QpCtx& q, ibv_wc_status status, wire::NakC
   wc.qp_num = q.qp.qpn().value();
   q.resp.have_recv = false;
   complete(q.recv_cq, wc);
-  fatal_nak(now, q, code, psn);
 }
 
 TxDesc EngineImpl::peek_response(QpCtx& q) {

@@ -15,6 +15,13 @@ namespace isoroce::transport::detail {
 
 inline constexpr uint32_t kGrhBytes = 40;
 
+void EngineImpl::address_ud(const QpCtx& q, const SendWr& wr, SendWqe& w) const {
+  w.ud_peer = ahs_.at(wr.ah).peer;  // copied: destroy_ah() may follow the post
+  w.ud_qpn = wr.remote_qpn & 0xffffff;
+  // 10.2.5: a Q_Key with the high bit set means "use the QP's own".
+  w.ud_qkey = (wr.remote_qkey & 0x80000000u) ? q.qp.attr().qkey : wr.remote_qkey;
+}
+
 TxDesc EngineImpl::peek_ud(QpCtx& q) {
   TxDesc d;
   if (q.qp.state() != IBV_QPS_RTS) return d;
