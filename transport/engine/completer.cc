@@ -1,7 +1,9 @@
-// RC completer (IBTA vol.1 9.7.5.2, 9.7.6; rxe_comp.c): cumulative ACKs,
-// READ responses and atomic ACKs (which acknowledge everything before them,
-// 9.7.5.2.2), NAKs, the retransmission timer and RNR waits, and the error
-// completions when retry_cnt or rnr_retry run out.
+// RC completer (IBTA vol.1 9.7.5.2, 9.7.6; rxe_comp.c): one response packet
+// goes through named steps (on_response: state, PSN, then ACK, RNR NAK, NAK,
+// atomic ACK or READ response); cumulative ACKs, READ responses and atomic
+// ACKs acknowledge everything before them (9.7.5.2.2); the retransmission
+// timer and its table (9.7.6.1.3), RNR waits and the RNR timer table
+// (9.7.5.2.8), and the error completions when retry_cnt or rnr_retry run out.
 #include <algorithm>
 #include <cstring>
 
@@ -27,15 +29,32 @@ ibv_wc_status nak_status(uint8_t code) {
 
 }  // namespace
 
+// ---- timers ----------------------------------------------------------------
+
+// 9.7.6.1.3: the local ACK timeout is 4.096 us * 2^timeout; 0 means infinite.
+Picos ack_timeout_picos(uint8_t exp) {
+  if (exp == 0) return sched::kNever;
+  return 4'096'000ull << std::min<uint8_t>(exp, 31);  // 4.096 us * 2^exp
+}
+
+Picos rnr_timer_picos(uint8_t code) {
+  // 9.7.5.2.8, table 45: the RNR NAK timer field, in 10 us units (code 0 is
+  // 655.36 ms).
+  static constexpr uint32_t k10us[32] = {
+      65536, 1,   2,   3,   4,   6,   8,   12,  16,  24,   32,   48,   64,   96,   128,  192,
+      256,   384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
+  return static_cast<Picos>(k10us[code & 31]) * 10'000'000ull;  // 10 us units
+}
+
 void EngineImpl::arm_ack_timer(Picos now, QpCtx& q) {
-  const bool outstanding = q.comp_psn.before(q.req_max_psn);
-  if (!outstanding || now < q.rnr_until) {  // an RNR wait re-arms the timer when it ends
-    q.ack_deadline = sched::kNever;
+  const bool outstanding = q.comp.psn.before(q.req.max_psn);
+  if (!outstanding || now < q.comp.rnr_until) {  // an RNR wait re-arms the timer when it ends
+    q.comp.ack_deadline = sched::kNever;
     return;
   }
   const Picos t = ack_timeout_picos(q.qp.attr().timeout);
-  q.ack_deadline = t == sched::kNever ? sched::kNever : now + t;
-  if (q.ack_deadline != sched::kNever) schedule_timer(q, q.ack_deadline);
+  q.comp.ack_deadline = t == sched::kNever ? sched::kNever : now + t;
+  if (q.comp.ack_deadline != sched::kNever) schedule_timer(q, q.comp.ack_deadline);
 }
 
 // Completes, in order, the WQEs at the head that are fully acknowledged.
@@ -46,8 +65,8 @@ void EngineImpl::complete_done_wqes(Picos now, QpCtx& q) {
     if (w.state != WqeState::kStarted) break;
     if (w.is_read_or_atomic()) {
       if (!w.completed_ok) break;
-      if (q.rd_atomic_inflight > 0) --q.rd_atomic_inflight;
-    } else if (!w.last_psn().before(q.comp_psn)) {
+      if (q.req.rd_atomic_inflight > 0) --q.req.rd_atomic_inflight;
+    } else if (!w.last_psn().before(q.comp.psn)) {
       break;
     }
     complete_send(q, w, IBV_WC_SUCCESS);
@@ -56,7 +75,7 @@ void EngineImpl::complete_done_wqes(Picos now, QpCtx& q) {
   }
   if (!any) return;
   // A rewind may have pointed the requester at what is now acknowledged.
-  if (q.req_wqe < q.sq.head() || q.req_psn.before(q.comp_psn)) rewind_requester(q, q.comp_psn);
+  if (q.req.wqe < q.sq.head() || q.req.psn.before(q.comp.psn)) rewind_requester(q, q.comp.psn);
   if (q.qp.state() == IBV_QPS_SQD && q.sq.empty()) q.qp.sq_drained();
   kick(now, q);
 }
@@ -64,7 +83,7 @@ void EngineImpl::complete_done_wqes(Picos now, QpCtx& q) {
 void EngineImpl::retire_acked(Picos now, QpCtx& q, wire::Psn through) {
   // Everything up to `through` arrived, except READ/atomic results still owed.
   wire::Psn next = through + 1;
-  if (next.after(q.req_max_psn)) next = q.req_max_psn;
+  if (next.after(q.req.max_psn)) next = q.req.max_psn;
   for (uint64_t i = q.sq.head(); i < q.sq.tail(); ++i) {
     const SendWqe& w = q.sq[i];
     if (w.state != WqeState::kStarted) break;
@@ -74,11 +93,11 @@ void EngineImpl::retire_acked(Picos now, QpCtx& q, wire::Psn through) {
       break;
     }
   }
-  if (next.after(q.comp_psn)) {
-    q.comp_psn = next;
-    q.retry_left = q.qp.attr().retry_cnt;
-    q.rnr_retry_left = q.qp.attr().rnr_retry;
-    q.read_retry_pending = false;
+  if (next.after(q.comp.psn)) {
+    q.comp.psn = next;
+    q.comp.retry_left = q.qp.attr().retry_cnt;
+    q.comp.rnr_retry_left = q.qp.attr().rnr_retry;
+    q.comp.read_retry_pending = false;
     arm_ack_timer(now, q);
   }
   complete_done_wqes(now, q);
@@ -104,162 +123,218 @@ void EngineImpl::fail_request(Picos now, QpCtx& q, ibv_wc_status status) {
   events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
 }
 
+// ---- one response packet, step by step --------------------------------------
+//
+// on_response() runs the steps of rxe_comp.c in the order of IBTA 9.7.5.2:
+// check the state, check the PSN, then one step per kind of response (ACK,
+// RNR NAK, NAK, atomic ACK, READ response), each of which retires what the
+// response acknowledges and completes what is done.
+
 void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                              std::span<uint8_t> frame) {
+  CompStep step = CompStep::kCheckState;
+  while (step != CompStep::kDone) {
+    switch (step) {
+      case CompStep::kCheckState: step = comp_check_state(q); break;
+      case CompStep::kCheckPsn: step = comp_check_psn(q, pkt); break;
+      case CompStep::kAck: step = comp_ack(now, q, pkt.psn); break;
+      case CompStep::kRnrNak: step = comp_rnr_nak(now, q, pkt.psn, pkt.aeth->syndrome); break;
+      case CompStep::kNak: step = comp_nak(now, q, pkt.psn, pkt.aeth->syndrome); break;
+      case CompStep::kAtomicAck: step = comp_atomic_ack(now, q, pkt); break;
+      case CompStep::kReadResponse: step = comp_read_response(now, q, pkt, frame); break;
+      case CompStep::kDone: break;
+    }
+  }
+}
+
+CompStep EngineImpl::comp_check_state(const QpCtx& q) {
   const ibv_qp_state st = q.qp.state();
   if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) {
     ++counters_.rx_bad_state;
-    return;
+    return CompStep::kDone;
   }
-  const wire::Psn psn = pkt.psn;
+  return CompStep::kCheckPsn;
+}
+
+CompStep EngineImpl::comp_check_psn(const QpCtx& q, const wire::RocePacket& pkt) {
   // Only PSNs in [comp_psn - 1, req_max_psn) mean anything now; the rest are
   // stale duplicates (9.7.5.2.1) or bogus.
-  if (psn.before(q.comp_psn - 1) || !psn.before(q.req_max_psn)) {
+  const wire::Psn psn = pkt.psn;
+  if (!psn.before(q.req.max_psn)) {
+    ++counters_.rx_psn_out_of_window;  // never sent
+    ++counters_.rx_dropped;
+    return CompStep::kDone;
+  }
+  if (psn.before(q.comp.psn - 1)) {
     ++counters_.rx_duplicates;
-    return;
+    return CompStep::kDone;
   }
-  const wire::OpcodeInfo& op = *pkt.op;
-  if (op.kind == OpKind::kAck) {
-    const uint8_t syn = pkt.aeth->syndrome;
-    switch (wire::aeth_kind(syn)) {
-      case AethKind::kAck:
-        retire_acked(now, q, psn);
-        // An ACK past a READ/atomic whose response never came: the response
-        // was lost, ask again (9.7.5.2.2 implied NAK).
-        if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted) {
-          const SendWqe& w = q.sq.front();
-          if (w.is_read_or_atomic() && !w.completed_ok && !psn.before(w.first_psn) &&
-              !q.read_retry_pending) {
-            q.read_retry_pending = true;
-            retry(now, q, q.comp_psn);
-          }
-        }
-        return;
-      case AethKind::kRnrNak: {
-        ++counters_.rnr_naks_received;
-        ++q.stats.rnr_naks_received;
-        retire_acked(now, q, psn - 1);
-        if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return;
-        if (psn != q.comp_psn) return;  // an older RNR NAK
-        if (q.qp.attr().rnr_retry != 7) {  // 7: retry forever (9.7.5.2.8)
-          if (q.rnr_retry_left == 0) {
-            fail_request(now, q, IBV_WC_RNR_RETRY_EXC_ERR);
-            return;
-          }
-          --q.rnr_retry_left;
-        }
-        q.rnr_until = now + rnr_timer_picos(syn & 31);
-        q.ack_deadline = sched::kNever;
-        rewind_requester(q, psn);
-        sched_->deactivate(now, q.slot);
-        schedule_timer(q, q.rnr_until);
-        return;
-      }
-      case AethKind::kNak: {
-        ++counters_.naks_received;
-        ++q.stats.naks_received;
-        retire_acked(now, q, psn - 1);
-        if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return;
-        const uint8_t code = syn & 31;
-        if (static_cast<NakCode>(code) == NakCode::kPsnSequenceError) {
-          if (psn != q.comp_psn) return;  // not about the oldest outstanding PSN
-          if (now < q.rnr_until) return;  // the RNR wait resends from here anyway
-          if (q.retry_left == 0) {
-            fail_request(now, q, IBV_WC_RETRY_EXC_ERR);
-            return;
-          }
-          --q.retry_left;
-          retry(now, q, psn);
-          return;
-        }
-        fail_request(now, q, nak_status(code));
-        return;
-      }
-      default:
-        ++counters_.rx_dropped;
-        return;
-    }
+  switch (pkt.op->kind) {
+    case OpKind::kAtomicAck: return CompStep::kAtomicAck;
+    case OpKind::kReadResponse: return CompStep::kReadResponse;
+    default: break;
   }
+  switch (wire::aeth_kind(pkt.aeth->syndrome)) {  // 9.7.5.2: the AETH syndrome
+    case AethKind::kAck: return CompStep::kAck;
+    case AethKind::kRnrNak: return CompStep::kRnrNak;
+    case AethKind::kNak: return CompStep::kNak;
+    default:
+      ++counters_.rx_dropped;
+      return CompStep::kDone;
+  }
+}
 
-  // READ responses and atomic ACKs: first, everything before them arrived.
-  retire_acked(now, q, psn - 1);
-  if (q.sq.empty() || q.sq.front().state != WqeState::kStarted) return;
-  SendWqe& w = q.sq.front();
-  if (op.kind == OpKind::kAtomicAck) {
-    if (w.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) return;
-    if (w.first_psn != psn || w.completed_ok) return;
-    const uint64_t orig = *pkt.atomic_ack;
-    uint8_t bytes[8];
-    std::memcpy(bytes, &orig, 8);  // the original value, in host order in local memory
-    if (w.local_error == IBV_WC_SUCCESS && !scatter(mrs_, q.pd, w.sges, 0, bytes)) {
-      fail_request(now, q, IBV_WC_LOC_PROT_ERR);
-      return;
+CompStep EngineImpl::comp_ack(Picos now, QpCtx& q, wire::Psn psn) {
+  retire_acked(now, q, psn);
+  // An ACK past a READ/atomic whose response never came: the response was
+  // lost, ask again (9.7.5.2.2 implied NAK).
+  if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted) {
+    const SendWqe& w = q.sq.front();
+    if (w.is_read_or_atomic() && !w.completed_ok && !psn.before(w.first_psn) &&
+        !q.comp.read_retry_pending) {
+      q.comp.read_retry_pending = true;
+      retry(now, q, q.comp.psn);
     }
-    w.completed_ok = true;
-    q.read_retry_pending = false;
-    retire_acked(now, q, psn);
-    return;
   }
-  // READ response.
-  if (w.opcode != IBV_WR_RDMA_READ || w.completed_ok) return;
+  return CompStep::kDone;
+}
+
+CompStep EngineImpl::comp_rnr_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome) {
+  // 9.7.5.2.8: the responder had no receive WQE. Wait the time the NAK
+  // carries (table 45), then send again from its PSN.
+  ++counters_.rnr_naks_received;
+  ++q.stats.rnr_naks_received;
+  retire_acked(now, q, psn - 1);
+  if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return CompStep::kDone;
+  if (psn != q.comp.psn) return CompStep::kDone;  // an older RNR NAK
+  if (q.qp.attr().rnr_retry != 7) {               // 7: retry forever
+    if (q.comp.rnr_retry_left == 0) {
+      fail_request(now, q, IBV_WC_RNR_RETRY_EXC_ERR);
+      return CompStep::kDone;
+    }
+    --q.comp.rnr_retry_left;
+  }
+  q.comp.rnr_until = now + rnr_timer_picos(syndrome & 31);
+  q.comp.ack_deadline = sched::kNever;
+  rewind_requester(q, psn);
+  sched_->deactivate(now, q.slot);
+  schedule_timer(q, q.comp.rnr_until);
+  return CompStep::kDone;
+}
+
+CompStep EngineImpl::comp_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome) {
+  ++counters_.naks_received;
+  ++q.stats.naks_received;
+  retire_acked(now, q, psn - 1);
+  if (q.qp.state() != IBV_QPS_RTS && q.qp.state() != IBV_QPS_SQD) return CompStep::kDone;
+  const uint8_t code = syndrome & 31;
+  if (static_cast<NakCode>(code) != NakCode::kPsnSequenceError) {
+    // 9.9.3: the responder failed the request (class B/C/D): complete it in
+    // error, the QP goes to ERR.
+    fail_request(now, q, nak_status(code));
+    return CompStep::kDone;
+  }
+  // PSN sequence error (9.7.5.2): go back to the NAKed PSN.
+  if (psn != q.comp.psn) return CompStep::kDone;  // not about the oldest outstanding PSN
+  if (now < q.comp.rnr_until) return CompStep::kDone;  // the RNR wait resends from here anyway
+  if (q.comp.retry_left == 0) {
+    fail_request(now, q, IBV_WC_RETRY_EXC_ERR);
+    return CompStep::kDone;
+  }
+  --q.comp.retry_left;
+  retry(now, q, psn);
+  return CompStep::kDone;
+}
+
+CompStep EngineImpl::comp_atomic_ack(Picos now, QpCtx& q, const wire::RocePacket& pkt) {
+  // An atomic ACK acknowledges everything before it (9.7.5.2.2).
+  const wire::Psn psn = pkt.psn;
+  retire_acked(now, q, psn - 1);
+  if (q.sq.empty() || q.sq.front().state != WqeState::kStarted) return CompStep::kDone;
+  SendWqe& w = q.sq.front();
+  if (w.opcode != IBV_WR_ATOMIC_CMP_AND_SWP && w.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) return CompStep::kDone;
+  if (w.first_psn != psn || w.completed_ok) return CompStep::kDone;
+  const uint64_t orig = *pkt.atomic_ack;
+  uint8_t bytes[8];
+  std::memcpy(bytes, &orig, 8);  // the original value, in host order in local memory
+  if (w.local_error == IBV_WC_SUCCESS && !scatter(mrs_, q.pd, w.sges, 0, bytes)) {
+    fail_request(now, q, IBV_WC_LOC_PROT_ERR);
+    return CompStep::kDone;
+  }
+  w.completed_ok = true;
+  q.comp.read_retry_pending = false;
+  retire_acked(now, q, psn);
+  return CompStep::kDone;
+}
+
+CompStep EngineImpl::comp_read_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                        std::span<uint8_t> frame) {
+  // A READ response acknowledges everything before it (9.7.5.2.2).
+  const wire::Psn psn = pkt.psn;
+  retire_acked(now, q, psn - 1);
+  if (q.sq.empty() || q.sq.front().state != WqeState::kStarted) return CompStep::kDone;
+  SendWqe& w = q.sq.front();
+  if (w.opcode != IBV_WR_RDMA_READ || w.completed_ok) return CompStep::kDone;
   const wire::Psn expected = w.first_psn + static_cast<uint32_t>(w.read_done / q.mtu);
   if (psn != expected) {
     // A response went missing: re-issue the READ from the first missing byte
     // (9.7.5.2.2), once per gap.
-    if (psn.after(expected) && !q.read_retry_pending) {
-      q.read_retry_pending = true;
+    if (psn.after(expected) && !q.comp.read_retry_pending) {
+      q.comp.read_retry_pending = true;
       retry(now, q, expected);
     }
-    return;
+    return CompStep::kDone;
   }
   const uint64_t left = w.length - w.read_done;
-  const bool last = op.is_last();
+  const bool last = pkt.op->is_last();
   // A re-issued READ is answered from its restart point with FIRST/ONLY, so
   // position opcodes are not checked, only the lengths (9.7.5.2.2).
   if ((!last && pkt.payload_len != q.mtu) || (last && pkt.payload_len != left) ||
       pkt.payload_len > left) {
+    ++counters_.rx_bad_length;
     ++counters_.rx_dropped;
-    return;
+    return CompStep::kDone;
   }
   const auto payload = frame.subspan(pkt.payload_offset, pkt.payload_len);
   if (!scatter(mrs_, q.pd, w.sges, w.read_done, payload)) {
     fail_request(now, q, IBV_WC_LOC_PROT_ERR);
-    return;
+    return CompStep::kDone;
   }
   w.read_done += payload.size();
-  q.read_retry_pending = false;
+  q.comp.read_retry_pending = false;
   if (last) {
     w.completed_ok = true;
     retire_acked(now, q, psn);
   } else {
     // Progress inside the READ: the timer restarts (9.7.6.1.3).
-    q.comp_psn = psn + 1;
-    q.retry_left = q.qp.attr().retry_cnt;
+    q.comp.psn = psn + 1;
+    q.comp.retry_left = q.qp.attr().retry_cnt;
     arm_ack_timer(now, q);
   }
+  return CompStep::kDone;
 }
 
 void EngineImpl::on_timer(Picos now, QpCtx& q) {
   const ibv_qp_state st = q.qp.state();
   if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) return;
-  if (q.rnr_until != 0 && now >= q.rnr_until) {
-    q.rnr_until = 0;
+  if (q.comp.rnr_until != 0 && now >= q.comp.rnr_until) {
+    q.comp.rnr_until = 0;
     arm_ack_timer(now, q);
     kick(now, q);
   }
-  if (q.ack_deadline != sched::kNever && now >= q.ack_deadline) {
+  if (q.comp.ack_deadline != sched::kNever && now >= q.comp.ack_deadline) {
     ++counters_.timeouts;
-    if (q.retry_left == 0) {
+    if (q.comp.retry_left == 0) {
       fail_request(now, q, IBV_WC_RETRY_EXC_ERR);
       return;
     }
-    --q.retry_left;
-    q.read_retry_pending = false;
-    retry(now, q, q.comp_psn);
+    --q.comp.retry_left;
+    q.comp.read_retry_pending = false;
+    retry(now, q, q.comp.psn);
   }
   // Re-queue the earliest pending deadline.
-  Picos next = q.ack_deadline;
-  if (q.rnr_until != 0) next = std::min(next, q.rnr_until);
+  Picos next = q.comp.ack_deadline;
+  if (q.comp.rnr_until != 0) next = std::min(next, q.comp.rnr_until);
   if (next != sched::kNever) schedule_timer(q, next);
 }
 

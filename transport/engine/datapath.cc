@@ -44,11 +44,13 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   const wire::ParseResult r = wire::parse_frame(frame);
   if (!r.ok()) {
     ++counters_.rx_parse_errors;
+    if (r.error == wire::ParseError::kBadIcrc) ++counters_.rx_bad_icrc;
     ++counters_.rx_dropped;
     return;
   }
   const wire::RocePacket& pkt = r.pkt;
   if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff) {
+    ++counters_.rx_not_for_port;
     ++counters_.rx_dropped;
     return;
   }
@@ -58,44 +60,36 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     ++counters_.rx_dropped;
     return;
   }
-  ++q->stats.rx_packets;
-  q->stats.rx_bytes += frame.size();
+  // A QP's rx_packets/rx_bytes count what it accepts, so nobody else on the
+  // link can inflate them (issue 16.9a).
   const wire::OpcodeInfo& op = *pkt.op;
   if (op.transport == wire::Transport::kCnp) {
     // A CNP for one of our RC QPs from its peer, or for a UD QP (which has no
     // peer): the reaction point (dcqcn.cc).
     if ((q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip) || q->qp.type() == IBV_QPT_UD) {
+      count_rx(*q, frame.size());
       on_cnp(now, *q);
       return;
     }
+    ++counters_.rx_wrong_source;
     ++counters_.rx_dropped;
     return;
   }
-  // DCQCN notification point: CE on a data packet (a request or a READ
-  // response) of an RC QP from its peer; never on an ACK or a CNP.
-  if (config_.dcqcn.enabled && pkt.ecn() == 0x3 && op.transport == wire::Transport::kRc &&
-      q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip && op.kind != wire::OpKind::kAck &&
-      op.kind != wire::OpKind::kAtomicAck) [[unlikely]] {
-    np_on_ce(now, *q);
-  } else if (config_.dcqcn.enabled && pkt.ecn() == 0x3 && op.transport == wire::Transport::kUd &&
-             q->qp.type() == IBV_QPT_UD && pkt.deth && pkt.deth->qkey == q->qp.attr().qkey) [[unlikely]] {
-    // UD: the CNP goes to the datagram's source QP, at its address (the
-    // neighbour entry's MAC, else the frame's source MAC).
-    Peer src;
-    src.ip = pkt.src_ip;
-    auto it = neighbors_.find(pkt.src_ip);
-    src.mac = it != neighbors_.end() ? it->second : pkt.src_mac;
-    np_on_ce(now, *q, &src, pkt.deth->src_qp);
-  }
+  if (config_.dcqcn.enabled && pkt.ecn() == 0x3) [[unlikely]] np_check_ce(now, *q, pkt);
   switch (op.transport) {
     case wire::Transport::kUd:
       if (q->qp.type() != IBV_QPT_UD) break;
-      on_ud(now, *q, pkt, frame);
+      on_ud(now, *q, pkt, frame);  // counts it once the Q_Key matched
       return;
     case wire::Transport::kRc:
       if (q->qp.type() != IBV_QPT_RC) break;
       // An RC QP talks to one peer (9.6.1.5.1: the source must match the path).
-      if (pkt.src_ip != q->peer.ip) break;
+      if (pkt.src_ip != q->peer.ip) {
+        ++counters_.rx_wrong_source;
+        ++counters_.rx_dropped;
+        return;
+      }
+      count_rx(*q, frame.size());
       if (op.kind == wire::OpKind::kAck || op.kind == wire::OpKind::kAtomicAck ||
           op.kind == wire::OpKind::kReadResponse) {
         on_response(now, *q, pkt, frame);
@@ -106,6 +100,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     default:
       break;  // UC is not handled by this engine
   }
+  ++counters_.rx_wrong_transport;
   ++counters_.rx_dropped;
 }
 
@@ -141,27 +136,32 @@ TxDesc EngineImpl::peek(Picos now, QpCtx& q) {
 }
 
 void EngineImpl::kick(Picos now, QpCtx& q) {
+  // A WR that lost its local MR mid-message (lose_local_mr) completes in
+  // error once it is the oldest; the QP moves to ERR.
+  if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted &&
+      q.sq.front().local_error != IBV_WC_SUCCESS) [[unlikely]] {
+    fail_request(now, q, q.sq.front().local_error);
+    return;
+  }
   // A WR whose SGEs failed their check completes in error when it is next.
-  if (q.req_wqe < q.sq.tail() && q.req_pkt == 0 && q.sq[q.req_wqe].local_error != IBV_WC_SUCCESS &&
-      q.sq[q.req_wqe].state == WqeState::kQueued &&
-      (q.qp.state() == IBV_QPS_RTS || q.qp.state() == IBV_QPS_SQD) && q.req_wqe == q.sq.head()) {
+  if (q.req.wqe < q.sq.tail() && q.req.pkt == 0 && q.sq[q.req.wqe].local_error != IBV_WC_SUCCESS &&
+      q.sq[q.req.wqe].state == WqeState::kQueued &&
+      (q.qp.state() == IBV_QPS_RTS || q.qp.state() == IBV_QPS_SQD) && q.req.wqe == q.sq.head()) {
     SendWqe& w = q.sq.front();
     complete_send(q, w, w.local_error);
     q.sq.pop();
-    q.req_wqe = q.sq.head();
+    q.req.wqe = q.sq.head();
     if (q.qp.type() == IBV_QPT_RC) {
       q.qp.set_error();
       enter_error(now, q);
+      events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
     } else {
-      q.qp.set_send_queue_error();  // UD: SQE, receives keep working (10.3.1)
-      sched_->deactivate(now, q.slot);
-      while (!q.sq.empty()) {
-        complete_send(q, q.sq.front(), IBV_WC_WR_FLUSH_ERR);
-        q.sq.pop();
-      }
-      q.req_wqe = q.sq.head();
+      ud_send_queue_error(now, q);
     }
-    events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
+    return;
+  }
+  if (q.ud_send_failed) [[unlikely]] {
+    ud_send_queue_error(now, q);
     return;
   }
   if (sched_->active(q.slot)) return;
@@ -185,8 +185,8 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
     case TxKind::kRequest: take_request(*q, d); break;
     case TxKind::kResponse: take_response(*q, d); break;
     case TxKind::kUdSend:
-      ++q->req_psn;
-      ++q->req_wqe;
+      ++q->req.psn;
+      ++q->req.wqe;
       break;
     case TxKind::kNone: break;
   }
@@ -224,7 +224,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       std::span<uint8_t> buf = sink.tx_buffer(len_hint);
       if (buf.size() < len_hint) {
         ++counters_.tx_no_buffer;
-        if (g.kind == sched::GrantKind::kControl) (cnp ? q->cnp_queued : q->ctrl_queued) = false;
+        if (g.kind == sched::GrantKind::kControl) (cnp ? q->cnp_queued : q->resp.ctrl_queued) = false;
         if (d.kind == TxKind::kUdSend) {  // the datagram is lost, the send still completes
           complete_send(*q, q->sq[d.wqe], IBV_WC_SUCCESS);
           q->sq.pop();
@@ -236,11 +236,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
         case TxKind::kNone: len = cnp ? build_cnp(*q, buf) : build_control(now, *q, buf); break;
         case TxKind::kRequest: len = build_request(*q, d, buf); break;
         case TxKind::kResponse: len = build_response(*q, d, buf); break;
-        case TxKind::kUdSend:
-          len = build_ud(*q, d, buf);
-          complete_send(*q, q->sq[d.wqe], IBV_WC_SUCCESS);
-          q->sq.pop();
-          break;
+        case TxKind::kUdSend: len = send_ud(*q, d, buf); break;
       }
       if (len == 0) continue;
       if (d.kind != TxKind::kNone) dcqcn_sent(now, *q, len + kEthWireOverhead);
@@ -254,9 +250,9 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
     for (uint32_t slot : after_grant_) {
       QpCtx* q = slots_[slot].get();
       if (q == nullptr) continue;
-      if (q->ack_pending && !q->ctrl_queued && q->resp_queue.empty() &&
+      if (q->resp.ack_pending && !q->resp.ctrl_queued && q->resp.queue.empty() &&
           sched_->enqueue_control(now, slot, ack_frame_bytes())) {
-        q->ctrl_queued = true;
+        q->resp.ctrl_queued = true;
       }
       kick(now, *q);
     }

@@ -10,6 +10,25 @@ namespace isoroce::transport::detail {
 
 uint32_t EngineImpl::cnp_frame_bytes() const { return frame_len(wire::op::kCnp, 0) + kEthWireOverhead; }
 
+void EngineImpl::np_check_ce(Picos now, QpCtx& q, const wire::RocePacket& pkt) {
+  // CE on a data packet (a request or a READ response) of an RC QP from its
+  // peer; never on an ACK or a CNP.
+  const wire::OpcodeInfo& op = *pkt.op;
+  if (op.transport == wire::Transport::kRc && q.qp.type() == IBV_QPT_RC && pkt.src_ip == q.peer.ip &&
+      op.kind != wire::OpKind::kAck && op.kind != wire::OpKind::kAtomicAck) {
+    np_on_ce(now, q);
+  } else if (op.transport == wire::Transport::kUd && q.qp.type() == IBV_QPT_UD && pkt.deth &&
+             pkt.deth->qkey == q.qp.attr().qkey) {
+    // UD: the CNP goes to the datagram's source QP, at its address (the
+    // neighbour entry's MAC, else the frame's source MAC).
+    Peer src;
+    src.ip = pkt.src_ip;
+    auto it = neighbors_.find(pkt.src_ip);
+    src.mac = it != neighbors_.end() ? it->second : pkt.src_mac;
+    np_on_ce(now, q, &src, pkt.deth->src_qp);
+  }
+}
+
 void EngineImpl::np_on_ce(Picos now, QpCtx& q, const Peer* ud_peer, uint32_t ud_qpn) {
   ++counters_.ce_received;
   ++q.ce_received;

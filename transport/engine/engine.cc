@@ -11,12 +11,6 @@ namespace isoroce::transport {
 
 using detail::EngineImpl;
 
-namespace {
-uint32_t mtu_bytes_valid(ibv_mtu mtu) {
-  return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128u << mtu : 0;
-}
-}  // namespace
-
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sched::Config sc;
   sc.link_bps = config.link_bps;
@@ -25,7 +19,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.max_msgs_per_sec = config.max_msgs_per_sec;
   sc.justitia = config.justitia;
   if (!sched::validate(sc).empty() || config.max_qps == 0 ||
-      config.max_qps > config.device.max_qp || mtu_bytes_valid(config.active_mtu) == 0) {
+      config.max_qps > config.device.max_qp || verbs::mtu_bytes(config.active_mtu) == 0) {
     return Result<std::unique_ptr<Engine>>::error(EINVAL);
   }
   // DCQCN's rates need a policy that enforces them (fifo records and ignores limits).
@@ -39,21 +33,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
 }
 
 namespace detail {
-
-uint32_t mtu_bytes(ibv_mtu mtu) { return mtu_bytes_valid(mtu); }
-
-Picos ack_timeout_picos(uint8_t exp) {
-  if (exp == 0) return sched::kNever;
-  return 4'096'000ull << std::min<uint8_t>(exp, 31);  // 4.096 us * 2^exp
-}
-
-Picos rnr_timer_picos(uint8_t code) {
-  // IBTA table 45, in microseconds * 100 (code 0 is 655.36 ms).
-  static constexpr uint32_t k10us[32] = {
-      65536, 1,   2,   3,   4,   6,   8,   12,  16,  24,   32,   48,   64,   96,   128,  192,
-      256,   384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
-  return static_cast<Picos>(k10us[code & 31]) * 10'000'000ull;  // 10 us units
-}
 
 EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Scheduler> sched)
     : config_(config),
@@ -219,31 +198,6 @@ int EngineImpl::destroy_srq(SrqHandle srq) {
   return 0;
 }
 
-namespace {
-
-// Fills r from wr; EINVAL for too many SGEs.
-int fill_recv(const RecvWr& wr, uint32_t max_sge, RecvWqe& r) {
-  if (wr.sg_list.size() > max_sge) return EINVAL;
-  r.wr_id = wr.wr_id;
-  r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
-  r.length = 0;
-  for (const Sge& s : wr.sg_list) r.length += s.length;
-  return 0;
-}
-
-}  // namespace
-
-int EngineImpl::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
-  auto it = srqs_.find(srq);
-  if (it == srqs_.end()) return EINVAL;
-  SrqCtx& s = *it->second;
-  if (int err = s.srq.post(static_cast<uint32_t>(wr.sg_list.size())); err != 0) return err;
-  RecvWqe r;
-  if (int err = fill_recv(wr, s.srq.attr().max_sge, r); err != 0) return err;
-  s.queue.push() = std::move(r);
-  return 0;
-}
-
 // ---- AH ------------------------------------------------------------------
 
 Result<AhHandle> EngineImpl::create_ah(PdHandle pd, const AhAttr& attr) {
@@ -392,25 +346,25 @@ void EngineImpl::on_state_change(Picos now, QpCtx& q, ibv_qp_state from) {
     return;
   }
   if (q.qp.type() == IBV_QPT_UD) {
-    q.mtu = mtu_bytes(config_.active_mtu);
+    q.mtu = verbs::mtu_bytes(config_.active_mtu);
   } else {
-    q.mtu = mtu_bytes(a.path_mtu);
+    q.mtu = verbs::mtu_bytes(a.path_mtu);
     q.udp_sport = q.peer.flow_label ? wire::udp_sport_from_flow_label(q.peer.flow_label)
                                     : wire::udp_sport_for_qps(q.qp.qpn(), q.qp.dest_qpn());
   }
   if (to == IBV_QPS_RTR && from == IBV_QPS_INIT) {
-    q.resp_psn = q.qp.rq_psn();
-    q.acked_psn = q.resp_psn - 1;
-    q.resources.assign(2 * std::max<uint32_t>(1, a.max_dest_rd_atomic), RespResource{});
+    q.resp.psn = q.qp.rq_psn();
+    q.resp.acked_psn = q.resp.psn - 1;
+    q.resp.resources.assign(2 * std::max<uint32_t>(1, a.max_dest_rd_atomic), RespResource{});
   }
   if (to == IBV_QPS_RTS && from == IBV_QPS_RTR) {
-    q.req_psn = q.qp.sq_psn();
-    q.req_max_psn = q.req_psn;
-    q.comp_psn = q.req_psn;
-    q.req_wqe = q.sq.head();
-    q.req_pkt = 0;
-    q.retry_left = a.retry_cnt;
-    q.rnr_retry_left = a.rnr_retry;
+    q.req.psn = q.qp.sq_psn();
+    q.req.max_psn = q.req.psn;
+    q.comp.psn = q.req.psn;
+    q.req.wqe = q.sq.head();
+    q.req.pkt = 0;
+    q.comp.retry_left = a.retry_cnt;
+    q.comp.rnr_retry_left = a.rnr_retry;
   }
   if (to == IBV_QPS_RTS || to == IBV_QPS_SQD) kick(now, q);
 }
@@ -438,7 +392,7 @@ void EngineImpl::enter_error(Picos now, QpCtx& q) {
   (void)now;
   sched_->deactivate(tx_now_, q.slot);
   ++gen_[q.slot];  // cancels timers
-  q.ack_deadline = sched::kNever;
+  q.comp.ack_deadline = sched::kNever;
   flush(q);
 }
 
@@ -449,8 +403,8 @@ void EngineImpl::flush(QpCtx& q) {
     complete_send(q, w, IBV_WC_WR_FLUSH_ERR);
     q.sq.pop();
   }
-  q.req_wqe = q.sq.head();
-  q.rd_atomic_inflight = 0;
+  q.req.wqe = q.sq.head();
+  q.req.rd_atomic_inflight = 0;
   auto flush_recv = [&](const RecvWqe& r) {
     ibv_wc wc{};
     wc.wr_id = r.wr_id;
@@ -459,159 +413,14 @@ void EngineImpl::flush(QpCtx& q) {
     wc.qp_num = q.qp.qpn().value();
     complete(q.recv_cq, wc);
   };
-  if (q.have_recv && !q.use_srq) flush_recv(q.cur_recv);
-  q.have_recv = false;
+  if (q.resp.have_recv && !q.use_srq) flush_recv(q.resp.cur_recv);
+  q.resp.have_recv = false;
   while (!q.rq.empty()) {
     flush_recv(q.rq.front());
     q.rq.pop();
   }
-  q.in_msg = QpCtx::InMsg::kNone;
-  q.resp_queue = {};
-}
-
-// ---- posting ---------------------------------------------------------------
-
-int EngineImpl::check_send_wr(const QpCtx& q, const SendWr& wr) const {
-  const bool ud = q.qp.type() == IBV_QPT_UD;
-  switch (wr.opcode) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM: break;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      if (ud) return EINVAL;
-      break;
-    default: return EINVAL;  // SEND_WITH_INV, LOCAL_INV, BIND_MW, TSO: no memory windows here
-  }
-  if (wr.sg_list.size() > q.qp.cap().max_send_sge) return EINVAL;
-  uint64_t len = 0;
-  for (const Sge& s : wr.sg_list) len += s.length;
-  if (len > (1ull << 31)) return EINVAL;  // max_msg_sz
-  const bool atomic = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-  if (wr.send_flags & IBV_SEND_INLINE) {
-    if (atomic || wr.opcode == IBV_WR_RDMA_READ) return EINVAL;
-    if (len > q.qp.cap().max_inline_data) return EINVAL;
-  }
-  if (atomic && len != verbs::kAtomicSize) return EINVAL;
-  if (atomic && (wr.remote_addr & 7)) return EINVAL;
-  if (ud) {
-    if (len > q.mtu) return EINVAL;  // a datagram is one packet
-    if (!ahs_.count(wr.ah)) return EINVAL;
-  }
-  return 0;
-}
-
-int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
-  QpCtx* qp = find_qp(qpn);
-  if (qp == nullptr) return EINVAL;
-  QpCtx& q = *qp;
-  const ibv_qp_state st = q.qp.state();
-  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
-  if (int err = check_send_wr(q, wr); err != 0) return err;
-  if (q.sq.full()) return ENOMEM;
-
-  SendWqe& w = q.sq.push();
-  w.wr_id = wr.wr_id;
-  w.opcode = wr.opcode;
-  w.send_flags = wr.send_flags;
-  w.imm_data = wr.imm_data;
-  w.remote_addr = wr.remote_addr;
-  w.rkey = wr.rkey;
-  w.compare_add = wr.compare_add;
-  w.swap = wr.swap;
-  w.signaled = q.qp.sq_sig_all() || (wr.send_flags & IBV_SEND_SIGNALED);
-  w.is_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
-  w.length = 0;
-  for (const Sge& s : wr.sg_list) w.length += s.length;
-  w.sges.clear();
-  w.inline_data.clear();
-  if (w.is_inline) {
-    // Inline data is read now; the buffers need not be registered (ibv_post_send(3)).
-    w.inline_data.reserve(w.length);
-    for (const Sge& s : wr.sg_list) {
-      const auto* p = reinterpret_cast<const uint8_t*>(s.addr);
-      w.inline_data.insert(w.inline_data.end(), p, p + s.length);
-    }
-  } else {
-    w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
-  }
-  if (q.qp.type() == IBV_QPT_UD) {
-    w.ud_peer = ahs_.at(wr.ah).peer;
-    w.ud_qpn = wr.remote_qpn & 0xffffff;
-    // A Q_Key with the high bit set means "use the QP's own" (IBTA 10.2.5).
-    w.ud_qkey = (wr.remote_qkey & 0x80000000u) ? q.qp.attr().qkey : wr.remote_qkey;
-  }
-  // L_Key checks happen now; a failure completes the WR with
-  // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
-  const uint32_t needed = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
-  w.local_error = !w.is_inline && check_sges(mrs_, q.pd, w.sges, needed) != verbs::MrCheck::kOk
-                      ? IBV_WC_LOC_PROT_ERR
-                      : IBV_WC_SUCCESS;
-  w.state = WqeState::kQueued;
-  w.npkts = 0;
-  w.read_done = 0;
-  w.completed_ok = false;
-
-  if (st == IBV_QPS_ERR) {
-    flush(q);
-    return 0;
-  }
-  kick(now, q);
-  return 0;
-}
-
-int EngineImpl::post_recv(wire::Qpn qpn, const RecvWr& wr) {
-  QpCtx* qp = find_qp(qpn);
-  if (qp == nullptr) return EINVAL;
-  QpCtx& q = *qp;
-  if (q.use_srq) return EINVAL;  // receives go to the SRQ
-  if (q.qp.state() == IBV_QPS_RESET) return EINVAL;
-  if (q.rq.full()) return ENOMEM;
-  RecvWqe r;
-  if (int err = fill_recv(wr, q.qp.cap().max_recv_sge, r); err != 0) return err;
-  q.rq.push() = std::move(r);
-  if (q.qp.state() == IBV_QPS_ERR) flush(q);
-  return 0;
-}
-
-int EngineImpl::post_malformed_send(Picos now, wire::Qpn qpn, uint64_t wr_id) {
-  QpCtx* qp = find_qp(qpn);
-  if (qp == nullptr) return EINVAL;
-  QpCtx& q = *qp;
-  const ibv_qp_state st = q.qp.state();
-  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
-  if (q.sq.full()) return ENOMEM;
-  SendWqe& w = q.sq.push();
-  w = SendWqe{};
-  w.wr_id = wr_id;
-  w.signaled = true;
-  w.local_error = IBV_WC_LOC_QP_OP_ERR;
-  if (st == IBV_QPS_ERR) {
-    flush(q);
-    return 0;
-  }
-  kick(now, q);
-  return 0;
-}
-
-int EngineImpl::post_malformed_recv(Picos now, wire::Qpn qpn, uint64_t wr_id) {
-  QpCtx* qp = find_qp(qpn);
-  if (qp == nullptr) return EINVAL;
-  QpCtx& q = *qp;
-  if (q.use_srq || q.qp.state() == IBV_QPS_RESET) return EINVAL;
-  if (q.rq.full()) return ENOMEM;
-  RecvWqe& r = q.rq.push();
-  r = RecvWqe{};
-  r.wr_id = wr_id;
-  r.local_error = IBV_WC_LOC_QP_OP_ERR;
-  if (q.qp.state() != IBV_QPS_ERR) {
-    q.qp.set_error();
-    events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
-  }
-  enter_error(now, q);
-  return 0;
+  q.resp.in_msg = ResponderState::InMsg::kNone;
+  q.resp.queue = {};
 }
 
 int EngineImpl::set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) {

@@ -160,6 +160,18 @@ struct EngineCounters {
   uint64_t rx_out_of_sequence = 0;
   uint64_t rx_ud_qkey_mismatch = 0;
   uint64_t rx_ud_no_receive = 0;
+  // Input refused, by reason (the wire is untrusted: docs/engine.md "Input
+  // that is dropped"). Each frame is counted under one reason at most.
+  uint64_t rx_bad_icrc = 0;             // also in rx_parse_errors
+  uint64_t rx_not_for_port = 0;         // another IP address or P_Key (dropped)
+  uint64_t rx_wrong_source = 0;         // RC packet or CNP not from the QP's peer (dropped)
+  uint64_t rx_wrong_transport = 0;      // UC, or RC/UD for a QP of the other type (dropped)
+  uint64_t rx_psn_out_of_window = 0;    // an ACK/response for a PSN never sent (dropped)
+  uint64_t rx_bad_opcode_sequence = 0;  // request out of its message's sequence (Invalid Request NAK)
+  uint64_t rx_bad_length = 0;           // payload or RETH length (request: Invalid Request NAK;
+                                        // READ response: dropped)
+  uint64_t rx_bad_rkey = 0;             // R_Key, access or bounds (Remote Access Error NAK)
+  uint64_t rx_invalid_request = 0;      // other Invalid Request NAKs (misaligned atomic, opcode)
   uint64_t tx_frames = 0;
   uint64_t tx_bytes = 0;
   uint64_t tx_no_buffer = 0;
@@ -195,7 +207,7 @@ struct QpDcqcnState {
 struct QpCounters {
   uint64_t tx_packets = 0;   // every frame the QP sent: requests, responses, ACKs/NAKs
   uint64_t tx_bytes = 0;
-  uint64_t rx_packets = 0;   // frames that reached the QP
+  uint64_t rx_packets = 0;   // frames the QP accepted (from its peer; UD: with its Q_Key)
   uint64_t rx_bytes = 0;
   uint64_t retransmits = 0;
   uint64_t naks_sent = 0;

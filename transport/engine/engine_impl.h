@@ -1,6 +1,7 @@
 // EngineImpl: the one implementation of Engine. Its member functions are
 // defined by topic:
-//   engine.cc     objects and verbs (create/modify/destroy, post, poll, flush)
+//   engine.cc     objects and verbs (create/modify/destroy, poll, flush)
+//   post.cc       posting work requests and their checks
 //   requester.cc  which request packet a QP sends next, and building it
 //   responder.cc  incoming requests, ACK/NAK and READ/atomic responses
 //   completer.cc  incoming ACK/NAK/responses, retransmission and RNR timers
@@ -75,8 +76,11 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void flush(QpCtx& q);
   void reset_qp(QpCtx& q);
   void on_state_change(Picos now, QpCtx& q, ibv_qp_state from);
-  int check_send_wr(const QpCtx& q, const SendWr& wr) const;
   bool resolve_peer(const AhAttr& ah, Peer* peer) const;
+
+  // ---- post.cc
+  // verbs::check_send_wr() and the checks that need the engine's tables.
+  int check_send_wr(const QpCtx& q, const SendWr& wr) const;
 
   // ---- requester.cc
   // The next request packet of q, without consuming it (kind kNone: none now).
@@ -85,11 +89,27 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // Starts WQE processing checks (local keys); false if it completed in error.
   bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  // The packet d could not be built: a local MR of its WR is gone.
+  void lose_local_mr(QpCtx& q, const TxDesc& d);
   // Go back to PSN psn and send everything from there again (go-back-N).
   void rewind_requester(QpCtx& q, wire::Psn psn);
 
   // ---- responder.cc
+  // One request packet through the steps of RespStep (internal.h).
   void on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  RespStep resp_check_state(const QpCtx& q);
+  RespStep resp_check_psn(QpCtx& q, const RespPacket& r);
+  RespStep resp_nak_sequence(Picos now, QpCtx& q);
+  RespStep resp_check_op_seq(const QpCtx& q, const RespPacket& r);
+  RespStep resp_check_length(const QpCtx& q, const RespPacket& r);
+  RespStep resp_check_rkey(const QpCtx& q, const RespPacket& r);
+  RespStep resp_check_resource(QpCtx& q, RespPacket& r);
+  RespStep resp_execute(Picos now, QpCtx& q, RespPacket& r);
+  RespStep resp_execute_send(QpCtx& q, const RespPacket& r);
+  RespStep resp_execute_write(QpCtx& q, const RespPacket& r);
+  RespStep resp_execute_read(Picos now, QpCtx& q, RespPacket& r);
+  RespStep resp_execute_atomic(Picos now, QpCtx& q, RespPacket& r);
+  RespStep resp_acknowledge(Picos now, QpCtx& q, const RespPacket& r);
   void queue_ack(Picos now, QpCtx& q);
   void queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn, bool then_error);
   void on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt);
@@ -97,7 +117,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void queue_resource(Picos now, QpCtx& q, uint32_t index);
   void rnr_nak(Picos now, QpCtx& q, wire::Psn psn);
   void fatal_nak(Picos now, QpCtx& q, wire::NakCode code, wire::Psn psn);
-  void fail_recv(Picos now, QpCtx& q, ibv_wc_status status, wire::NakCode code, wire::Psn psn);
+  // The receive being filled completes with status (the NAK is the caller's step).
+  void fail_recv(QpCtx& q, ibv_wc_status status);
   uint32_t ack_frame_bytes() const;  // an ACK/NAK on the link, overhead included
   TxDesc peek_response(QpCtx& q);
   void take_response(QpCtx& q, const TxDesc& d);
@@ -105,9 +126,20 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // ACK/NAK from the responder's state, or 0 if nothing is due.
   size_t build_control(Picos now, QpCtx& q, std::span<uint8_t> out);
   bool take_recv_wqe(QpCtx& q, RecvWqe* out);
+  // The next byte of q's RDMA WRITE in progress, or nullptr if its MR was
+  // deregistered (or its key now names another registration).
+  uint8_t* write_target(const QpCtx& q) const;
 
   // ---- completer.cc
+  // One response packet through the steps of CompStep (internal.h).
   void on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  CompStep comp_check_state(const QpCtx& q);
+  CompStep comp_check_psn(const QpCtx& q, const wire::RocePacket& pkt);
+  CompStep comp_ack(Picos now, QpCtx& q, wire::Psn psn);
+  CompStep comp_rnr_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome);
+  CompStep comp_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome);
+  CompStep comp_atomic_ack(Picos now, QpCtx& q, const wire::RocePacket& pkt);
+  CompStep comp_read_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
   void retire_acked(Picos now, QpCtx& q, wire::Psn through);
   void retry(Picos now, QpCtx& q, wire::Psn from);
   void fail_request(Picos now, QpCtx& q, ibv_wc_status status);
@@ -116,11 +148,21 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void complete_done_wqes(Picos now, QpCtx& q);
 
   // ---- ud.cc
+  // The datagram's address, destination QP and Q_Key, at post time.
+  void address_ud(const QpCtx& q, const SendWr& wr, SendWqe& w) const;
   TxDesc peek_ud(QpCtx& q);
   size_t build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  // Builds and completes the datagram d (0: nothing to send).
+  size_t send_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  // The UD send queue failed: SQE, the rest of the sends flushed.
+  void ud_send_queue_error(Picos now, QpCtx& q);
   void on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
 
   // ---- datapath.cc
+  static void count_rx(QpCtx& q, size_t bytes) {
+    ++q.stats.rx_packets;
+    q.stats.rx_bytes += bytes;
+  }
   TxDesc peek(Picos now, QpCtx& q);
   void kick(Picos now, QpCtx& q);
   void schedule_timer(QpCtx& q, Picos when);
@@ -130,6 +172,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
                              uint32_t dest_qpn, bool data) const;
 
   // ---- dcqcn.cc
+  // A received frame is marked CE: the notification point's rules (which
+  // packets of which QP answer with a CNP).
+  void np_check_ce(Picos now, QpCtx& q, const wire::RocePacket& pkt);
   // A data packet of q arrived with CE: queue a CNP to its sender (NP): the
   // RC peer, or for UD the datagram's source (ud_peer, ud_qpn).
   void np_on_ce(Picos now, QpCtx& q, const Peer* ud_peer = nullptr, uint32_t ud_qpn = 0);

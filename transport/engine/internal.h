@@ -16,7 +16,9 @@
 #include "transport/dcqcn/reaction_point.h"
 #include "transport/engine/ring.h"
 #include "transport/verbs/cq.h"
+#include "transport/verbs/mtu.h"
 #include "transport/verbs/srq.h"
+#include "transport/verbs/wr_check.h"
 #include "transport/wire/build.h"
 
 namespace isoroce::transport::detail {
@@ -25,11 +27,15 @@ namespace isoroce::transport::detail {
 // the link beyond its bytes. Scheduler sizes include it.
 inline constexpr uint32_t kEthWireOverhead = 24;
 
-// 4.096 us * 2^exp (IBTA 9.7.6.1.3, the local ACK timeout); 0 means infinite.
+// 4.096 us * 2^exp (IBTA 9.7.6.1.3, the local ACK timeout); 0 means infinite
+// (completer.cc).
 Picos ack_timeout_picos(uint8_t exp);
-// The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds.
+// The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds
+// (completer.cc).
 Picos rnr_timer_picos(uint8_t code);
-uint32_t mtu_bytes(ibv_mtu mtu);
+// The largest message (ibv_device_attr::max_msg_sz, as rxe: 2^31 bytes). A
+// RETH asking for more is an Invalid Request (9.7.5.1.4, rxe check_length()).
+using verbs::kMaxMsgSize;
 // PSNs a message of len bytes uses: max(1, ceil(len / mtu)) (9.7.4.1).
 inline uint32_t packets_for(uint64_t len, uint32_t mtu) {
   return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
@@ -43,7 +49,7 @@ struct Peer {
   uint32_t flow_label = 0;
 };
 
-enum class WqeState : uint8_t { kQueued, kStarted, kDone };
+enum class WqeState : uint8_t { kQueued, kStarted };
 
 struct SendWqe {
   uint64_t wr_id = 0;
@@ -120,6 +126,102 @@ struct TxDesc {
   uint32_t frame_len = 0;
 };
 
+// The requester's state (requester.cc, IBTA 9.7.1-9.7.4; rxe_req.c): the
+// next packet to send.
+struct RequesterState {
+  uint64_t wqe = 0;       // absolute index of the WQE being sent (sq index space)
+  uint32_t pkt = 0;       // packet index within it
+  wire::Psn psn;          // PSN of the next packet
+  uint32_t rd_atomic_inflight = 0;
+  wire::Psn max_psn;      // highest PSN ever sent, plus one
+};
+
+// The completer's state (completer.cc, 9.7.5.2, 9.7.6; rxe_comp.c).
+struct CompleterState {
+  wire::Psn psn;          // oldest unacknowledged PSN
+  uint8_t retry_left = 7;
+  uint8_t rnr_retry_left = 7;
+  Picos ack_deadline = sched::kNever;  // retransmission timer
+  Picos rnr_until = 0;                 // requester paused by an RNR NAK until then
+  bool read_retry_pending = false;     // a go-back for a READ response gap is under way
+};
+
+// The responder's state (responder.cc, 9.7.5; rxe_resp.c).
+struct ResponderState {
+  wire::Psn psn;               // expected PSN
+  uint32_t msn = 0;
+  bool nak_seq_sent = false;   // one sequence-error NAK per gap (IBTA 9.7.5.1.2)
+  // The message in progress: its kind (the opcode sequence check, 9.7.5.1.3).
+  enum class InMsg : uint8_t { kNone, kSend, kWrite } in_msg = InMsg::kNone;
+  bool have_recv = false;      // a receive WQE is being filled
+  RecvWqe cur_recv;
+  uint64_t recv_offset = 0;
+  // The RDMA WRITE in progress: where its next byte goes, as the R_Key and the
+  // registration it named at FIRST (verbs::Mr::id), never as a pointer: every
+  // packet finds the MR again, so a region deregistered mid-message is never
+  // touched (the rest of the message is NAKed).
+  uint32_t write_rkey = 0;
+  uint64_t write_mr_id = 0;
+  uint64_t write_va = 0;
+  uint64_t write_left = 0;
+  uint64_t write_total = 0;
+  // Pending control packet: the ACK (coalesced) or a NAK.
+  bool ctrl_queued = false;
+  bool ack_pending = false;
+  std::optional<uint8_t> nak_syndrome;  // NAK to send (AETH syndrome)
+  wire::Psn nak_psn;
+  // A fatal NAK is queued (9.9.2-9.9.3): further requests are dropped and the
+  // QP goes to ERR once the NAK left.
+  bool failed = false;
+  std::vector<RespResource> resources;
+  uint32_t res_next = 0;        // next resource to allocate (round robin)
+  std::queue<uint32_t> queue;   // resources with responses to send, in PSN order
+  // Everything before this PSN has been answered by a response already sent, so
+  // a plain ACK may cover it (an ACK must never overtake a READ/atomic response).
+  wire::Psn acked_psn;          // last PSN an ACK reported
+};
+
+// The responder's steps for one request packet (responder.cc on_request), in
+// the order of IBTA 9.7.5.1 and rxe_resp.c; every NAK is a step of its own.
+enum class RespStep : uint8_t {
+  kCheckState,     // 10.3.1: the QP takes requests
+  kCheckPsn,       // 9.7.5.1.1-2: in order, a duplicate, or a gap
+  kCheckOpSeq,     // 9.7.5.1.3: FIRST/MIDDLE/LAST order, an opcode RC executes
+  kCheckLength,    // 9.7.5.1.4: payload and RETH lengths
+  kCheckRkey,      // 9.7.5.1.5, 10.6.3: R_Key, access, bounds, alignment
+  kCheckResource,  // a receive WQE (9.7.5.2.8) or a responder resource
+  kExecute,        // SEND, WRITE, READ, atomic (9.4)
+  kAcknowledge,    // 9.7.5.2.1: coalesced ACK
+  kDuplicate,      // 9.7.5.1.1
+  kNakSequence,    // PSN sequence error, once per gap
+  kNakRnr,         // 9.7.5.2.8
+  kNakInvalidRequest,    // 9.9.3, then ERR
+  kNakRemoteAccess,      // 9.9.3, then ERR
+  kNakRemoteOperational, // 9.9.3, then ERR
+  kDone,
+};
+
+// The completer's steps for one response packet (completer.cc on_response),
+// in the order of IBTA 9.7.5.2 and rxe_comp.c.
+enum class CompStep : uint8_t {
+  kCheckState,    // RTS or SQD
+  kCheckPsn,      // 9.7.5.2.1: outstanding, not stale, not from the future
+  kAck,           // 9.7.5.2.1-2: cumulative ACK, implied NAK of a lost READ/atomic response
+  kRnrNak,        // 9.7.5.2.8
+  kNak,           // 9.7.5.2, 9.9.3: sequence error, or the request failed
+  kAtomicAck,     // 9.7.5.2.2, 9.4.5
+  kReadResponse,  // 9.7.5.2.2, 9.4.4
+  kDone,
+};
+
+// One request packet going through the steps.
+struct RespPacket {
+  const wire::RocePacket& pkt;
+  std::span<const uint8_t> payload;
+  RecvWqe recv;                  // WRITE with immediate: the receive it consumes
+  RespResource* res = nullptr;   // READ/atomic: the responder resource it got
+};
+
 struct CqCtx {
   verbs::Cq cq;
   Ring<ibv_wc> entries;
@@ -148,47 +250,12 @@ struct QpCtx {
   Ring<SendWqe> sq;    // [head, tail): posted and not yet completed
   Ring<RecvWqe> rq;
 
-  // Requester (requester.cc): the next packet to send.
-  uint64_t req_wqe = 0;       // absolute index of the WQE being sent (sq index space)
-  uint32_t req_pkt = 0;       // packet index within it
-  wire::Psn req_psn;          // PSN of the next packet
-  uint32_t rd_atomic_inflight = 0;
-  wire::Psn req_max_psn;        // highest PSN ever sent, plus one
-
-  // Completer (completer.cc).
-  wire::Psn comp_psn;         // oldest unacknowledged PSN
-  uint8_t retry_left = 7;
-  uint8_t rnr_retry_left = 7;
-  Picos ack_deadline = sched::kNever;  // retransmission timer
-  Picos rnr_until = 0;                 // requester paused by an RNR NAK until then
-  bool read_retry_pending = false;     // a go-back for a READ response gap is under way
-
-  // Responder (responder.cc).
-  wire::Psn resp_psn;          // expected PSN
-  uint32_t msn = 0;
-  bool nak_seq_sent = false;   // one sequence-error NAK per gap (IBTA 9.7.5.1.2)
-  enum class InMsg : uint8_t { kNone, kSend, kWrite } in_msg = InMsg::kNone;
-  bool have_recv = false;      // a receive WQE is being filled
-  RecvWqe cur_recv;
-  uint64_t recv_offset = 0;
-  uint8_t* write_ptr = nullptr;  // next byte of the RDMA WRITE in progress
-  uint64_t write_left = 0;
-  uint64_t write_total = 0;
-  // Pending control packet: the ACK (coalesced) or a NAK.
-  bool ctrl_queued = false;
-  bool ack_pending = false;
-  std::optional<uint8_t> nak_syndrome;  // NAK to send (AETH syndrome)
-  wire::Psn nak_psn;
-  bool resp_error_after_nak = false;    // go to ERR once the NAK left
-  std::vector<RespResource> resources;
-  uint32_t res_next = 0;        // next resource to allocate (round robin)
-  std::queue<uint32_t> resp_queue;  // resources with responses to send, in PSN order
-  // Everything before this PSN has been answered by a response already sent, so
-  // a plain ACK may cover it (an ACK must never overtake a READ/atomic response).
-  wire::Psn acked_psn;          // last PSN an ACK reported
+  RequesterState req;
+  CompleterState comp;
+  ResponderState resp;
 
   Picos timer_at = sched::kNever;  // earliest timer queued for this QP
-  bool resp_failed = false;        // a fatal NAK is queued: drop further requests
+  bool ud_send_failed = false;     // UD: a send lost its MR; SQE after this transmit
 
   QpCounters stats;
   // Rate limit and DCQCN (dcqcn.cc).

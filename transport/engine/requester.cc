@@ -34,32 +34,32 @@ TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
   TxDesc d;
   const ibv_qp_state st = q.qp.state();
   if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) return d;
-  if (now < q.rnr_until) return d;
-  if (q.req_wqe == q.sq.tail()) return d;
-  if (psn_diff(q.req_psn, q.comp_psn) >= kMaxOutstanding) return d;
-  SendWqe& w = q.sq[q.req_wqe];
+  if (now < q.comp.rnr_until) return d;
+  if (q.req.wqe == q.sq.tail()) return d;
+  if (psn_diff(q.req.psn, q.comp.psn) >= kMaxOutstanding) return d;
+  SendWqe& w = q.sq[q.req.wqe];
   if (w.local_error != IBV_WC_SUCCESS) return d;  // datapath completes it in error outside the scheduler
-  if (q.req_pkt == 0) {
+  if (q.req.pkt == 0) {
     // SQD: WRs not yet started wait (IBTA 10.3.1, send queue drain).
     if (st == IBV_QPS_SQD && w.state == WqeState::kQueued) return d;
     // IBV_SEND_FENCE: wait for every earlier READ and atomic (IBTA 10.8.3.3).
-    if ((w.send_flags & IBV_SEND_FENCE) && q.rd_atomic_inflight > 0) return d;
+    if ((w.send_flags & IBV_SEND_FENCE) && q.req.rd_atomic_inflight > 0) return d;
     // The initiator depth: max_rd_atomic READ/atomic requests outstanding (11.2.5.2).
     if (w.is_read_or_atomic() &&
-        q.rd_atomic_inflight >= std::max<uint32_t>(1, q.qp.attr().max_rd_atomic)) {
+        q.req.rd_atomic_inflight >= std::max<uint32_t>(1, q.qp.attr().max_rd_atomic)) {
       return d;
     }
   }
   d.kind = TxKind::kRequest;
   d.qp_slot = q.slot;
-  d.wqe = static_cast<uint32_t>(q.req_wqe);
-  d.psn = q.req_psn;
-  d.retransmit = q.req_psn.before(q.req_max_psn);
+  d.wqe = static_cast<uint32_t>(q.req.wqe);
+  d.psn = q.req.psn;
+  d.retransmit = q.req.psn.before(q.req.max_psn);
   const uint32_t mtu = q.mtu;
   switch (w.opcode) {
     case IBV_WR_RDMA_READ: {
       d.opcode = wire::op::kRcReadRequest;
-      d.offset = static_cast<uint64_t>(q.req_pkt) * mtu;  // > 0 when re-issued mid-read
+      d.offset = static_cast<uint64_t>(q.req.pkt) * mtu;  // > 0 when re-issued mid-read
       d.length = 0;
       d.ack_req = false;
       break;
@@ -72,13 +72,13 @@ TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
       break;
     default: {
       const uint32_t n = packets_for(w.length, mtu);
-      const bool first = q.req_pkt == 0, last = q.req_pkt + 1 == n;
+      const bool first = q.req.pkt == 0, last = q.req.pkt + 1 == n;
       const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
       const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
       d.opcode = write ? write_opcode(first, last, imm) : send_opcode(first, last, imm);
-      d.offset = static_cast<uint64_t>(q.req_pkt) * mtu;
+      d.offset = static_cast<uint64_t>(q.req.pkt) * mtu;
       d.length = static_cast<uint32_t>(std::min<uint64_t>(mtu, w.length - std::min(w.length, d.offset)));
-      d.ack_req = last || (q.req_pkt + 1) % config_.ack_req_every == 0;
+      d.ack_req = last || (q.req.pkt + 1) % config_.ack_req_every == 0;
       break;
     }
   }
@@ -93,36 +93,36 @@ TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
 void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
   SendWqe& w = q.sq[d.wqe];
   const uint32_t mtu = q.mtu;
-  if (q.req_pkt == 0 && w.state == WqeState::kQueued) {
+  if (q.req.pkt == 0 && w.state == WqeState::kQueued) {
     w.state = WqeState::kStarted;
-    w.first_psn = q.req_psn;
+    w.first_psn = q.req.psn;
     w.npkts = packets_for(w.length, mtu);
     if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) w.npkts = 1;
   }
   // READ and atomic requests are one packet each, also when re-issued mid-read.
-  if (w.is_read_or_atomic()) ++q.rd_atomic_inflight;
+  if (w.is_read_or_atomic()) ++q.req.rd_atomic_inflight;
   if (d.retransmit) {
     ++counters_.retransmits;
     ++q.stats.retransmits;
   }
   if (w.opcode == IBV_WR_RDMA_READ) {
     // The request covers every response PSN from here to the end of the read.
-    q.req_psn += w.npkts - q.req_pkt;
-    q.req_pkt = 0;
-    ++q.req_wqe;
+    q.req.psn += w.npkts - q.req.pkt;
+    q.req.pkt = 0;
+    ++q.req.wqe;
   } else {
-    ++q.req_psn;
-    if (++q.req_pkt >= w.npkts) {
-      q.req_pkt = 0;
-      ++q.req_wqe;
+    ++q.req.psn;
+    if (++q.req.pkt >= w.npkts) {
+      q.req.pkt = 0;
+      ++q.req.wqe;
     }
   }
-  if (q.req_psn.after(q.req_max_psn)) q.req_max_psn = q.req_psn;
-  if (q.ack_deadline == sched::kNever) arm_ack_timer(tx_now_, q);
+  if (q.req.psn.after(q.req.max_psn)) q.req.max_psn = q.req.psn;
+  if (q.comp.ack_deadline == sched::kNever) arm_ack_timer(tx_now_, q);
 }
 
 size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
-  const SendWqe& w = q.sq[d.wqe];
+  SendWqe& w = q.sq[d.wqe];
   wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
   spec.ack_req = d.ack_req;
   spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) && wire::opcode_info(d.opcode).is_last();
@@ -142,11 +142,28 @@ size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> o
     if (w.is_inline) {
       payload_scratch_.emplace_back(w.inline_data.data() + d.offset, d.length);
     } else if (!gather(mrs_, q.pd, w.sges, d.offset, d.length, payload_scratch_)) {
-      return 0;  // the MR went away after the post: caught by the caller
+      lose_local_mr(q, d);
+      return 0;
     }
   }
   const wire::BuildResult r = wire::build_frame_gather(spec, payload_scratch_, out);
   return r.ok() ? r.len : 0;
+}
+
+void EngineImpl::lose_local_mr(QpCtx& q, const TxDesc& d) {
+  // An SGE's MR was deregistered after the post (the L_Key check is made
+  // again for every packet, so nothing is read from it): the WR completes
+  // with IBV_WC_LOC_PROT_ERR and the QP moves to ERR, as rxe's requester
+  // does when its copy fails (kick() completes it once it is the oldest).
+  // The requester stops at this packet; later grants of the same transmit
+  // find nothing to send.
+  SendWqe& w = q.sq[d.wqe];
+  if (w.local_error != IBV_WC_SUCCESS) return;
+  w.local_error = IBV_WC_LOC_PROT_ERR;
+  q.req.wqe = d.wqe;
+  q.req.pkt = static_cast<uint32_t>(psn_diff(d.psn, w.first_psn));
+  q.req.psn = d.psn;
+  after_grant_.push_back(q.slot);
 }
 
 void EngineImpl::rewind_requester(QpCtx& q, wire::Psn psn) {
@@ -158,20 +175,20 @@ void EngineImpl::rewind_requester(QpCtx& q, wire::Psn psn) {
     if (w.state != WqeState::kStarted) break;
     if (!psn.after(w.last_psn())) break;
   }
-  q.req_wqe = i;
-  q.req_pkt = 0;
+  q.req.wqe = i;
+  q.req.pkt = 0;
   if (i < q.sq.tail() && q.sq[i].state == WqeState::kStarted) {
     const SendWqe& w = q.sq[i];
     const int32_t k = psn_diff(psn, w.first_psn);
-    if (k > 0) q.req_pkt = static_cast<uint32_t>(k);
-    q.req_psn = w.first_psn + q.req_pkt;
+    if (k > 0) q.req.pkt = static_cast<uint32_t>(k);
+    q.req.psn = w.first_psn + q.req.pkt;
   } else {
-    q.req_psn = psn;
+    q.req.psn = psn;
   }
   // READ/atomic requests still outstanding before the restart point.
-  q.rd_atomic_inflight = 0;
-  for (uint64_t j = q.sq.head(); j < q.req_wqe; ++j) {
-    if (q.sq[j].is_read_or_atomic()) ++q.rd_atomic_inflight;
+  q.req.rd_atomic_inflight = 0;
+  for (uint64_t j = q.sq.head(); j < q.req.wqe; ++j) {
+    if (q.sq[j].is_read_or_atomic()) ++q.req.rd_atomic_inflight;
   }
 }
 

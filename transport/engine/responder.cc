@@ -1,9 +1,11 @@
-// RC responder (IBTA vol.1 9.7.5; rxe_resp.c): PSN checks, duplicates,
-// opcode sequence, R_Key/access/bounds checks, receive WQEs (RQ or SRQ),
-// RDMA WRITE, READ and atomic execution from responder resources, and the
-// ACK/NAK it answers with. A request is checked completely before anything
-// is written, so a NAKed packet (RNR, error) leaves memory and state as they
-// were and its retransmission is processed from scratch.
+// RC responder (IBTA vol.1 9.7.5; rxe_resp.c): one request packet goes
+// through named steps (on_request: PSN, opcode sequence, length, R_Key,
+// resources, execute, acknowledge; every NAK a step of its own), duplicates,
+// receive WQEs (RQ or SRQ), RDMA WRITE, READ and atomic execution from
+// responder resources, and the ACK/NAK it answers with. A request is checked
+// completely before anything is written, so a NAKed packet (RNR, error) leaves
+// memory and state as they were and its retransmission is processed from
+// scratch.
 #include <algorithm>
 #include <arpa/inet.h>
 
@@ -25,6 +27,12 @@ constexpr uint8_t kAckSyndrome = 0x1f;
 
 }  // namespace
 
+uint8_t* EngineImpl::write_target(const QpCtx& q) const {
+  const verbs::Mr* mr = mrs_.find_rkey(q.resp.write_rkey);
+  if (mr == nullptr || mr->id != q.resp.write_mr_id) return nullptr;
+  return mr_ptr(*mr, q.resp.write_va);
+}
+
 bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
   if (q.use_srq) {
     auto it = srqs_.find(q.srq);
@@ -42,226 +50,327 @@ bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
 }
 
 void EngineImpl::queue_ack(Picos now, QpCtx& q) {
-  q.ack_pending = true;
-  if (q.ctrl_queued) return;
-  if (!q.resp_queue.empty()) return;  // sent after the responses (never overtake them)
-  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.ctrl_queued = true;
+  q.resp.ack_pending = true;
+  if (q.resp.ctrl_queued) return;
+  if (!q.resp.queue.empty()) return;  // sent after the responses (never overtake them)
+  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.resp.ctrl_queued = true;
 }
 
 void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn, bool then_error) {
-  q.nak_syndrome = syndrome;
-  q.nak_psn = psn;
-  if (then_error) {
-    q.resp_error_after_nak = true;
-    q.resp_failed = true;
-  }
-  if (q.ctrl_queued) return;
-  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.ctrl_queued = true;
+  q.resp.nak_syndrome = syndrome;
+  q.resp.nak_psn = psn;
+  if (then_error) q.resp.failed = true;
+  if (q.resp.ctrl_queued) return;
+  if (sched_->enqueue_control(now, q.slot, ack_frame_bytes())) q.resp.ctrl_queued = true;
 }
+
+// ---- one request packet, step by step ---------------------------------------
+//
+// on_request() runs the steps below in the order of IBTA 9.7.5.1 and rxe_resp.c
+// (check PSN, opcode sequence, length, R_Key, resources, execute, acknowledge).
+// Each step checks one rule and names the next; each NAK is a step of its own.
+// A request is checked completely before anything is written or consumed, so a
+// NAKed packet (RNR, error) leaves memory and state as they were, and a request
+// with two faults gets the NAK of the rule checked first.
 
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame) {
-  const ibv_qp_state st = q.qp.state();
-  if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) || q.resp_failed) {
-    ++counters_.rx_bad_state;
-    return;
+  RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len)};
+  RespStep step = RespStep::kCheckState;
+  while (step != RespStep::kDone) {
+    switch (step) {
+      case RespStep::kCheckState: step = resp_check_state(q); break;
+      case RespStep::kCheckPsn: step = resp_check_psn(q, r); break;
+      case RespStep::kCheckOpSeq: step = resp_check_op_seq(q, r); break;
+      case RespStep::kCheckLength: step = resp_check_length(q, r); break;
+      case RespStep::kCheckRkey: step = resp_check_rkey(q, r); break;
+      case RespStep::kCheckResource: step = resp_check_resource(q, r); break;
+      case RespStep::kExecute: step = resp_execute(now, q, r); break;
+      case RespStep::kAcknowledge: step = resp_acknowledge(now, q, r); break;
+      case RespStep::kDuplicate: on_duplicate(now, q, pkt); step = RespStep::kDone; break;
+      case RespStep::kNakSequence: step = resp_nak_sequence(now, q); break;
+      case RespStep::kNakRnr: rnr_nak(now, q, pkt.psn); step = RespStep::kDone; break;
+      case RespStep::kNakInvalidRequest:
+        fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
+        step = RespStep::kDone;
+        break;
+      case RespStep::kNakRemoteAccess:
+        fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
+        step = RespStep::kDone;
+        break;
+      case RespStep::kNakRemoteOperational:
+        fatal_nak(now, q, NakCode::kRemoteOperationalError, pkt.psn);
+        step = RespStep::kDone;
+        break;
+      case RespStep::kDone: break;
+    }
   }
-  const wire::OpcodeInfo& op = *pkt.op;
-  const int32_t diff = psn_diff(pkt.psn, q.resp_psn);
+}
+
+RespStep EngineImpl::resp_check_state(const QpCtx& q) {
+  // 10.3.1: RTR, RTS and SQD receive; after a fatal NAK nothing is taken.
+  const ibv_qp_state st = q.qp.state();
+  if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) || q.resp.failed) {
+    ++counters_.rx_bad_state;
+    return RespStep::kDone;
+  }
+  return RespStep::kCheckPsn;
+}
+
+RespStep EngineImpl::resp_check_psn(QpCtx& q, const RespPacket& r) {
+  const int32_t diff = psn_diff(r.pkt.psn, q.resp.psn);
   if (diff > 0) {
     // 9.7.5.1.2: a packet from the future means loss; NAK once per gap.
     ++counters_.rx_out_of_sequence;
-    if (!q.nak_seq_sent) {
-      q.nak_seq_sent = true;
-      ++counters_.naks_sent;
-      ++q.stats.naks_sent;
-      queue_nak(now, q, nak(NakCode::kPsnSequenceError), q.resp_psn, false);
-    }
-    return;
+    return q.resp.nak_seq_sent ? RespStep::kDone : RespStep::kNakSequence;
   }
-  if (diff < 0) {
-    on_duplicate(now, q, pkt);
-    return;
-  }
-  q.nak_seq_sent = false;
-  const auto payload = frame.subspan(pkt.payload_offset, pkt.payload_len);
-  const uint32_t access = q.qp.attr().qp_access_flags;
+  if (diff < 0) return RespStep::kDuplicate;  // 9.7.5.1.1
+  q.resp.nak_seq_sent = false;
+  return RespStep::kCheckOpSeq;
+}
 
-  // Opcode sequence (9.7.5.1.3): a message continues with its own kind.
+RespStep EngineImpl::resp_nak_sequence(Picos now, QpCtx& q) {
+  q.resp.nak_seq_sent = true;
+  ++counters_.naks_sent;
+  ++q.stats.naks_sent;
+  queue_nak(now, q, nak(NakCode::kPsnSequenceError), q.resp.psn, false);
+  return RespStep::kDone;
+}
+
+RespStep EngineImpl::resp_check_op_seq(const QpCtx& q, const RespPacket& r) {
+  // 9.7.5.1.3: a message continues with its own kind, and a new one starts
+  // only after the last ended.
+  const wire::OpcodeInfo& op = *r.pkt.op;
   const bool continuing = op.is_middle() || (op.is_last() && !op.is_first());
-  const QpCtx::InMsg want = op.kind == OpKind::kSend ? QpCtx::InMsg::kSend
-                            : op.kind == OpKind::kWrite ? QpCtx::InMsg::kWrite
-                                                        : QpCtx::InMsg::kNone;
-  if (continuing ? q.in_msg != want : q.in_msg != QpCtx::InMsg::kNone) {
-    fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
-    return;
+  using InMsg = ResponderState::InMsg;
+  const InMsg want = op.kind == OpKind::kSend    ? InMsg::kSend
+                     : op.kind == OpKind::kWrite ? InMsg::kWrite
+                                                 : InMsg::kNone;
+  if (continuing ? q.resp.in_msg != want : q.resp.in_msg != InMsg::kNone) {
+    ++counters_.rx_bad_opcode_sequence;
+    return RespStep::kNakInvalidRequest;
   }
-  // Payload length (9.7.5.1.4): first and middle packets carry exactly one MTU.
+  switch (op.kind) {  // what an RC responder executes
+    case OpKind::kSend:
+    case OpKind::kWrite:
+    case OpKind::kReadRequest:
+    case OpKind::kCompareSwap:
+    case OpKind::kFetchAdd:
+      return RespStep::kCheckLength;
+    default:
+      ++counters_.rx_invalid_request;
+      return RespStep::kNakInvalidRequest;
+  }
+}
+
+RespStep EngineImpl::resp_check_length(const QpCtx& q, const RespPacket& r) {
+  // 9.7.5.1.4: first and middle packets carry exactly one MTU, others at most
+  // one; a RETH never asks for more than a message may hold; a WRITE carries
+  // exactly the bytes its RETH announced.
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  bool bad = false;
   if (op.has_payload()) {
     const bool full = op.is_middle() || (op.is_first() && !op.is_last());
-    if (full ? pkt.payload_len != q.mtu : pkt.payload_len > q.mtu) {
-      fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
-      return;
-    }
+    bad = full ? r.pkt.payload_len != q.mtu : r.pkt.payload_len > q.mtu;
   }
+  if (r.pkt.reth && r.pkt.reth->dma_len > kMaxMsgSize) bad = true;
+  if (!bad && op.kind == OpKind::kWrite) {
+    const uint64_t left = op.is_first() ? r.pkt.reth->dma_len : q.resp.write_left;
+    bad = r.payload.size() > left || (op.is_last() && r.payload.size() != left);
+  }
+  if (bad) {
+    ++counters_.rx_bad_length;
+    return RespStep::kNakInvalidRequest;
+  }
+  return RespStep::kCheckRkey;
+}
 
+RespStep EngineImpl::resp_check_rkey(const QpCtx& q, const RespPacket& r) {
+  // 9.7.5.1.5 / 10.6.3: the R_Key names an MR of the QP's PD that grants the
+  // access, the bytes lie inside it, and the QP allows remote access of that
+  // kind. A WRITE in progress must still write the registration its FIRST
+  // named: after dereg_mr() the rest is a Remote Access Error (9.9.3, class C).
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  const uint32_t access = q.qp.attr().qp_access_flags;
+  verbs::MrCheck c = verbs::MrCheck::kOk;
   switch (op.kind) {
-    case OpKind::kSend: {
+    case OpKind::kWrite:
       if (op.is_first()) {
-        RecvWqe r;
-        if (!take_recv_wqe(q, &r)) {
-          rnr_nak(now, q, pkt.psn);
-          return;
-        }
-        q.cur_recv = std::move(r);
-        q.have_recv = true;
-        q.recv_offset = 0;
-      }
-      if (q.recv_offset + payload.size() > q.cur_recv.length) {
-        fail_recv(now, q, IBV_WC_LOC_LEN_ERR, NakCode::kInvalidRequest, pkt.psn);
-        return;
-      }
-      if (!scatter(mrs_, q.pd, q.cur_recv.sges, q.recv_offset, payload)) {
-        fail_recv(now, q, IBV_WC_LOC_PROT_ERR, NakCode::kRemoteOperationalError, pkt.psn);
-        return;
-      }
-      q.recv_offset += payload.size();
-      if (op.is_last()) {
-        ibv_wc wc{};
-        wc.wr_id = q.cur_recv.wr_id;
-        wc.status = IBV_WC_SUCCESS;
-        wc.opcode = IBV_WC_RECV;
-        wc.byte_len = static_cast<uint32_t>(q.recv_offset);
-        wc.qp_num = q.qp.qpn().value();
-        wc.src_qp = q.qp.dest_qpn().value();
-        if (pkt.imm) {
-          wc.wc_flags |= IBV_WC_WITH_IMM;
-          wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
-        }
-        q.have_recv = false;
-        q.in_msg = QpCtx::InMsg::kNone;
-        ++q.msn;
-        complete(q.recv_cq, wc);
-      } else {
-        q.in_msg = QpCtx::InMsg::kSend;
+        const wire::RethFields& reth = *r.pkt.reth;
+        c = (access & IBV_ACCESS_REMOTE_WRITE)
+                ? mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE)
+                : verbs::MrCheck::kAccessViolation;
+      } else if (!r.payload.empty() && write_target(q) == nullptr) {
+        c = verbs::MrCheck::kInvalidKey;
       }
       break;
-    }
-    case OpKind::kWrite: {
-      if (op.is_first()) {
-        if (!(access & IBV_ACCESS_REMOTE_WRITE) ||
-            mrs_.check_remote(q.pd, pkt.reth->rkey, pkt.reth->va, pkt.reth->dma_len,
-                              IBV_ACCESS_REMOTE_WRITE) != verbs::MrCheck::kOk) {
-          fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
-          return;
-        }
-      }
-      const uint64_t left = op.is_first() ? pkt.reth->dma_len : q.write_left;
-      if (payload.size() > left || (op.is_last() && payload.size() != left)) {
-        fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
-        return;
-      }
-      RecvWqe r;
-      if (pkt.imm && !take_recv_wqe(q, &r)) {  // WRITE with immediate consumes a receive
-        rnr_nak(now, q, pkt.psn);
-        return;
-      }
-      if (op.is_first()) {
-        const verbs::Mr* mr = mrs_.find_rkey(pkt.reth->rkey);
-        q.write_ptr = pkt.reth->dma_len ? mr_ptr(*mr, pkt.reth->va) : nullptr;
-        q.write_left = pkt.reth->dma_len;
-        q.write_total = pkt.reth->dma_len;
-      }
-      if (!payload.empty()) std::memcpy(q.write_ptr, payload.data(), payload.size());
-      q.write_ptr += payload.size();
-      q.write_left -= payload.size();
-      if (op.is_last()) {
-        q.in_msg = QpCtx::InMsg::kNone;
-        ++q.msn;
-        if (pkt.imm) {
-          ibv_wc wc{};
-          wc.wr_id = r.wr_id;
-          wc.status = IBV_WC_SUCCESS;
-          wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
-          wc.byte_len = static_cast<uint32_t>(q.write_total);
-          wc.qp_num = q.qp.qpn().value();
-          wc.src_qp = q.qp.dest_qpn().value();
-          wc.wc_flags = IBV_WC_WITH_IMM;
-          wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
-          complete(q.recv_cq, wc);
-        }
-      } else {
-        q.in_msg = QpCtx::InMsg::kWrite;
-      }
-      break;
-    }
     case OpKind::kReadRequest: {
-      const wire::RethFields& reth = *pkt.reth;
-      if (!(access & IBV_ACCESS_REMOTE_READ) ||
-          mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ) !=
-              verbs::MrCheck::kOk) {
-        fatal_nak(now, q, NakCode::kRemoteAccessError, pkt.psn);
-        return;
-      }
-      RespResource* r = alloc_resource(q);
-      if (r == nullptr) {
-        // Every resource is still sending (replays included): drop the request
-        // without state change; the requester sends it again (9.7.5.1.5).
-        ++counters_.rx_no_resource;
-        return;
-      }
-      r->kind = RespResource::Kind::kRead;
-      r->first_psn = pkt.psn;
-      r->npkts = packets_for(reth.dma_len, q.mtu);
-      r->va = reth.va;
-      r->rkey = reth.rkey;
-      r->length = reth.dma_len;
-      q.resp_psn += r->npkts;
-      ++q.msn;
-      queue_resource(now, q, static_cast<uint32_t>(r - q.resources.data()));
-      return;  // the responses acknowledge the request
+      const wire::RethFields& reth = *r.pkt.reth;
+      c = (access & IBV_ACCESS_REMOTE_READ)
+              ? mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ)
+              : verbs::MrCheck::kAccessViolation;
+      break;
     }
     case OpKind::kCompareSwap:
-    case OpKind::kFetchAdd: {
-      const wire::AtomicFields& a = *pkt.atomic;
-      const verbs::MrCheck c = (access & IBV_ACCESS_REMOTE_ATOMIC)
-                                   ? mrs_.check_atomic(q.pd, a.rkey, a.va)
-                                   : verbs::MrCheck::kAccessViolation;
-      if (c != verbs::MrCheck::kOk) {
-        fatal_nak(now, q,
-                  c == verbs::MrCheck::kMisaligned ? NakCode::kInvalidRequest
-                                                   : NakCode::kRemoteAccessError,
-                  pkt.psn);
-        return;
-      }
-      RespResource* r = alloc_resource(q);
-      if (r == nullptr) {
-        ++counters_.rx_no_resource;
-        return;
-      }
-      // 9.4.5: the 8 bytes are read, modified and written as one operation.
-      uint8_t* p = mr_ptr(*mrs_.find_rkey(a.rkey), a.va);
-      uint64_t orig;
-      std::memcpy(&orig, p, 8);
-      uint64_t next = orig;
-      if (op.kind == OpKind::kFetchAdd) next = orig + a.swap_add;
-      else if (orig == a.compare) next = a.swap_add;
-      std::memcpy(p, &next, 8);
-      r->kind = RespResource::Kind::kAtomic;
-      r->first_psn = pkt.psn;
-      r->npkts = 1;
-      r->atomic_orig = orig;
-      q.resp_psn += 1;
-      ++q.msn;
-      queue_resource(now, q, static_cast<uint32_t>(r - q.resources.data()));
-      return;
-    }
+    case OpKind::kFetchAdd:
+      c = (access & IBV_ACCESS_REMOTE_ATOMIC) ? mrs_.check_atomic(q.pd, r.pkt.atomic->rkey, r.pkt.atomic->va)
+                                              : verbs::MrCheck::kAccessViolation;
+      break;
     default:
-      fatal_nak(now, q, NakCode::kInvalidRequest, pkt.psn);
-      return;
+      break;
   }
-  q.resp_psn += 1;
-  if (pkt.ack_req) queue_ack(now, q);
+  if (c == verbs::MrCheck::kOk) return RespStep::kCheckResource;
+  if (c == verbs::MrCheck::kMisaligned) {  // 9.4.5, as rxe: Invalid Request
+    ++counters_.rx_invalid_request;
+    return RespStep::kNakInvalidRequest;
+  }
+  ++counters_.rx_bad_rkey;
+  return RespStep::kNakRemoteAccess;
+}
+
+RespStep EngineImpl::resp_check_resource(QpCtx& q, RespPacket& r) {
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  switch (op.kind) {
+    case OpKind::kSend:
+      // 9.7.5.2.8: a message needs a receive WQE; none is an RNR NAK.
+      if (!op.is_first()) return RespStep::kExecute;
+      if (!take_recv_wqe(q, &q.resp.cur_recv)) return RespStep::kNakRnr;
+      q.resp.have_recv = true;
+      q.resp.recv_offset = 0;
+      return RespStep::kExecute;
+    case OpKind::kWrite:  // WRITE with immediate consumes a receive
+      if (r.pkt.imm && !take_recv_wqe(q, &r.recv)) return RespStep::kNakRnr;
+      return RespStep::kExecute;
+    default:
+      // 9.7.5.1.5: a READ or atomic needs a responder resource. Every one
+      // still sending (replays included): drop the request without state
+      // change; the requester sends it again.
+      r.res = alloc_resource(q);
+      if (r.res == nullptr) {
+        ++counters_.rx_no_resource;
+        return RespStep::kDone;
+      }
+      return RespStep::kExecute;
+  }
+}
+
+RespStep EngineImpl::resp_execute(Picos now, QpCtx& q, RespPacket& r) {
+  switch (r.pkt.op->kind) {
+    case OpKind::kSend: return resp_execute_send(q, r);
+    case OpKind::kWrite: return resp_execute_write(q, r);
+    case OpKind::kReadRequest: return resp_execute_read(now, q, r);
+    default: return resp_execute_atomic(now, q, r);
+  }
+}
+
+RespStep EngineImpl::resp_execute_send(QpCtx& q, const RespPacket& r) {
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  if (q.resp.recv_offset + r.payload.size() > q.resp.cur_recv.length) {
+    fail_recv(q, IBV_WC_LOC_LEN_ERR);
+    return RespStep::kNakInvalidRequest;
+  }
+  if (!scatter(mrs_, q.pd, q.resp.cur_recv.sges, q.resp.recv_offset, r.payload)) {
+    fail_recv(q, IBV_WC_LOC_PROT_ERR);
+    return RespStep::kNakRemoteOperational;
+  }
+  q.resp.recv_offset += r.payload.size();
+  if (!op.is_last()) {
+    q.resp.in_msg = ResponderState::InMsg::kSend;
+    return RespStep::kAcknowledge;
+  }
+  ibv_wc wc{};
+  wc.wr_id = q.resp.cur_recv.wr_id;
+  wc.status = IBV_WC_SUCCESS;
+  wc.opcode = IBV_WC_RECV;
+  wc.byte_len = static_cast<uint32_t>(q.resp.recv_offset);
+  wc.qp_num = q.qp.qpn().value();
+  wc.src_qp = q.qp.dest_qpn().value();
+  if (r.pkt.imm) {
+    wc.wc_flags |= IBV_WC_WITH_IMM;
+    wc.imm_data = htonl(*r.pkt.imm);  // ibv_wc carries it in network order
+  }
+  q.resp.have_recv = false;
+  q.resp.in_msg = ResponderState::InMsg::kNone;
+  ++q.resp.msn;
+  complete(q.recv_cq, wc);
+  return RespStep::kAcknowledge;
+}
+
+RespStep EngineImpl::resp_execute_write(QpCtx& q, const RespPacket& r) {
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  if (op.is_first()) {
+    q.resp.write_rkey = r.pkt.reth->rkey;
+    q.resp.write_mr_id = mrs_.find_rkey(r.pkt.reth->rkey)->id;
+    q.resp.write_va = r.pkt.reth->va;
+    q.resp.write_left = r.pkt.reth->dma_len;
+    q.resp.write_total = r.pkt.reth->dma_len;
+  }
+  if (!r.payload.empty()) std::memcpy(write_target(q), r.payload.data(), r.payload.size());
+  q.resp.write_va += r.payload.size();
+  q.resp.write_left -= r.payload.size();
+  if (!op.is_last()) {
+    q.resp.in_msg = ResponderState::InMsg::kWrite;
+    return RespStep::kAcknowledge;
+  }
+  q.resp.in_msg = ResponderState::InMsg::kNone;
+  ++q.resp.msn;
+  if (r.pkt.imm) {
+    ibv_wc wc{};
+    wc.wr_id = r.recv.wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+    wc.byte_len = static_cast<uint32_t>(q.resp.write_total);
+    wc.qp_num = q.qp.qpn().value();
+    wc.src_qp = q.qp.dest_qpn().value();
+    wc.wc_flags = IBV_WC_WITH_IMM;
+    wc.imm_data = htonl(*r.pkt.imm);  // ibv_wc carries it in network order
+    complete(q.recv_cq, wc);
+  }
+  return RespStep::kAcknowledge;
+}
+
+RespStep EngineImpl::resp_execute_read(Picos now, QpCtx& q, RespPacket& r) {
+  // 9.7.5.1.5 / 9.4.4: the resource sends the response packets; they
+  // acknowledge the request.
+  const wire::RethFields& reth = *r.pkt.reth;
+  r.res->kind = RespResource::Kind::kRead;
+  r.res->first_psn = r.pkt.psn;
+  r.res->npkts = packets_for(reth.dma_len, q.mtu);
+  r.res->va = reth.va;
+  r.res->rkey = reth.rkey;
+  r.res->length = reth.dma_len;
+  q.resp.psn += r.res->npkts;
+  ++q.resp.msn;
+  queue_resource(now, q, static_cast<uint32_t>(r.res - q.resp.resources.data()));
+  return RespStep::kDone;
+}
+
+RespStep EngineImpl::resp_execute_atomic(Picos now, QpCtx& q, RespPacket& r) {
+  // 9.4.5: the 8 bytes are read, modified and written as one operation; the
+  // original value is kept in the resource for duplicates (9.7.5.1.1).
+  const wire::AtomicFields& a = *r.pkt.atomic;
+  uint8_t* p = mr_ptr(*mrs_.find_rkey(a.rkey), a.va);
+  uint64_t orig;
+  std::memcpy(&orig, p, 8);
+  uint64_t next = orig;
+  if (r.pkt.op->kind == OpKind::kFetchAdd) next = orig + a.swap_add;
+  else if (orig == a.compare) next = a.swap_add;
+  std::memcpy(p, &next, 8);
+  r.res->kind = RespResource::Kind::kAtomic;
+  r.res->first_psn = r.pkt.psn;
+  r.res->npkts = 1;
+  r.res->atomic_orig = orig;
+  q.resp.psn += 1;
+  ++q.resp.msn;
+  queue_resource(now, q, static_cast<uint32_t>(r.res - q.resp.resources.data()));
+  return RespStep::kDone;
+}
+
+RespStep EngineImpl::resp_acknowledge(Picos now, QpCtx& q, const RespPacket& r) {
+  // 9.7.5.2.1: ACKs are coalesced; AckReq asks for one now.
+  q.resp.psn += 1;
+  if (r.pkt.ack_req) queue_ack(now, q);
+  return RespStep::kDone;
 }
 
 void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) {
@@ -270,8 +379,8 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
   ++counters_.rx_duplicates;
   const OpKind kind = pkt.op->kind;
   if (kind == OpKind::kReadRequest) {
-    for (uint32_t i = 0; i < q.resources.size(); ++i) {
-      RespResource& r = q.resources[i];
+    for (uint32_t i = 0; i < q.resp.resources.size(); ++i) {
+      RespResource& r = q.resp.resources[i];
       if (r.kind != RespResource::Kind::kRead) continue;
       const int32_t k = psn_diff(pkt.psn, r.first_psn);
       if (k < 0 || static_cast<uint32_t>(k) >= r.npkts) continue;
@@ -297,8 +406,8 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
     return;  // not among the resources any more: nothing to answer with
   }
   if (kind == OpKind::kCompareSwap || kind == OpKind::kFetchAdd) {
-    for (uint32_t i = 0; i < q.resources.size(); ++i) {
-      RespResource& r = q.resources[i];
+    for (uint32_t i = 0; i < q.resp.resources.size(); ++i) {
+      RespResource& r = q.resp.resources[i];
       if (r.kind == RespResource::Kind::kAtomic && r.first_psn == pkt.psn) {
         if (!r.queued) queue_resource(now, q, i);
         return;
@@ -313,12 +422,12 @@ RespResource* EngineImpl::alloc_resource(QpCtx& q) {
   // The oldest resource not being answered right now. Replays of duplicates
   // can keep some busy after the requester moved on, so there are twice as
   // many resources as max_dest_rd_atomic (engine.cc).
-  const uint32_t n = static_cast<uint32_t>(q.resources.size());
+  const uint32_t n = static_cast<uint32_t>(q.resp.resources.size());
   for (uint32_t k = 0; k < n; ++k) {
-    const uint32_t i = (q.res_next + k) % n;
-    RespResource& r = q.resources[i];
+    const uint32_t i = (q.resp.res_next + k) % n;
+    RespResource& r = q.resp.resources[i];
     if (r.queued) continue;
-    q.res_next = (i + 1) % n;
+    q.resp.res_next = (i + 1) % n;
     r = RespResource{};
     return &r;
   }
@@ -326,10 +435,10 @@ RespResource* EngineImpl::alloc_resource(QpCtx& q) {
 }
 
 void EngineImpl::queue_resource(Picos now, QpCtx& q, uint32_t index) {
-  RespResource& r = q.resources[index];
+  RespResource& r = q.resp.resources[index];
   r.sent = 0;
   r.queued = true;
-  q.resp_queue.push(index);
+  q.resp.queue.push(index);
   kick(now, q);
 }
 
@@ -338,7 +447,7 @@ void EngineImpl::rnr_nak(Picos now, QpCtx& q, wire::Psn psn) {
   // until it is sent again, and the RNR NAK stands for the NAK of that gap.
   ++counters_.rnr_naks_sent;
   ++q.stats.rnr_naks_sent;
-  q.nak_seq_sent = true;
+  q.resp.nak_seq_sent = true;
   queue_nak(now, q, wire::make_syndrome(AethKind::kRnrNak, q.qp.attr().min_rnr_timer & 31), psn,
             false);
 }
@@ -350,23 +459,21 @@ void EngineImpl::fatal_nak(Picos now, QpCtx& q, wire::NakCode code, wire::Psn ps
   queue_nak(now, q, nak(code), psn, true);
 }
 
-void EngineImpl::fail_recv(Picos now, QpCtx& q, ibv_wc_status status, wire::NakCode code,
-                           wire::Psn psn) {
+void EngineImpl::fail_recv(QpCtx& q, ibv_wc_status status) {
   ibv_wc wc{};
-  wc.wr_id = q.cur_recv.wr_id;
+  wc.wr_id = q.resp.cur_recv.wr_id;
   wc.status = status;
   wc.opcode = IBV_WC_RECV;
   wc.qp_num = q.qp.qpn().value();
-  q.have_recv = false;
+  q.resp.have_recv = false;
   complete(q.recv_cq, wc);
-  fatal_nak(now, q, code, psn);
 }
 
 TxDesc EngineImpl::peek_response(QpCtx& q) {
   TxDesc d;
-  if (q.resp_queue.empty()) return d;
-  const uint32_t index = q.resp_queue.front();
-  const RespResource& r = q.resources[index];
+  if (q.resp.queue.empty()) return d;
+  const uint32_t index = q.resp.queue.front();
+  const RespResource& r = q.resp.resources[index];
   d.kind = TxKind::kResponse;
   d.qp_slot = q.slot;
   d.resource = index;
@@ -387,24 +494,27 @@ TxDesc EngineImpl::peek_response(QpCtx& q) {
 }
 
 void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
-  RespResource& r = q.resources[d.resource];
+  RespResource& r = q.resp.resources[d.resource];
   if (++r.sent < r.npkts) return;
   r.queued = false;
-  q.resp_queue.pop();
-  if (q.resp_queue.empty() && q.ack_pending && !q.ctrl_queued) after_grant_.push_back(q.slot);
+  q.resp.queue.pop();
+  if (q.resp.queue.empty() && q.resp.ack_pending && !q.resp.ctrl_queued) after_grant_.push_back(q.slot);
 }
 
 size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
-  const RespResource& r = q.resources[d.resource];
+  const RespResource& r = q.resp.resources[d.resource];
   wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
-  if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.msn};
+  if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
   if (op.has(wire::kHdrAtomicAckEth)) spec.atomic_ack = r.atomic_orig;
   payload_scratch_.clear();
   if (d.length > 0) {
-    // Checked again: the region may have been deregistered since the request.
+    // Checked again for every packet: the region may have been deregistered
+    // since the request. Then the rest of the READ is a Remote Access Error
+    // (9.7.5.2, 9.9.3; rxe read_reply() answers a lost MR the same way).
     if (mrs_.check_remote(q.pd, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ) !=
-        verbs::MrCheck::kOk) {
+        verbs::MrCheck::kOk) [[unlikely]] {
+      if (!q.resp.failed) fatal_nak(tx_now_, q, NakCode::kRemoteAccessError, d.psn);
       return 0;
     }
     payload_scratch_.emplace_back(mr_ptr(*mrs_.find_rkey(r.rkey), r.va + d.offset), d.length);
@@ -418,39 +528,38 @@ uint32_t EngineImpl::ack_frame_bytes() const {
 }
 
 size_t EngineImpl::build_control(Picos now, QpCtx& q, std::span<uint8_t> out) {
-  q.ctrl_queued = false;
-  wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp_psn,
+  q.resp.ctrl_queued = false;
+  wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp.psn,
                                     q.qp.dest_qpn().value(), false);
-  if (q.nak_syndrome) {
-    spec.psn = q.nak_psn;
-    spec.aeth = wire::AethFields{*q.nak_syndrome, q.msn};
-    q.nak_syndrome.reset();
-    q.ack_pending = false;
-    q.acked_psn = q.nak_psn - 1;
+  if (q.resp.nak_syndrome) {
+    spec.psn = q.resp.nak_psn;
+    spec.aeth = wire::AethFields{*q.resp.nak_syndrome, q.resp.msn};
+    q.resp.nak_syndrome.reset();
+    q.resp.ack_pending = false;
+    q.resp.acked_psn = q.resp.nak_psn - 1;
     const wire::BuildResult r = wire::build_frame(spec, out);
-    if (q.resp_error_after_nak) {
-      q.resp_error_after_nak = false;
+    if (q.resp.failed) {
       q.qp.set_error();
       enter_error(now, q);
       events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
     }
     return r.ok() ? r.len : 0;
   }
-  if (!q.ack_pending) return 0;
+  if (!q.resp.ack_pending) return 0;
   // Never acknowledge past a READ/atomic whose response has not left yet.
-  wire::Psn psn = q.resp_psn - 1;
-  if (!q.resp_queue.empty()) {
-    const RespResource& r = q.resources[q.resp_queue.front()];
+  wire::Psn psn = q.resp.psn - 1;
+  if (!q.resp.queue.empty()) {
+    const RespResource& r = q.resp.resources[q.resp.queue.front()];
     psn = r.first_psn + r.sent - 1;
   }
-  q.ack_pending = !q.resp_queue.empty();
-  if (!psn.after(q.acked_psn) && q.acked_psn != psn) {
+  q.resp.ack_pending = !q.resp.queue.empty();
+  if (!psn.after(q.resp.acked_psn) && q.resp.acked_psn != psn) {
     // Nothing new to report, but a duplicate asked again: repeat the last ACK.
-    psn = q.acked_psn;
+    psn = q.resp.acked_psn;
   }
   spec.psn = psn;
-  spec.aeth = wire::AethFields{kAckSyndrome, q.msn};
-  q.acked_psn = psn;
+  spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
+  q.resp.acked_psn = psn;
   ++counters_.acks_sent;
   const wire::BuildResult r = wire::build_frame(spec, out);
   return r.ok() ? r.len : 0;

@@ -15,16 +15,23 @@ namespace isoroce::transport::detail {
 
 inline constexpr uint32_t kGrhBytes = 40;
 
+void EngineImpl::address_ud(const QpCtx& q, const SendWr& wr, SendWqe& w) const {
+  w.ud_peer = ahs_.at(wr.ah).peer;  // copied: destroy_ah() may follow the post
+  w.ud_qpn = wr.remote_qpn & 0xffffff;
+  // 10.2.5: a Q_Key with the high bit set means "use the QP's own".
+  w.ud_qkey = (wr.remote_qkey & 0x80000000u) ? q.qp.attr().qkey : wr.remote_qkey;
+}
+
 TxDesc EngineImpl::peek_ud(QpCtx& q) {
   TxDesc d;
   if (q.qp.state() != IBV_QPS_RTS) return d;
-  if (q.req_wqe == q.sq.tail()) return d;
-  const SendWqe& w = q.sq[q.req_wqe];
+  if (q.req.wqe == q.sq.tail()) return d;
+  const SendWqe& w = q.sq[q.req.wqe];
   if (w.local_error != IBV_WC_SUCCESS) return d;
   d.kind = TxKind::kUdSend;
   d.qp_slot = q.slot;
-  d.wqe = static_cast<uint32_t>(q.req_wqe);
-  d.psn = q.req_psn;
+  d.wqe = static_cast<uint32_t>(q.req.wqe);
+  d.psn = q.req.psn;
   d.opcode = w.opcode == IBV_WR_SEND_WITH_IMM ? wire::op::kUdSendOnlyImm : wire::op::kUdSendOnly;
   d.length = static_cast<uint32_t>(w.length);
   d.frame_len = frame_len(d.opcode, d.length);
@@ -52,6 +59,42 @@ size_t EngineImpl::build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   return r.ok() ? r.len : 0;
 }
 
+size_t EngineImpl::send_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+  // Sends granted in the same transmit after one that failed are flushed.
+  if (q.ud_send_failed) {
+    complete_send(q, q.sq.front(), IBV_WC_WR_FLUSH_ERR);
+    q.sq.pop();
+    return 0;
+  }
+  const size_t len = build_ud(q, d, out);
+  // The datagram completes once it is on the wire. A WR whose MR was
+  // deregistered after the post (gather checks every SGE again) completes
+  // with IBV_WC_LOC_PROT_ERR and the send queue goes to SQE (10.3.1) once
+  // this transmit is over (kick(): the later descriptors index this queue).
+  const bool lost_mr = len == 0 && !q.sq[d.wqe].is_inline && q.sq[d.wqe].length > 0 &&
+                       check_sges(mrs_, q.pd, q.sq[d.wqe].sges, 0) != verbs::MrCheck::kOk;
+  complete_send(q, q.sq[d.wqe], lost_mr ? IBV_WC_LOC_PROT_ERR : IBV_WC_SUCCESS);
+  q.sq.pop();
+  if (lost_mr) [[unlikely]] {
+    q.ud_send_failed = true;
+    after_grant_.push_back(q.slot);
+  }
+  return len;
+}
+
+void EngineImpl::ud_send_queue_error(Picos now, QpCtx& q) {
+  // UD: SQE, receives keep working (10.3.1); the sends left are flushed.
+  q.ud_send_failed = false;
+  q.qp.set_send_queue_error();
+  sched_->deactivate(now, q.slot);
+  while (!q.sq.empty()) {
+    complete_send(q, q.sq.front(), IBV_WC_WR_FLUSH_ERR);
+    q.sq.pop();
+  }
+  q.req.wqe = q.sq.head();
+  events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
+}
+
 void EngineImpl::on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame) {
   (void)now;
   const ibv_qp_state st = q.qp.state();
@@ -63,7 +106,9 @@ void EngineImpl::on_ud(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::sp
     ++counters_.rx_ud_qkey_mismatch;
     return;
   }
+  count_rx(q, frame.size());
   if (pkt.payload_len > q.mtu) {
+    ++counters_.rx_bad_length;
     ++counters_.rx_dropped;
     return;
   }

@@ -46,7 +46,7 @@ Result<MrKeys> MrTable::reg(const Device& dev, PdTable& pds, PdHandle pd, uint64
   do rkey = fresh_key();
   while (rkey == lkey);
   forget_lookups();
-  by_lkey_.emplace(lkey, Mr{pd, addr, iova, length, access, lkey, rkey});
+  by_lkey_.emplace(lkey, Mr{pd, addr, iova, length, access, lkey, rkey, next_id_++});
   lkey_by_rkey_.emplace(rkey, lkey);
   pds.get(pd);
   return MrKeys{lkey, rkey};

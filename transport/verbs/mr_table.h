@@ -32,6 +32,11 @@ struct Mr {
   uint32_t access;  // ibv_access_flags
   uint32_t lkey;
   uint32_t rkey;
+  // This registration's number, never reused by the table: an operation that
+  // keeps using an MR across packets (the responder's RDMA WRITE) holds the
+  // key and this id, and stops when the key names another registration or
+  // none (a key value recycled after 2^32 registrations included).
+  uint64_t id = 0;
 };
 
 struct MrKeys {
@@ -78,6 +83,7 @@ class MrTable {
   static MrCheck check_range(const Mr& mr, uint64_t va, uint64_t len);
 
   MrKeyGen keys_;
+  uint64_t next_id_ = 1;
   std::unordered_map<uint32_t, Mr> by_lkey_;
   std::unordered_map<uint32_t, uint32_t> lkey_by_rkey_;
   // The last MR found by each key: a flow's packets name the same MR again

@@ -14,7 +14,7 @@
 
 namespace isoroce::wire {
 
-struct FrameSpec {
+struct FrameSpec : ExtensionHeaders {
   // Ethernet.
   MacAddr dst_mac{};
   MacAddr src_mac{};
@@ -43,14 +43,7 @@ struct FrameSpec {
   bool ack_req = false;
   Psn psn;
 
-  // Extension headers: each one the opcode carries must be set.
-  std::optional<RethFields> reth;
-  std::optional<AethFields> aeth;
-  std::optional<DethFields> deth;
-  std::optional<uint32_t> imm;
-  std::optional<uint32_t> ieth;
-  std::optional<AtomicFields> atomic;
-  std::optional<uint64_t> atomic_ack;
+  // Extension headers (ExtensionHeaders): each one the opcode carries must be set.
 
   std::span<const uint8_t> payload;
 };

@@ -57,7 +57,20 @@ struct AtomicFields {
   uint64_t compare;
 };
 
-struct RocePacket {
+// The extension headers after the BTH, each present as the opcode says: one
+// description that the parsed packet (RocePacket) and the packet to build
+// (FrameSpec) share.
+struct ExtensionHeaders {
+  std::optional<RethFields> reth;
+  std::optional<AethFields> aeth;
+  std::optional<DethFields> deth;
+  std::optional<uint32_t> imm;   // the field's value; ibv_wc.imm_data is htonl() of it
+  std::optional<uint32_t> ieth;  // invalidated rkey
+  std::optional<AtomicFields> atomic;
+  std::optional<uint64_t> atomic_ack;
+};
+
+struct RocePacket : ExtensionHeaders {
   // Layer offsets into the frame.
   size_t l3_offset = 0;
   size_t l4_offset = 0;
@@ -97,14 +110,7 @@ struct RocePacket {
   bool ack_req = false;
   Psn psn;
 
-  // Extension headers, present as the opcode says.
-  std::optional<RethFields> reth;
-  std::optional<AethFields> aeth;
-  std::optional<DethFields> deth;
-  std::optional<uint32_t> imm;   // the field's value; ibv_wc.imm_data is htonl() of it
-  std::optional<uint32_t> ieth;  // invalidated rkey
-  std::optional<AtomicFields> atomic;
-  std::optional<uint64_t> atomic_ack;
+  // Extension headers (ExtensionHeaders), present as the opcode says.
 
   size_t payload_len = 0;  // application bytes, pad excluded
   uint32_t icrc = 0;       // as received

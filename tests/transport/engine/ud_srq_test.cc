@@ -108,6 +108,32 @@ TEST(EngineUd, NoReceiveDropsAndOversizeIsRejected) {
   EXPECT_EQ(net[0].create_ah(a.pd, unknown).err(), EHOSTUNREACH);
 }
 
+// The trust boundary of DESIGN.md: a UD WR may only name an AH of its QP's
+// PD (rxe_get_av()); the engine refuses it at post with EINVAL.
+TEST(EngineUd, AnAhOfAnotherPdIsRefusedAtPost) {
+  Pair net;
+  RcOptions o;
+  Side a = make_side(net[0], o, IBV_QPT_UD);
+  to_rts_ud(net[0], a.qpn, kQkey);
+  AhAttr ah;
+  ah.dgid = net[1].config().ip;
+  const PdHandle other = net[0].alloc_pd().value();
+  auto theirs = net[0].create_ah(other, ah);
+  auto ours = net[0].create_ah(a.pd, ah);
+  ASSERT_TRUE(theirs.ok() && ours.ok());
+  Sge sge{a.iova, 100, a.keys.lkey};
+  SendWr wr;
+  wr.sg_list = std::span(&sge, 1);
+  wr.ah = theirs.value();
+  wr.remote_qpn = 0x99;
+  wr.remote_qkey = kQkey;
+  EXPECT_EQ(net[0].post_send(0, a.qpn, wr), EINVAL);
+  wr.ah = ours.value();
+  EXPECT_EQ(net[0].post_send(0, a.qpn, wr), 0);
+  ASSERT_TRUE(net.run());
+  EXPECT_EQ(net.sent(0).size(), 1u);
+}
+
 TEST(EngineSrq, RcReceivesComeFromTheSrqAndTheLimitFires) {
   Pair net;
   RcOptions o;

@@ -186,5 +186,18 @@ TEST_F(MrTest, KeysAreUniqueNotReusedSoonAndNotSequential) {
   EXPECT_EQ(b.lkey, c.lkey);  // deterministic for one seed (the simulator needs that)
 }
 
+TEST_F(MrTest, EveryRegistrationHasItsOwnId) {
+  // The responder holds (rkey, id) across the packets of a WRITE: a region
+  // registered again, even over the same bytes, is another registration.
+  MrKeys a = reg(0x10000, 0x1000, kLw | IBV_ACCESS_REMOTE_WRITE);
+  const uint64_t id = mrs_.find_rkey(a.rkey)->id;
+  EXPECT_NE(id, 0u);
+  ASSERT_EQ(mrs_.dereg(pds_, a.lkey), 0);
+  EXPECT_EQ(mrs_.find_rkey(a.rkey), nullptr);
+  MrKeys b = reg(0x10000, 0x1000, kLw | IBV_ACCESS_REMOTE_WRITE);
+  EXPECT_GT(mrs_.find_rkey(b.rkey)->id, id);
+  EXPECT_EQ(mrs_.find_lkey(b.lkey)->id, mrs_.find_rkey(b.rkey)->id);
+}
+
 }  // namespace
 }  // namespace isoroce::verbs

@@ -1,0 +1,162 @@
+// Posting work requests (ibv_post_send, ibv_post_recv, ibv_post_srq_recv):
+// the checks (verbs::check_send_wr() plus what needs the engine's tables: the
+// QP's state, the AH and its PD), the WQE the requester and responder work
+// from, and WRs a driver could not decode (post_malformed_*).
+#include <cerrno>
+
+#include "transport/engine/engine_impl.h"
+#include "transport/engine/memory.h"
+
+namespace isoroce::transport::detail {
+
+namespace {
+
+// Fills r from wr; EINVAL for too many SGEs.
+int fill_recv(const RecvWr& wr, uint32_t max_sge, RecvWqe& r) {
+  if (int err = verbs::check_recv_wr(max_sge, wr.sg_list.size())) return err;
+  r.wr_id = wr.wr_id;
+  r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
+  r.length = 0;
+  for (const Sge& s : wr.sg_list) r.length += s.length;
+  return 0;
+}
+
+}  // namespace
+
+int EngineImpl::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
+  auto it = srqs_.find(srq);
+  if (it == srqs_.end()) return EINVAL;
+  SrqCtx& s = *it->second;
+  if (int err = s.srq.post(static_cast<uint32_t>(wr.sg_list.size())); err != 0) return err;
+  RecvWqe r;
+  if (int err = fill_recv(wr, s.srq.attr().max_sge, r); err != 0) return err;
+  s.queue.push() = std::move(r);
+  return 0;
+}
+
+// ---- posting ---------------------------------------------------------------
+
+int EngineImpl::check_send_wr(const QpCtx& q, const SendWr& wr) const {
+  verbs::SendWrShape shape{wr.opcode, wr.send_flags, wr.sg_list.size(), 0, wr.remote_addr};
+  for (const Sge& s : wr.sg_list) shape.length += s.length;
+  const verbs::SendQueueLimits limits{q.qp.type(), q.qp.cap().max_send_sge,
+                                      q.qp.cap().max_inline_data, q.mtu};
+  if (int err = verbs::check_send_wr(limits, shape)) return err;
+  if (q.qp.type() == IBV_QPT_UD) {
+    // The AH must exist and belong to the QP's PD (rxe_av.c rxe_get_av(); rxe
+    // fails such a WR when it is sent, with LOC_QP_OP_ERR; refusing it at
+    // post, as the verbs library's synchronous checks do, tells the
+    // application at once and never lets a WR of one PD use another's AH).
+    auto it = ahs_.find(wr.ah);
+    if (it == ahs_.end() || it->second.pd != q.pd) return EINVAL;
+  }
+  return 0;
+}
+
+int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
+  QpCtx* qp = find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  QpCtx& q = *qp;
+  const ibv_qp_state st = q.qp.state();
+  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
+  if (int err = check_send_wr(q, wr); err != 0) return err;
+  if (q.sq.full()) return ENOMEM;
+
+  SendWqe& w = q.sq.push();
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.send_flags = wr.send_flags;
+  w.imm_data = wr.imm_data;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
+  w.signaled = q.qp.sq_sig_all() || (wr.send_flags & IBV_SEND_SIGNALED);
+  w.is_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
+  w.length = 0;
+  for (const Sge& s : wr.sg_list) w.length += s.length;
+  w.sges.clear();
+  w.inline_data.clear();
+  if (w.is_inline) {
+    // Inline data is read now; the buffers need not be registered (ibv_post_send(3)).
+    w.inline_data.reserve(w.length);
+    for (const Sge& s : wr.sg_list) {
+      const auto* p = reinterpret_cast<const uint8_t*>(s.addr);
+      w.inline_data.insert(w.inline_data.end(), p, p + s.length);
+    }
+  } else {
+    w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
+  }
+  if (q.qp.type() == IBV_QPT_UD) address_ud(q, wr, w);
+  // L_Key checks happen now; a failure completes the WR with
+  // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
+  const uint32_t needed = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
+  w.local_error = !w.is_inline && check_sges(mrs_, q.pd, w.sges, needed) != verbs::MrCheck::kOk
+                      ? IBV_WC_LOC_PROT_ERR
+                      : IBV_WC_SUCCESS;
+  w.state = WqeState::kQueued;
+  w.npkts = 0;
+  w.read_done = 0;
+  w.completed_ok = false;
+
+  if (st == IBV_QPS_ERR) {
+    flush(q);
+    return 0;
+  }
+  kick(now, q);
+  return 0;
+}
+
+int EngineImpl::post_recv(wire::Qpn qpn, const RecvWr& wr) {
+  QpCtx* qp = find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  QpCtx& q = *qp;
+  if (q.use_srq) return EINVAL;  // receives go to the SRQ
+  if (q.qp.state() == IBV_QPS_RESET) return EINVAL;
+  if (q.rq.full()) return ENOMEM;
+  RecvWqe r;
+  if (int err = fill_recv(wr, q.qp.cap().max_recv_sge, r); err != 0) return err;
+  q.rq.push() = std::move(r);
+  if (q.qp.state() == IBV_QPS_ERR) flush(q);
+  return 0;
+}
+
+int EngineImpl::post_malformed_send(Picos now, wire::Qpn qpn, uint64_t wr_id) {
+  QpCtx* qp = find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  QpCtx& q = *qp;
+  const ibv_qp_state st = q.qp.state();
+  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
+  if (q.sq.full()) return ENOMEM;
+  SendWqe& w = q.sq.push();
+  w = SendWqe{};
+  w.wr_id = wr_id;
+  w.signaled = true;
+  w.local_error = IBV_WC_LOC_QP_OP_ERR;
+  if (st == IBV_QPS_ERR) {
+    flush(q);
+    return 0;
+  }
+  kick(now, q);
+  return 0;
+}
+
+int EngineImpl::post_malformed_recv(Picos now, wire::Qpn qpn, uint64_t wr_id) {
+  QpCtx* qp = find_qp(qpn);
+  if (qp == nullptr) return EINVAL;
+  QpCtx& q = *qp;
+  if (q.use_srq || q.qp.state() == IBV_QPS_RESET) return EINVAL;
+  if (q.rq.full()) return ENOMEM;
+  RecvWqe& r = q.rq.push();
+  r = RecvWqe{};
+  r.wr_id = wr_id;
+  r.local_error = IBV_WC_LOC_QP_OP_ERR;
+  if (q.qp.state() != IBV_QPS_ERR) {
+    q.qp.set_error();
+    events_.push_back({AsyncEventType::kQpFatal, q.qp.qpn().value()});
+  }
+  enter_error(now, q);
+  return 0;
+}
+
+}  // namespace isoroce::transport::detail
