@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ctrl/log.h"
+#include "transport/verbs/mtu.h"
 
 namespace isoroce::ctrl {
 namespace {
@@ -17,15 +18,6 @@ int worker_main(void* arg) {
   return 0;
 }
 
-ibv_mtu mtu_enum(uint32_t mtu) {
-  switch (mtu) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 2048: return IBV_MTU_2048;
-    case 4096: return IBV_MTU_4096;
-    default: return IBV_MTU_1024;
-  }
-}
 
 // The largest frame a port sends or must receive: a full RoCE packet at the
 // MTU (Ethernet + VLAN + IPv6 + UDP + BTH + RETH/AtomicETH + ICRC) or a full
@@ -163,7 +155,7 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     dc.prefix_len = pc.prefix_len;
     dc.link_bps = static_cast<uint64_t>(pc.link_gbps * 1e9);
     dc.policy = *pc.policy;
-    dc.mtu = mtu_enum(pc.mtu);
+    dc.mtu = verbs::mtu_from_bytes(pc.mtu).value_or(IBV_MTU_1024);  // validated
     dc.dcqcn = config_.dcqcn;
     dc.justitia = config_.justitia;
     dc.key_seed = 0x15070ce000ull + i * 7919 + static_cast<uint64_t>(getpid());

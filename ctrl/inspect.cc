@@ -5,6 +5,7 @@
 #include "ctrl/config.h"
 #include "ctrl/control.h"
 #include "ctrl/wire_json.h"
+#include "transport/verbs/mtu.h"
 
 namespace isoroce::ctrl {
 namespace {
@@ -15,6 +16,12 @@ json engine_counters(const transport::EngineCounters& c) {
           {"rx_bad_state", c.rx_bad_state},   {"rx_duplicates", c.rx_duplicates},
           {"rx_no_resource", c.rx_no_resource}, {"rx_out_of_sequence", c.rx_out_of_sequence},
           {"rx_ud_qkey_mismatch", c.rx_ud_qkey_mismatch}, {"rx_ud_no_receive", c.rx_ud_no_receive},
+          // Refusals by reason (docs/security.md, "Peers on the wire").
+          {"rx_bad_icrc", c.rx_bad_icrc},     {"rx_not_for_port", c.rx_not_for_port},
+          {"rx_wrong_source", c.rx_wrong_source}, {"rx_wrong_transport", c.rx_wrong_transport},
+          {"rx_psn_out_of_window", c.rx_psn_out_of_window}, {"rx_bad_opcode_sequence", c.rx_bad_opcode_sequence},
+          {"rx_bad_length", c.rx_bad_length}, {"rx_bad_rkey", c.rx_bad_rkey},
+          {"rx_invalid_request", c.rx_invalid_request},
           {"tx_frames", c.tx_frames},         {"tx_bytes", c.tx_bytes},
           {"tx_no_buffer", c.tx_no_buffer},   {"retransmits", c.retransmits},
           {"timeouts", c.timeouts},           {"naks_sent", c.naks_sent},
@@ -77,7 +84,7 @@ json Control::device_view(DeviceEntry& d) {
   j["gid"] = json::array({gid_text(c.ip)});
   j["gid_type"] = "RoCE v2";
   j["link_gbps"] = static_cast<double>(c.link_bps) / 1e9;
-  j["active_mtu"] = 128 << c.mtu;
+  j["active_mtu"] = verbs::mtu_bytes(c.mtu);
   j["policy"] = sched::to_string(c.policy);
   j["dcqcn"] = c.dcqcn.enabled;
   j["qps"] = qps;

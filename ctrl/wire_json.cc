@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "ctrl/protocol_limits.h"
+#include "transport/verbs/mtu.h"
 
 namespace isoroce::ctrl {
 namespace {
@@ -38,14 +39,9 @@ bool read_uint(const json& j, const char* key, T* out, uint64_t max, std::string
 }
 
 bool mtu_from_bytes(uint64_t bytes, ibv_mtu* out) {
-  switch (bytes) {
-    case 256: *out = IBV_MTU_256; return true;
-    case 512: *out = IBV_MTU_512; return true;
-    case 1024: *out = IBV_MTU_1024; return true;
-    case 2048: *out = IBV_MTU_2048; return true;
-    case 4096: *out = IBV_MTU_4096; return true;
-    default: return false;
-  }
+  const auto m = verbs::mtu_from_bytes(bytes);
+  if (m) *out = *m;
+  return m.has_value();
 }
 
 }  // namespace
@@ -94,7 +90,7 @@ json wc_to_json(const ibv_wc& wc) {
 json qp_attr_to_json(const ibv_qp_attr& a) {
   wire::IpAddr gid;
   std::memcpy(gid.data(), a.ah_attr.grh.dgid.raw, 16);
-  const int mtu_bytes = a.path_mtu ? 128 << a.path_mtu : 0;
+  const uint32_t mtu_bytes = verbs::mtu_bytes(a.path_mtu);
   return {{"qp_state", state_name(a.qp_state)},
           {"path_mtu", mtu_bytes},
           {"qkey", a.qkey},

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "transport/verbs/mtu.h"
 #include "verbs_compat/internal.h"
 
 namespace isoroce::vc {
@@ -67,13 +68,7 @@ std::vector<Device*>& known_devices() {  // never freed: ibv_device pointers sta
   return *v;
 }
 
-ibv_mtu mtu_from_bytes(int bytes) {
-  if (bytes >= 4096) return IBV_MTU_4096;
-  if (bytes >= 2048) return IBV_MTU_2048;
-  if (bytes >= 1024) return IBV_MTU_1024;
-  if (bytes >= 512) return IBV_MTU_512;
-  return IBV_MTU_256;
-}
+ibv_mtu mtu_from_bytes(int bytes) { return verbs::mtu_at_most(static_cast<uint64_t>(std::max(bytes, 0))); }
 
 void update_device(Device* d, const json& v) {
   d->name = v.value("name", std::string());

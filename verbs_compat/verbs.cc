@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "ctrl/wire_json.h"
+#include "transport/verbs/mtu.h"
 #include "verbs_compat/internal.h"
 
 namespace isoroce::vc {
@@ -200,7 +201,7 @@ Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   }
   q->cap = cap;
   q->sq_sig_all = init->sq_sig_all != 0;
-  q->mtu_bytes = 128u << ctx->dev->active_mtu;
+  q->mtu_bytes = verbs::mtu_bytes(ctx->dev->active_mtu);
   ibv_qp& qp = q->qp;
   qp.context = pd->context;
   qp.qp_context = init->qp_context;

@@ -7,6 +7,7 @@
 
 #include "dataplane/sim/reference_flow.h"
 #include "dataplane/sim/sim_internal.h"
+#include "transport/verbs/mtu.h"
 
 namespace isoroce::sim::detail {
 
@@ -27,11 +28,7 @@ std::optional<ScenarioError> Host::init() {
   ec.qpn_seed = static_cast<uint32_t>(ec.key_seed >> 40) | 1;
   ec.policy = cfg_.policy;
   ec.link_bps = cfg_.link_bps;
-  ec.active_mtu = cfg_.mtu == 256    ? IBV_MTU_256
-                  : cfg_.mtu == 512  ? IBV_MTU_512
-                  : cfg_.mtu == 1024 ? IBV_MTU_1024
-                  : cfg_.mtu == 2048 ? IBV_MTU_2048
-                                     : IBV_MTU_4096;
+  ec.active_mtu = verbs::mtu_from_bytes(cfg_.mtu).value_or(IBV_MTU_4096);  // validated by the scenario
   ec.max_qps = kMaxQpsPerHost + 96;
   ec.dcqcn = cfg_.dcqcn;
   ec.max_msgs_per_sec = cfg_.max_msgs_per_sec;
