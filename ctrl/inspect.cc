@@ -149,7 +149,9 @@ json Daemon::stats_view() {
                     {"nd_solicits_answered", n.nd_solicits_answered},
                     {"nd_adverts_received", n.nd_adverts_received},
                     {"echo_answered", n.echo_answered}, {"solicits_sent", n.solicits_sent},
-                    {"dropped", n.dropped}}}};
+                    {"solicits_refused", n.solicits_refused}, {"resolutions_expired", n.resolutions_expired},
+                    {"neighbors_refused", n.neighbors_refused}, {"pending", d->dev->net().pending()},
+                    {"neighbors", d->dev->net().neighbors().size()}, {"dropped", n.dropped}}}};
       const ShmCounters& sc = d->pump->counters();
       j["shm"] = {{"send_wqes", sc.send_wqes}, {"recv_wqes", sc.recv_wqes}, {"cqes", sc.cqes},
                   {"wakeups", sc.wakeups}, {"bad_wqes", sc.bad_wqes}};
@@ -243,6 +245,7 @@ json Daemon::justitia_json(DeviceEntry& d) {
   }
   if (!d.ref_note.empty()) r["note"] = d.ref_note;
   r["echoed"] = echo.echoed;  // probes of other daemons this device answered
+  r["unanswered"] = echo.unanswered;  // probes from senders not (yet) resolved
   j["reference"] = r;
   json params = json::object();
   for (const auto& [k, v] : justitia_param_values(c.justitia)) params[k] = v;
