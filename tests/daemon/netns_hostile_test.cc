@@ -221,7 +221,7 @@ TEST_F(HostileWire, BrokenAndUnknownFramesBesideAFlowAreDroppedAndCounted) {
       << "the 2 GB RETH, the READs beyond the MR, the flood of SENDs without a receive";
 }
 
-// Forged UD probes to QPN 15 (issue 16 item 8): 2000 sources, half off-link,
+// Forged UD probes to QPN 15 (issue 16 item 8): 2000 sources, 90% off-link,
 // must not make B broadcast one ARP request each or keep them pending.
 TEST_F(HostileWire, ForgedProbesCostABoundedNumberOfArpRequests) {
   const uint64_t solicits0 = num(stats(b_)["net"], "solicits_sent");
@@ -234,11 +234,9 @@ TEST_F(HostileWire, ForgedProbesCostABoundedNumberOfArpRequests) {
   std::printf("sent %s; B solicited %llu times in %.1f s: %s\n", sent.dump().c_str(),
               static_cast<unsigned long long>(solicits), secs, s["net"].dump().c_str());
   EXPECT_EQ(num(sent, "probe_flood"), 2000u);
-  EXPECT_LE(solicits, 16 + 16 * secs + 4) << "one ARP request per forged source would be ~1000";
+  EXPECT_LE(solicits, 16 + 16 * secs + 4) << "before the bound: one ARP request per forged source that reached QPN 15";
   EXPECT_LE(num(s["net"], "pending"), 64u);
-  uint32_t rounds = 0;
-  flow_beside({}, 4, &rounds);
-  EXPECT_FALSE(HasFailure());
+  for (uint32_t r = 0; r < 4; ++r) EXPECT_TRUE(flow_round(r)) << "the flow still runs";
 }
 
 // The flow's own QP addressed from another source address (issue 16: "the

@@ -143,10 +143,14 @@ def attacks(cfg, sock, names):
             out(name, [f, g] * (n // 2))
         elif name == "probe_flood":
             # UD probes to QPN 15 (ctrl/reference_echo.h) from forged sources,
-            # half of them off-link: each must not cost an ARP broadcast.
+            # most of them off-link: each must not cost an ARP broadcast.
             fs = []
             for i in range(int(cfg.get("probes", 2000))):
-                src = "10.9.%d.%d" % ((0 if i % 2 else 100 + i % 100), 20 + i % 200)
+                # Every source distinct: one in ten on-link (10.9.0.0/24), the rest not.
+                if i % 10 == 0:
+                    src = "10.9.0.%d" % (20 + (i // 10) % 200)
+                else:
+                    src = "10.9.%d.%d" % (1 + i // 250, 1 + i % 250)
                 msg = b"IRF1" + bytes([1, 0, 0, 0]) + struct.pack("<Q", i)
                 deth = struct.pack("!II", 0x150CE, 0x000100 + i)
                 fs.append(frame(cfg, UD_SEND_ONLY, 15, i, deth + msg, src_ip=src, ackreq=0))
