@@ -10,6 +10,8 @@
 # Usage: scripts/fuzz.sh [--runs N | --seconds T] [--build DIR] [--corpus DIR]
 #                        [--no-build] [TARGET...]
 # TARGET: parse, engine, ctrl (default: all three). Exit status 1 if any crashed.
+# The parser's first seeds include the captures in ISOROCE_CAPTURES_DIR
+# (default ../shared/testdata/roce-captures beside the repository).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$here/build-fuzz
@@ -23,7 +25,7 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --corpus) corpus=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     parse|engine|ctrl) targets+=("$1"); shift ;;
     *) echo "fuzz.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
@@ -44,8 +46,10 @@ seed() {  # seed TARGET DIR: first seeds of an empty corpus
     parse)
       "$build/bin/isoroce-pcap" gen --seed 1 --out "$dir/.gen4.pcap" 2>/dev/null
       "$build/bin/isoroce-pcap" gen --seed 2 --ipv6 --out "$dir/.gen6.pcap" 2>/dev/null
-      /usr/bin/python3 "$here/tests/fuzz/split_pcap.py" "$dir" "$dir"/.gen*.pcap \
-        "$here"/../shared/testdata/roce-captures/*.pcap 2>/dev/null || true
+      local caps=${ISOROCE_CAPTURES_DIR:-$here/../shared/testdata/roce-captures}
+      local pcaps=("$dir"/.gen*.pcap)
+      compgen -G "$caps/*.pcap" >/dev/null && pcaps+=("$caps"/*.pcap)
+      python3 "$here/tests/fuzz/split_pcap.py" "$dir" "${pcaps[@]}" >/dev/null
       rm -f "$dir"/.gen*.pcap ;;
     ctrl) cp "$here"/tests/fuzz/corpus/ctrl/* "$dir"/ ;;
     engine) ;;
