@@ -68,7 +68,9 @@ class DpdkDriver final : public DeviceDriver, public Executor {
                      {"nd_solicits_answered", n.nd_solicits_answered},
                      {"nd_adverts_received", n.nd_adverts_received},
                      {"echo_answered", n.echo_answered}, {"solicits_sent", n.solicits_sent},
-                     {"dropped", n.dropped}}}};
+                     {"solicits_refused", n.solicits_refused}, {"resolutions_expired", n.resolutions_expired},
+                     {"neighbors_refused", n.neighbors_refused}, {"pending", dev_->net().pending()},
+                     {"neighbors", dev_->net().neighbors().size()}, {"dropped", n.dropped}}}};
   }
   dataplane::Device* dpdk() override { return dev_.get(); }
 

@@ -220,6 +220,7 @@ json Control::justitia_json(DeviceEntry& d) {
   }
   if (!d.ref_note.empty()) r["note"] = d.ref_note;
   r["echoed"] = echo.echoed;  // probes of other daemons this device answered
+  r["unanswered"] = echo.unanswered;  // probes from senders not (yet) resolved
   j["reference"] = r;
   json params = json::object();
   for (const auto& [k, v] : justitia_param_values(c.justitia)) params[k] = v;

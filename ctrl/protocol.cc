@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -87,6 +88,31 @@ RecvStatus recv_message(int fd, std::string* text, std::vector<int>* fds) {
   }
   text->resize(static_cast<size_t>(n));
   return RecvStatus::kOk;
+}
+
+size_t json_depth(std::string_view text, size_t limit) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+nlohmann::json parse_request(std::string_view text) {
+  if (json_depth(text) > kMaxDepth) return nlohmann::json(nlohmann::json::value_t::discarded);
+  return nlohmann::json::parse(text, nullptr, false);
 }
 
 }  // namespace isoroce::ctrl

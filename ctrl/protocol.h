@@ -5,6 +5,8 @@
 // The operations are listed in docs/control-protocol.md.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstddef>
 #include <span>
 #include <string>
@@ -15,6 +17,10 @@ namespace isoroce::ctrl {
 inline constexpr size_t kMaxMessage = 256 * 1024;
 inline constexpr size_t kMaxFds = 4;
 inline constexpr int kProtocolVersion = 1;
+// No request needs more than a few levels of nesting; nlohmann::json's
+// copies, dump() and destructor recurse once per level, so a 256 KiB message
+// of brackets ({"op":…,"id":[[[[…]]]]}) overflowed the daemon's stack.
+inline constexpr size_t kMaxDepth = 32;
 
 // Whether the JSON text nests objects and arrays at most max_depth deep
 // (strings and escapes skipped). The daemon checks this before parsing, so no
@@ -28,5 +34,12 @@ enum class RecvStatus { kOk, kClosed, kError, kWouldBlock /* non-blocking socket
 // One message into *text; descriptors it carried are appended to *fds (the
 // caller owns them). kClosed when the peer has gone away.
 RecvStatus recv_message(int fd, std::string* text, std::vector<int>* fds);
+
+// The deepest nesting of arrays and objects in JSON text (brackets inside
+// strings do not count); stops counting past `limit`.
+size_t json_depth(std::string_view text, size_t limit = kMaxDepth);
+// A request as the daemon must read one: parsed without exceptions, and
+// discarded (is_discarded()) when it is not JSON or nests deeper than kMaxDepth.
+nlohmann::json parse_request(std::string_view text);
 
 }  // namespace isoroce::ctrl

@@ -11,7 +11,6 @@ namespace {
 constexpr uint8_t kMagic[4] = {'I', 'R', 'F', '1'};
 constexpr uint8_t kProbe = 1, kEcho = 2;
 constexpr uint32_t kGrh = 40;
-constexpr sched::Picos kSolicitEvery = 250'000'000'000;  // 250 ms
 
 std::string failed(const char* what, int err) { return std::string(what) + " failed: " + std::strerror(err); }
 
@@ -98,15 +97,17 @@ void ReferenceEcho::post_recv(uint32_t slot) {
 
 uint32_t ReferenceEcho::address(sched::Picos now, const wire::IpAddr& ip) {
   if (auto it = ahs_.find(ip); it != ahs_.end()) return it->second;
-  if (!dev_.net().lookup(ip)) {
-    auto [it, fresh] = solicited_.try_emplace(ip, now);
-    if (fresh || now - it->second >= kSolicitEvery) {
-      it->second = now;
-      dev_.resolve(ip);
-    }
-    return 0;
+  // Unknown neighbours are resolved within NetStack's bounds (nothing for an
+  // off-link address, a bounded and expiring set under way, a budget of
+  // solicitations): a flood of forged probes cannot make the device broadcast
+  // or remember one solicitation per probe.
+  if (!dev_.resolve(ip, now)) return 0;
+  if (ahs_.size() >= kMaxAhs) {
+    // Full of addresses that probed us once: forget one that is not our peer.
+    auto victim = std::find_if(ahs_.begin(), ahs_.end(), [&](const auto& e) { return e.first != peer_; });
+    dev_.engine().destroy_ah(victim->second);
+    ahs_.erase(victim);
   }
-  dev_.resolve(ip);  // known: pushes the entry into the engine
   transport::AhAttr attr;
   attr.dgid = ip;
   auto ah = dev_.engine().create_ah(pd_, attr);
@@ -114,7 +115,6 @@ uint32_t ReferenceEcho::address(sched::Picos now, const wire::IpAddr& ip) {
     ++stats_.errors;
     return 0;
   }
-  solicited_.erase(ip);
   ahs_[ip] = ah.value();
   return ah.value();
 }
@@ -156,7 +156,8 @@ void ReferenceEcho::on_recv(sched::Picos now, const ibv_wc& wc) {
     } else {
       std::memcpy(src.data(), buf + 8, 16);
     }
-    if (uint32_t ah = address(now, src); ah != 0 && send(now, ah, wc.src_qp, kEcho, seq)) ++stats_.echoed;
+    if (uint32_t ah = address(now, src); ah == 0) ++stats_.unanswered;
+    else if (send(now, ah, wc.src_qp, kEcho, seq)) ++stats_.echoed;
   } else if (kind == kEcho && stats_.probing && outstanding_ && seq == seq_) {
     const sched::Picos lat = now - posted_at_;
     outstanding_ = false;

@@ -13,7 +13,13 @@
 //
 // Runs on its device's worker as a DeviceHook: create() and destroy() through
 // Worker::call; probing resolves the peer's neighbour entry by itself (ARP/ND
-// every 250 ms until known), so nothing blocks the control thread.
+// through Device::resolve until known), so nothing blocks the control thread.
+//
+// Probes come from anyone on the wire, forged ones too: a probe from an
+// address whose neighbour entry is not known is answered only once the
+// device's bounded resolution (dataplane/dpdk/net_stack.h: on-link only, few
+// at a time, each forgotten after a second) has found it, and counted as
+// unanswered meanwhile; address handles are kept for at most kMaxAhs senders.
 #pragma once
 
 #include <array>
@@ -33,6 +39,7 @@ struct EchoStats {
   bool peer_known = false;    // its neighbour entry and address handle exist
   uint64_t posted = 0, completed = 0, lost = 0;
   uint64_t echoed = 0;        // probes of others answered
+  uint64_t unanswered = 0;    // probes of others whose sender is not (yet) resolved
   uint64_t errors = 0;        // send errors, address handles that could not be made
   sched::Picos last = 0, min = 0, max = 0;
 };
@@ -65,6 +72,7 @@ class ReferenceEcho final : public dataplane::DeviceHook {
   static constexpr uint32_t kRecvs = 32;
   static constexpr uint32_t kSlot = 128;  // 40-byte GRH + the message
   static constexpr uint32_t kSends = 16;
+  static constexpr size_t kMaxAhs = 16;
 
   void post_recv(uint32_t slot);
   bool send(sched::Picos now, uint32_t ah, uint32_t qpn, uint8_t kind, uint64_t seq);
@@ -78,8 +86,7 @@ class ReferenceEcho final : public dataplane::DeviceHook {
   transport::CqHandle cq_ = 0;
   uint32_t lkey_ = 0;
   bool has_pd_ = false, has_cq_ = false, has_mr_ = false, has_qp_ = false, hooked_ = false;
-  std::map<wire::IpAddr, uint32_t> ahs_;
-  std::map<wire::IpAddr, sched::Picos> solicited_;  // last ARP/ND per address
+  std::map<wire::IpAddr, uint32_t> ahs_;  // at most kMaxAhs
   // Probing.
   wire::IpAddr peer_{};
   sched::Picos period_ = 0;

@@ -14,11 +14,15 @@
 //   then, for a CQ only:       one CqNotify block (64 bytes)
 //
 // Elements:
-//   SQ        struct rxe_send_wqe, its dma.sge[] (num_sge entries) or, with
-//             IBV_SEND_INLINE, dma.length bytes of data at the offset of
-//             dma.sge (= sizeof(rxe_send_wqe) in C and C++; dma.inline_data
-//             is not used: in C++ the uapi's flexible-array wrapper moves it)
-//   RQ, SRQ   struct rxe_recv_wqe and its dma.sge[num_sge]
+//   SQ        struct rxe_send_wqe as C lays it out (208 bytes), then its
+//             dma.sge[] (num_sge entries) or, with IBV_SEND_INLINE,
+//             dma.length bytes of dma.inline_data: both at offset 208
+//   RQ, SRQ   struct rxe_recv_wqe as C lays it out (40 bytes), then its
+//             dma.sge[num_sge]
+//   C++ cannot use the uapi's structs for these (ctrl/rxe_layout.h says why:
+//   sizeof(rxe_send_wqe) is 216 there); SendWqe and RecvWqe below are the C
+//   layout, checked against the numbers ctrl/rxe_layout.c gets from a C
+//   compiler, so the rings are the kernel's and rdma-core's rxe layouts.
 //   CQ        struct ib_uverbs_wc (<rdma/ib_user_verbs.h>)
 // In a send WQE: wr.opcode is the ibv_wr_opcode, wr.send_flags the
 // ibv_send_flags, wr.ex.imm_data network order, SGE addresses are the
@@ -59,7 +63,68 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ctrl/rxe_layout.h"
+
 namespace isoroce::shm {
+
+// struct rxe_dma_info without its trailing flexible arrays: sge[] and
+// inline_data[] start right after it, at offset 24 as in C.
+struct DmaInfo {
+  uint32_t length;
+  uint32_t resid;
+  uint32_t cur_sge;
+  uint32_t num_sge;
+  uint32_t sge_offset;
+  uint32_t reserved;
+};
+
+// struct rxe_send_wqe, C layout; dma.sge[] / dma.inline_data at send_sges() /
+// send_inline(), i.e. at sizeof(SendWqe).
+struct SendWqe {
+  rxe_send_wr wr;  // no flexible arrays: the same in C and C++
+  uint32_t status;
+  uint32_t state;
+  alignas(8) uint64_t iova;
+  uint32_t mask;
+  uint32_t first_psn;
+  uint32_t last_psn;
+  uint32_t ack_length;
+  uint32_t ssn;
+  uint32_t has_rd_atomic;
+  DmaInfo dma;
+};
+
+// struct rxe_recv_wqe, C layout; dma.sge[] at recv_sges().
+struct RecvWqe {
+  alignas(8) uint64_t wr_id;
+  uint32_t reserved;
+  uint32_t padding;
+  DmaInfo dma;
+};
+
+static_assert(sizeof(DmaInfo) == ISOROCE_RXE_DMA_INFO_BYTES);
+static_assert(offsetof(DmaInfo, length) == ISOROCE_RXE_DMA_LENGTH);
+static_assert(offsetof(DmaInfo, resid) == ISOROCE_RXE_DMA_RESID);
+static_assert(offsetof(DmaInfo, cur_sge) == ISOROCE_RXE_DMA_CUR_SGE);
+static_assert(offsetof(DmaInfo, num_sge) == ISOROCE_RXE_DMA_NUM_SGE);
+static_assert(offsetof(DmaInfo, sge_offset) == ISOROCE_RXE_DMA_SGE_OFFSET);
+static_assert(sizeof(DmaInfo) == ISOROCE_RXE_DMA_SGE && sizeof(DmaInfo) == ISOROCE_RXE_DMA_INLINE_DATA,
+              "dma.sge and dma.inline_data follow the six words");
+static_assert(sizeof(rxe_send_wr) == ISOROCE_RXE_SEND_WR_BYTES);
+static_assert(offsetof(SendWqe, status) == ISOROCE_RXE_SEND_WQE_STATUS);
+static_assert(offsetof(SendWqe, iova) == ISOROCE_RXE_SEND_WQE_IOVA);
+static_assert(offsetof(SendWqe, mask) == ISOROCE_RXE_SEND_WQE_MASK);
+static_assert(offsetof(SendWqe, ssn) == ISOROCE_RXE_SEND_WQE_SSN);
+static_assert(offsetof(SendWqe, has_rd_atomic) == ISOROCE_RXE_SEND_WQE_HAS_RD_ATOMIC);
+static_assert(offsetof(SendWqe, dma) == ISOROCE_RXE_SEND_WQE_DMA);
+static_assert(sizeof(SendWqe) == ISOROCE_RXE_SEND_WQE_BYTES);
+static_assert(offsetof(RecvWqe, dma) == ISOROCE_RXE_RECV_WQE_DMA);
+static_assert(sizeof(RecvWqe) == ISOROCE_RXE_RECV_WQE_BYTES);
+static_assert(sizeof(rxe_sge) == ISOROCE_RXE_SGE_BYTES);
+
+inline rxe_sge* send_sges(SendWqe* w) { return reinterpret_cast<rxe_sge*>(w + 1); }
+inline uint8_t* send_inline(SendWqe* w) { return reinterpret_cast<uint8_t*>(w + 1); }
+inline rxe_sge* recv_sges(RecvWqe* w) { return reinterpret_cast<rxe_sge*>(w + 1); }
 
 inline constexpr size_t kQueueHeaderBytes = sizeof(rxe_queue_buf);
 static_assert(kQueueHeaderBytes == 384, "rxe_queue_buf: two words, then one index per 128-byte line");
@@ -82,9 +147,9 @@ inline uint32_t log2_ceil(size_t bytes) {
 }
 inline size_t send_wqe_bytes(uint32_t max_sge, uint32_t max_inline) {
   const size_t sges = max_sge * sizeof(rxe_sge);
-  return sizeof(rxe_send_wqe) + (sges > max_inline ? sges : max_inline);
+  return sizeof(SendWqe) + (sges > max_inline ? sges : max_inline);
 }
-inline size_t recv_wqe_bytes(uint32_t max_sge) { return sizeof(rxe_recv_wqe) + max_sge * sizeof(rxe_sge); }
+inline size_t recv_wqe_bytes(uint32_t max_sge) { return sizeof(RecvWqe) + max_sge * sizeof(rxe_sge); }
 
 // Bytes of a queue file with 2^log2_entries elements.
 inline size_t queue_bytes(uint32_t log2_entries, uint32_t log2_elem, bool cq) {

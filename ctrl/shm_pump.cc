@@ -130,10 +130,10 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
   while (cons != prod && moved < kMaxBatch) {
     // Copy out first: the application may change the element while we look.
     scratch_.assign(q.element(cons), q.element(cons) + q.elem_bytes());
-    rxe_send_wqe wqe;
+    shm::SendWqe wqe;  // the C layout of rxe_send_wqe (shm_abi.h)
     std::memcpy(&wqe, scratch_.data(), sizeof wqe);
-    const uint8_t* tail = scratch_.data() + sizeof(rxe_send_wqe);
-    const size_t tail_bytes = scratch_.size() - sizeof(rxe_send_wqe);
+    const uint8_t* tail = scratch_.data() + sizeof wqe;
+    const size_t tail_bytes = scratch_.size() - sizeof wqe;
     transport::SendWr wr;
     wr.wr_id = wqe.wr.wr_id;
     wr.opcode = static_cast<ibv_wr_opcode>(wqe.wr.opcode);
@@ -193,10 +193,10 @@ unsigned ShmPump::pump_recv(sched::Picos now, const Work& w) {
   unsigned moved = 0;
   while (cons != prod && moved < kMaxBatch) {
     scratch_.assign(q.element(cons), q.element(cons) + q.elem_bytes());
-    rxe_recv_wqe wqe;
+    shm::RecvWqe wqe;  // the C layout of rxe_recv_wqe
     std::memcpy(&wqe, scratch_.data(), sizeof wqe);
-    const uint8_t* tail = scratch_.data() + sizeof(rxe_recv_wqe);
-    const size_t tail_bytes = scratch_.size() - sizeof(rxe_recv_wqe);
+    const uint8_t* tail = scratch_.data() + sizeof wqe;
+    const size_t tail_bytes = scratch_.size() - sizeof wqe;
     const uint32_t nsge = wqe.dma.num_sge;
     bool ok = nsge <= w.max_sge && nsge * sizeof(rxe_sge) <= tail_bytes;
     sges_.clear();

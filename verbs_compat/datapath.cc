@@ -15,9 +15,6 @@
 namespace isoroce::vc {
 namespace {
 
-static_assert(offsetof(rxe_send_wqe, dma) + offsetof(rxe_dma_info, sge) == sizeof(rxe_send_wqe),
-              "SGEs / inline data start right after the send WQE, where the daemon reads them");
-static_assert(offsetof(rxe_recv_wqe, dma) + offsetof(rxe_dma_info, sge) == sizeof(rxe_recv_wqe));
 static_assert(sizeof(ib_uverbs_wc) <= 64);
 
 bool is_atomic(ibv_wr_opcode op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD; }
@@ -60,7 +57,7 @@ int validate_send(const Qp& q, const ibv_send_wr& wr, uint64_t* total) {
 }
 
 void build_send(const Qp& q, const ibv_send_wr& wr, uint32_t total, uint8_t* el) {
-  auto* w = reinterpret_cast<rxe_send_wqe*>(el);
+  auto* w = reinterpret_cast<shm::SendWqe*>(el);
   std::memset(w, 0, sizeof *w);
   w->wr.wr_id = wr.wr_id;
   w->wr.opcode = wr.opcode;
@@ -82,34 +79,33 @@ void build_send(const Qp& q, const ibv_send_wr& wr, uint32_t total, uint8_t* el)
   w->dma.length = total;
   w->dma.resid = total;
   if (wr.send_flags & IBV_SEND_INLINE) {
-    // Where C puts dma.inline_data and the daemon reads it: at dma.sge. In C++
-    // the kernel header's flexible-array wrappers put the inline_data member
-    // one byte into the union (an empty struct has size 1), 7 bytes too early.
-    uint8_t* p = reinterpret_cast<uint8_t*>(w->dma.sge);
+    uint8_t* p = shm::send_inline(w);  // dma.inline_data, C layout
     for (int i = 0; i < wr.num_sge; ++i) {
       std::memcpy(p, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
       p += wr.sg_list[i].length;
     }
   } else {
     w->dma.num_sge = static_cast<uint32_t>(wr.num_sge);
+    rxe_sge* sge = shm::send_sges(w);
     for (int i = 0; i < wr.num_sge; ++i) {
-      w->dma.sge[i].addr = wr.sg_list[i].addr;
-      w->dma.sge[i].length = wr.sg_list[i].length;
-      w->dma.sge[i].lkey = wr.sg_list[i].lkey;
+      sge[i].addr = wr.sg_list[i].addr;
+      sge[i].length = wr.sg_list[i].length;
+      sge[i].lkey = wr.sg_list[i].lkey;
     }
   }
 }
 
 void build_recv(const ibv_recv_wr& wr, uint8_t* el) {
-  auto* w = reinterpret_cast<rxe_recv_wqe*>(el);
+  auto* w = reinterpret_cast<shm::RecvWqe*>(el);
   std::memset(w, 0, sizeof *w);
   w->wr_id = wr.wr_id;
   uint32_t total = 0;
   w->dma.num_sge = static_cast<uint32_t>(wr.num_sge);
+  rxe_sge* sge = shm::recv_sges(w);
   for (int i = 0; i < wr.num_sge; ++i) {
-    w->dma.sge[i].addr = wr.sg_list[i].addr;
-    w->dma.sge[i].length = wr.sg_list[i].length;
-    w->dma.sge[i].lkey = wr.sg_list[i].lkey;
+    sge[i].addr = wr.sg_list[i].addr;
+    sge[i].length = wr.sg_list[i].length;
+    sge[i].lkey = wr.sg_list[i].lkey;
     total += wr.sg_list[i].length;
   }
   w->dma.length = total;

@@ -163,7 +163,7 @@ Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
   // As rxe: inline data may use the whole element the SGEs need anyway.
   const size_t elem = size_t{1} << shm::log2_ceil(shm::send_wqe_bytes(cap.max_send_sge, cap.max_inline_data));
   cap.max_inline_data = std::max<uint32_t>(cap.max_inline_data,
-                                           std::min<size_t>(elem - sizeof(rxe_send_wqe), kMaxInline));
+                                           std::min<size_t>(elem - sizeof(shm::SendWqe), kMaxInline));
   Context* ctx = context_of(pd->context);
   json req = {{"op", "create_qp"},
               {"pd", pd->handle},

@@ -39,13 +39,14 @@ std::unique_ptr<Device> Device::create(const DeviceConfig& config, std::unique_p
 
 Device::Device(const DeviceConfig& config, std::unique_ptr<Port> port,
                std::unique_ptr<transport::Engine> engine)
-    : config_(config), port_(std::move(port)), net_(port_->mac(), config.ip), engine_(std::move(engine)) {}
+    : config_(config), port_(std::move(port)), net_(port_->mac(), config.ip, config.prefix_len), engine_(std::move(engine)) {}
 
 void Device::sync_neighbors() {
   for (const auto& [ip, mac] : net_.take_learned()) engine_->set_neighbor(ip, mac);
 }
 
 unsigned Device::poll(sched::Picos now) {
+  now_ = now;
   unsigned hook_work = 0;
   for (DeviceHook* h : hooks_) hook_work += h->poll(now);
   rte_mbuf* burst[Port::kBurst];
@@ -104,13 +105,19 @@ sched::Picos Device::next_deadline() const {
   return t;
 }
 
-bool Device::resolve(const wire::IpAddr& ip) {
-  if (net_.lookup(ip)) {
-    sync_neighbors();
-    return true;
+bool Device::resolve(const wire::IpAddr& ip, sched::Picos now) {
+  switch (net_.resolve(ip, now, &reply_)) {
+    case NetStack::Resolution::kKnown:
+      sync_neighbors();
+      return true;
+    case NetStack::Resolution::kSolicit:
+      port_->send_copy(reply_);
+      port_->flush();
+      break;
+    case NetStack::Resolution::kPending:
+    case NetStack::Resolution::kRefused:
+      break;
   }
-  port_->send_copy(net_.solicit(ip));
-  port_->flush();
   return false;
 }
 

@@ -72,9 +72,11 @@ class Device {
   void add_hook(DeviceHook* hook) { hooks_.push_back(hook); }
   void remove_hook(DeviceHook* hook) { std::erase(hooks_, hook); }
 
-  // Sends an ARP request / neighbour solicitation for ip unless it is known;
-  // true if it is known.
-  bool resolve(const wire::IpAddr& ip);
+  // Sends an ARP request / neighbour solicitation for ip unless it is known
+  // (within NetStack's bounds: nothing for an off-link address, few for a
+  // forged flood); true if it is known. Without `now`, the last pass's time.
+  bool resolve(const wire::IpAddr& ip, sched::Picos now);
+  bool resolve(const wire::IpAddr& ip) { return resolve(ip, now_); }
 
   // Replaces the engine by one with `policy`. Only while the device has no
   // verbs objects at all (false and *error otherwise); neighbours are kept.
@@ -93,6 +95,7 @@ class Device {
   std::unique_ptr<transport::Engine> engine_;
   std::vector<uint8_t> reply_;
   std::vector<DeviceHook*> hooks_;
+  sched::Picos now_ = 0;  // of the last poll()
 };
 
 }  // namespace isoroce::dataplane

@@ -117,8 +117,52 @@ size_t IpAddrHash::operator()(const IpAddr& a) const {
   return std::hash<uint64_t>()(lo * 0x9e3779b97f4a7c15ull ^ hi);
 }
 
-NetStack::NetStack(const MacAddr& mac, const IpAddr& ip)
-    : mac_(mac), ip_(ip), ipv4_(wire::is_ipv4_mapped(ip)) {}
+NetStack::NetStack(const MacAddr& mac, const IpAddr& ip, uint8_t prefix_len)
+    : mac_(mac),
+      ip_(ip),
+      ipv4_(wire::is_ipv4_mapped(ip)),
+      prefix_bits_(prefix_len == 0 ? 0 : static_cast<uint8_t>(std::min(128, (ipv4_ ? 96 : 0) + prefix_len))) {}
+
+bool NetStack::on_link(const IpAddr& ip) const {
+  if (wire::is_ipv4_mapped(ip) != ipv4_) return false;
+  const unsigned whole = prefix_bits_ / 8, rest = prefix_bits_ % 8;
+  if (std::memcmp(ip.data(), ip_.data(), whole) != 0) return false;
+  if (rest == 0) return true;
+  const uint8_t mask = static_cast<uint8_t>(0xff00u >> rest);
+  return (ip[whole] & mask) == (ip_[whole] & mask);
+}
+
+void NetStack::expire(sched::Picos now) {
+  std::erase_if(pending_, [&](const auto& e) {
+    const bool old = now - e.second.began >= kResolveTimeout;
+    if (old) ++counters_.resolutions_expired;
+    return old;
+  });
+}
+
+NetStack::Resolution NetStack::resolve(const IpAddr& ip, sched::Picos now, std::vector<uint8_t>* frame) {
+  frame->clear();
+  if (table_.count(ip)) return Resolution::kKnown;
+  if (ip == ip_ || !on_link(ip)) return ++counters_.solicits_refused, Resolution::kRefused;
+  expire(now);
+  auto it = pending_.find(ip);
+  if (it != pending_.end()) {
+    Pending& p = it->second;
+    if (p.sent >= kMaxSolicits || now - p.last < kSolicitEvery) return Resolution::kPending;
+    p.last = now;
+    ++p.sent;
+    *frame = solicit(ip);
+    return Resolution::kSolicit;
+  }
+  // A new address: a place in the table and a token from the bucket.
+  tokens_ = std::min<double>(kSolicitBurst, tokens_ + static_cast<double>(now - refilled_) * kSolicitsPerSecond / 1e12);
+  refilled_ = now;
+  if (pending_.size() >= kMaxPending || tokens_ < 1) return ++counters_.solicits_refused, Resolution::kRefused;
+  tokens_ -= 1;
+  pending_[ip] = Pending{now, now, 1};
+  *frame = solicit(ip);
+  return Resolution::kSolicit;
+}
 
 NetStack::Verdict NetStack::receive(std::span<const uint8_t> frame, std::vector<uint8_t>* reply) {
   reply->clear();
@@ -153,8 +197,10 @@ NetStack::Verdict NetStack::on_arp(std::span<const uint8_t> f, size_t l3,
   IpAddr sip = ipv4_mapped(a + 14);
   IpAddr tip = ipv4_mapped(a + 24);
   bool for_us = tip == ip_;
-  // RFC 826: update an entry we have; add one when the packet is for us.
-  if (sip != ip_ && (for_us || table_.count(sip))) learn(sip, sha);
+  // RFC 826: update an entry we have; add one when the packet is for us
+  // (within the bounds of learn_unsolicited).
+  if (sip != ip_ && table_.count(sip)) learn(sip, sha);
+  else if (sip != ip_ && for_us) learn_unsolicited(sip, sha);
   if (op == 2) {
     if (for_us) ++counters_.arp_replies_received;
     return for_us ? Verdict::kConsumed : Verdict::kDrop;
@@ -251,12 +297,12 @@ NetStack::Verdict NetStack::on_icmpv6(std::span<const uint8_t> f, size_t l3, siz
       o += olen;
     }
     if (type == kNdAdvert) {
-      if (ll) learn(target, *ll);
+      if (ll && target != ip_) learn_unsolicited(target, *ll);
       ++counters_.nd_adverts_received;
       return Verdict::kConsumed;
     }
     if (target != ip_) return Verdict::kDrop;
-    if (ll && !unspecified_src) learn(src, *ll);
+    if (ll && !unspecified_src) learn_unsolicited(src, *ll);
     // Neighbour advertisement: solicited, override, with our link-layer address.
     IpAddr to = unspecified_src ? IpAddr{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1} : src;
     MacAddr to_mac = unspecified_src ? multicast_mac(to) : (ll ? *ll : mac_at(&f[6]));
@@ -341,7 +387,17 @@ std::optional<MacAddr> NetStack::lookup(const IpAddr& ip) const {
 
 void NetStack::set_neighbor(const IpAddr& ip, const MacAddr& mac) { learn(ip, mac); }
 
+void NetStack::learn_unsolicited(const IpAddr& ip, const MacAddr& mac) {
+  const bool asked = pending_.count(ip) != 0;
+  if (!asked && !table_.count(ip) && (!on_link(ip) || table_.size() >= kMaxNeighbors)) {
+    ++counters_.neighbors_refused;
+    return;
+  }
+  learn(ip, mac);
+}
+
 void NetStack::learn(const IpAddr& ip, const MacAddr& mac) {
+  pending_.erase(ip);
   auto [it, added] = table_.try_emplace(ip, mac);
   if (!added && it->second == mac) return;
   it->second = mac;

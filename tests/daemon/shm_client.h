@@ -72,7 +72,7 @@ inline void post_send(Ring& sq, uint64_t wr_id, ibv_wr_opcode op, uint64_t addr,
   const uint32_t prod = shm::producer(sq.base).load(std::memory_order_relaxed);
   while (((prod + 1) & sq.mask()) == shm::consumer(sq.base).load(std::memory_order_acquire))
     std::this_thread::yield();  // full: the daemon makes room
-  auto* w = reinterpret_cast<rxe_send_wqe*>(sq.at(prod));
+  auto* w = reinterpret_cast<shm::SendWqe*>(sq.at(prod));
   std::memset(w, 0, sizeof *w);
   w->wr.wr_id = wr_id;
   w->wr.opcode = op;
@@ -81,22 +81,18 @@ inline void post_send(Ring& sq, uint64_t wr_id, ibv_wr_opcode op, uint64_t addr,
   w->wr.wr.rdma.rkey = rkey;
   w->dma.num_sge = 1;
   w->dma.length = len;
-  w->dma.sge[0].addr = addr;
-  w->dma.sge[0].length = len;
-  w->dma.sge[0].lkey = lkey;
+  *shm::send_sges(w) = {addr, len, lkey};
   shm::producer(sq.base).store((prod + 1) & sq.mask(), std::memory_order_release);
 }
 
 inline void post_recv(Ring& rq, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey) {
   const uint32_t prod = shm::producer(rq.base).load(std::memory_order_relaxed);
-  auto* w = reinterpret_cast<rxe_recv_wqe*>(rq.at(prod));
+  auto* w = reinterpret_cast<shm::RecvWqe*>(rq.at(prod));
   std::memset(w, 0, sizeof *w);
   w->wr_id = wr_id;
   w->dma.num_sge = 1;
   w->dma.length = len;
-  w->dma.sge[0].addr = addr;
-  w->dma.sge[0].length = len;
-  w->dma.sge[0].lkey = lkey;
+  *shm::recv_sges(w) = {addr, len, lkey};
   shm::producer(rq.base).store((prod + 1) & rq.mask(), std::memory_order_release);
 }
 

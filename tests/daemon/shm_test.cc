@@ -118,7 +118,7 @@ TEST_F(Shm, MalformedWqesCompleteInErrorAndTheQpGoesToErr) {
   // A receive WQE with more SGEs than the QP allows, behind a good one.
   post_recv(b.rq, 10, b.buf->iova(), 4096, b.buf->lkey);
   const uint32_t prod = shm::producer(b.rq.base).load(std::memory_order_relaxed);
-  auto* w = reinterpret_cast<rxe_recv_wqe*>(b.rq.at(prod));
+  auto* w = reinterpret_cast<shm::RecvWqe*>(b.rq.at(prod));
   std::memset(w, 0, sizeof *w);
   w->wr_id = 11;
   w->dma.num_sge = 1000;

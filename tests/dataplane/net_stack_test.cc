@@ -234,5 +234,116 @@ TEST(NetStack, Ipv6SolicitAdvertAndEcho) {
   EXPECT_EQ(icmp6_sum(reply.data() + 14, reply.data() + 54, echo.size()), 0);
 }
 
+// ---- Bounded resolution (issue 16 item 8): what forged traffic can cost ----
+
+constexpr sched::Picos kMs = 1'000'000'000;
+
+IpAddr v4(uint32_t a) { return wire::ipv4_mapped(a); }
+
+TEST(NetStackResolve, SolicitsRetriesThenForgetsAndAsksAgain) {
+  NetStack s(kOurMac, kOurIp, 24);
+  std::vector<uint8_t> f;
+  sched::Picos now = 5 * kMs;
+  EXPECT_EQ(s.resolve(kPeerIp, now, &f), NetStack::Resolution::kSolicit);
+  EXPECT_EQ(load_be16(f.data() + 20), 1) << "an ARP request";
+  EXPECT_EQ(s.resolve(kPeerIp, now + 100 * kMs, &f), NetStack::Resolution::kPending);
+  EXPECT_TRUE(f.empty());
+  EXPECT_EQ(s.resolve(kPeerIp, now + 250 * kMs, &f), NetStack::Resolution::kSolicit);
+  EXPECT_EQ(s.resolve(kPeerIp, now + 500 * kMs, &f), NetStack::Resolution::kSolicit);
+  EXPECT_EQ(s.resolve(kPeerIp, now + 750 * kMs, &f), NetStack::Resolution::kPending) << "kMaxSolicits is 3";
+  EXPECT_EQ(s.pending(), 1u);
+  // Unanswered for kResolveTimeout: forgotten; a later resolve starts again.
+  EXPECT_EQ(s.resolve(kPeerIp, now + 1000 * kMs, &f), NetStack::Resolution::kSolicit);
+  EXPECT_EQ(s.counters().resolutions_expired, 1u);
+  EXPECT_EQ(s.counters().solicits_sent, 4u);
+  // The answer ends the resolution.
+  std::vector<uint8_t> reply;
+  EXPECT_EQ(s.receive(arp(2, kPeerMac, kPeerIp, kOurIp), &reply), NetStack::Verdict::kConsumed);
+  EXPECT_EQ(s.pending(), 0u);
+  EXPECT_EQ(s.resolve(kPeerIp, now + 1001 * kMs, &f), NetStack::Resolution::kKnown);
+}
+
+TEST(NetStackResolve, OffLinkAddressesAreNeverResolved) {
+  NetStack s(kOurMac, kOurIp, 24);  // 10.0.0.1/24
+  std::vector<uint8_t> f;
+  EXPECT_FALSE(s.on_link(v4(0x0a000102)));
+  EXPECT_TRUE(s.on_link(v4(0x0a0000fe)));
+  EXPECT_EQ(s.resolve(v4(0x0a000102), 0, &f), NetStack::Resolution::kRefused);  // 10.0.1.2
+  EXPECT_EQ(s.resolve(v4(0xc0a80001), 0, &f), NetStack::Resolution::kRefused);  // 192.168.0.1
+  EXPECT_EQ(s.resolve(kOurIp, 0, &f), NetStack::Resolution::kRefused) << "ourselves";
+  EXPECT_TRUE(f.empty());
+  EXPECT_EQ(s.counters().solicits_sent, 0u);
+  EXPECT_EQ(s.pending(), 0u);
+  // /20 and IPv6 /64.
+  NetStack t(kOurMac, v4(0x0a000001), 20);
+  EXPECT_TRUE(t.on_link(v4(0x0a000f01)));
+  EXPECT_FALSE(t.on_link(v4(0x0a001001)));
+  NetStack u(kOurMac, kOur6, 64);
+  IpAddr far6 = kPeer6;
+  far6[7] = 1;
+  EXPECT_TRUE(u.on_link(kPeer6));
+  EXPECT_FALSE(u.on_link(far6));
+  EXPECT_FALSE(u.on_link(kPeerIp)) << "the other family";
+}
+
+// 300,000 forged sources (the issue's figure), on-link and off-link, over 30 s
+// of virtual time: the solicitations stay within the bucket, the pending set
+// within kMaxPending, and everything pending is gone a second after the flood.
+TEST(NetStackResolve, AFloodOfForgedAddressesCostsABoundedAmount) {
+  NetStack s(kOurMac, v4(0x0a000001), 8);  // 10/8: 16 M on-link addresses
+  std::vector<uint8_t> f;
+  uint64_t frames = 0;
+  size_t max_pending = 0;
+  const sched::Picos start = 1000 * kMs;
+  sched::Picos now = start;
+  for (uint32_t i = 0; i < 300'000; ++i) {
+    now = start + static_cast<sched::Picos>(i) * (30'000 * kMs / 300'000);  // 30 s in all
+    const IpAddr src = (i % 3 == 0) ? v4(0xc0000000u + i) : v4(0x0a000002u + i);  // a third off-link
+    if (s.resolve(src, now, &f) == NetStack::Resolution::kSolicit) ++frames;
+    max_pending = std::max(max_pending, s.pending());
+  }
+  const double seconds = 30.0;
+  EXPECT_LE(frames, NetStack::kSolicitBurst + seconds * NetStack::kSolicitsPerSecond + 1);
+  EXPECT_GE(frames, seconds * NetStack::kSolicitsPerSecond / 2) << "resolution still works, rate-limited";
+  EXPECT_LE(max_pending, NetStack::kMaxPending);
+  EXPECT_EQ(s.counters().solicits_sent, frames);
+  s.resolve(kPeerIp, now + NetStack::kResolveTimeout, &f);
+  EXPECT_LE(s.pending(), 1u) << "what the flood left is forgotten";
+}
+
+// Forged ARP requests for our address from many senders: each is answered (it
+// costs no state) but the table learns on-link senders only, and at most
+// kMaxNeighbors of them; a resolution we started is always learnt.
+TEST(NetStackResolve, UnsolicitedLearningIsBounded) {
+  NetStack s(kOurMac, kOurIp, 16);  // 10.0/16
+  std::vector<uint8_t> reply;
+  for (uint32_t i = 0; i < 5000; ++i) {
+    MacAddr m = {2, 0, 0, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i)};
+    EXPECT_EQ(s.receive(arp(1, m, v4(0x0a000100u + i), kOurIp), &reply), NetStack::Verdict::kConsumed);
+    s.receive(arp(1, m, v4(0xac100000u + i), kOurIp), &reply);  // 172.16/12: off-link
+  }
+  EXPECT_EQ(s.neighbors().size(), NetStack::kMaxNeighbors);
+  EXPECT_EQ(s.counters().arp_requests_answered, 10000u);
+  EXPECT_EQ(s.counters().neighbors_refused, 10000u - NetStack::kMaxNeighbors);
+  std::vector<uint8_t> f;
+  const IpAddr wanted = v4(0x0a00fffe);
+  EXPECT_EQ(s.resolve(wanted, 0, &f), NetStack::Resolution::kSolicit);
+  EXPECT_EQ(s.receive(arp(2, kPeerMac, wanted, kOurIp), &reply), NetStack::Verdict::kConsumed);
+  EXPECT_TRUE(s.lookup(wanted)) << "asked for: learnt even with the table full";
+  // An unsolicited neighbour advertisement for an off-link target teaches nothing.
+  NetStack t(kOurMac, kOur6, 64);
+  IpAddr far6 = kPeer6;
+  far6[7] = 1;
+  std::vector<uint8_t> adv(24);
+  adv[0] = 136;
+  adv[4] = 0x20;
+  std::memcpy(adv.data() + 8, far6.data(), 16);
+  adv.insert(adv.end(), {2, 1});
+  adv.insert(adv.end(), kPeerMac.begin(), kPeerMac.end());
+  EXPECT_EQ(t.receive(icmp6(kPeer6, kOur6, adv), &reply), NetStack::Verdict::kConsumed);
+  EXPECT_FALSE(t.lookup(far6));
+  EXPECT_EQ(t.counters().neighbors_refused, 1u);
+}
+
 }  // namespace
 }  // namespace isoroce::dataplane
