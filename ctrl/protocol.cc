@@ -9,25 +9,6 @@
 
 namespace isoroce::ctrl {
 
-bool json_depth_within(std::string_view text, size_t max_depth) {
-  size_t depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return true;
-}
-
 bool send_message(int fd, std::string_view text, std::span<const int> fds) {
   if (text.size() > kMaxMessage || fds.size() > kMaxFds) {
     errno = EMSGSIZE;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "ctrl/protocol_limits.h"
+
 namespace isoroce::ctrl {
 
 inline constexpr size_t kMaxMessage = 256 * 1024;
@@ -19,13 +21,9 @@ inline constexpr size_t kMaxFds = 4;
 inline constexpr int kProtocolVersion = 1;
 // No request needs more than a few levels of nesting; nlohmann::json's
 // copies, dump() and destructor recurse once per level, so a 256 KiB message
-// of brackets ({"op":…,"id":[[[[…]]]]}) overflowed the daemon's stack.
-inline constexpr size_t kMaxDepth = 32;
-
-// Whether the JSON text nests objects and arrays at most max_depth deep
-// (strings and escapes skipped). The daemon checks this before parsing, so no
-// request can make the parser, a copy or a destructor recurse deeply.
-bool json_depth_within(std::string_view text, size_t max_depth);
+// of brackets ({"op":…,"id":[[[[…]]]]}) overflowed the daemon's stack. The
+// daemon measures the depth before parsing (json_depth, parse_request).
+inline constexpr size_t kMaxDepth = protocol::kMaxJsonDepth;
 
 // false (errno set) if the message could not be sent whole.
 bool send_message(int fd, std::string_view text, std::span<const int> fds = {});

@@ -185,13 +185,12 @@ void SessionServer::serve(Connection& c) {
     return;
   }
   json reply_json;
-  if (!json_depth_within(text, protocol::kMaxJsonDepth)) {
+  if (json_depth(text) > kMaxDepth) {
     // Refused unparsed: nothing deep reaches the recursive parts of nlohmann::json.
     reply_json = {{"ok", false}, {"errno", EPROTO},
-                  {"error", "a request nests objects and arrays at most " + std::to_string(protocol::kMaxJsonDepth) +
-                                " deep"}};
+                  {"error", "a request nests objects and arrays at most " + std::to_string(kMaxDepth) + " deep"}};
   } else {
-    const json req = json::parse(text, nullptr, false);
+    const json req = parse_request(text);
     reply_json = req.is_discarded()
                      ? json{{"ok", false}, {"errno", EPROTO}, {"error", "a request is a JSON object with a string \"op\""}}
                      : ctl_.handle(s, req, fds);

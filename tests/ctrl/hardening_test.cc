@@ -108,12 +108,12 @@ TEST(Requests, IdsAreScalarsAndDeepNestingIsRefusedUnparsed) {
   EXPECT_EQ(c.call({{"op", "hello"}, {"id", 12}})["id"], 12);
   // 70,000 levels (what killed the daemon) and one past the limit, against the pre-scan.
   const std::string deep = "{\"op\":\"hello\",\"id\":" + std::string(70000, '[') + std::string(70000, ']') + "}";
-  EXPECT_FALSE(json_depth_within(deep, protocol::kMaxJsonDepth));
-  const size_t n = protocol::kMaxJsonDepth;
-  EXPECT_FALSE(json_depth_within(std::string(n + 1, '[') + std::string(n + 1, ']'), n));
-  EXPECT_TRUE(json_depth_within(std::string(n, '[') + std::string(n, ']'), n));
+  EXPECT_GT(json_depth(deep), kMaxDepth);
+  const size_t n = kMaxDepth;
+  EXPECT_EQ(json_depth(std::string(n + 1, '[') + std::string(n + 1, ']')), n + 1);
+  EXPECT_EQ(json_depth(std::string(n, '[') + std::string(n, ']')), n);
   // Brackets inside strings (escaped quotes too) do not count.
-  EXPECT_TRUE(json_depth_within("{\"a\":\"" + std::string(100, '[') + "\\\"[[[\"}", 2));
+  EXPECT_EQ(json_depth("{\"a\":\"" + std::string(100, '[') + "\\\"[[[\"}"), 1u);
 }
 
 TEST(ShmPath, AnotherClientsAhNumberInAnSqRingCompletesInError) {

@@ -31,11 +31,12 @@ struct Ring {
   uint8_t* at(uint32_t i) const { return shm::element(base, i & mask(), log2_elem); }
 };
 
-// A send WQE as the library writes it: the WQE, then its SGEs.
+// A send WQE as the library writes it: the WQE in the C layout (its first
+// sizeof(shm::SendWqe) bytes: C++ pads the uapi's flexible arrays), then its SGEs.
 void post(Ring& sq, const rxe_send_wqe& w, const std::vector<rxe_sge>& sges) {
   const uint32_t prod = shm::producer(sq.base).load(std::memory_order_relaxed);
-  std::memcpy(sq.at(prod), &w, sizeof w);
-  std::memcpy(sq.at(prod) + sizeof(rxe_send_wqe), sges.data(), sges.size() * sizeof(rxe_sge));
+  std::memcpy(sq.at(prod), &w, sizeof(shm::SendWqe));
+  std::memcpy(sq.at(prod) + sizeof(shm::SendWqe), sges.data(), sges.size() * sizeof(rxe_sge));
   shm::producer(sq.base).store((prod + 1) & sq.mask(), std::memory_order_release);
 }
 

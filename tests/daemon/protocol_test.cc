@@ -38,26 +38,7 @@ TEST(Protocol, ParseRequestRefusesDeepNestingAndParsesTheRest) {
   EXPECT_EQ(ctrl::parse_request(req), json::parse(req));
 }
 
-// The daemon must read requests with ctrl::parse_request (ctrl/daemon.cc,
-// Daemon::on_request: json::parse(text, nullptr, false) today): enable this
-// test with that one-line change. Today the daemon dies (SIGSEGV).
-TEST(ProtocolDaemon, DISABLED_DeeplyNestedRequestIsRefusedAndTheDaemonLives) {
-  DaemonProcess d({"--loopback"});
-  ASSERT_TRUE(d.ok()) << d.log();
-  std::string error;
-  auto raw = ctrl::Client::connect(d.socket(), &error);
-  ASSERT_TRUE(raw) << error;
-  const std::string text = nested(100000);
-  ASSERT_TRUE(ctrl::send_message(raw->fd(), text));
-  std::string reply;
-  std::vector<int> fds;
-  EXPECT_EQ(ctrl::recv_message(raw->fd(), &reply, &fds), ctrl::RecvStatus::kOk);
-  const json r = json::parse(reply, nullptr, false);
-  EXPECT_TRUE(r.is_object() && r["ok"] == false) << reply;
-  Verbs after(d.socket(), "isoroce0");
-  EXPECT_TRUE(after.ok()) << "the daemon still answers\n" << d.log();
-  EXPECT_EQ(d.stop(), 0) << d.log();
-}
+// The daemon itself with a 70,000-deep request: tests/daemon/hardening_test.cc.
 
 }  // namespace
 }  // namespace isoroce::test
