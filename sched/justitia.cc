@@ -1,3 +1,7 @@
+// Over the project's ~600 lines, and dequeue() over 80: Justitia's tokens,
+// flows, the eligible heap and dequeue()'s round share one set of members that
+// every function here updates together; dequeue() is the per-grant hot loop,
+// kept in one piece so its cases read in order.
 #include "sched/justitia.h"
 
 #include <algorithm>
@@ -44,7 +48,7 @@ JustitiaScheduler::JustitiaScheduler(const Config& config)
   chunk_bytes_ = params_.token_bytes;
   chunk_ops_ = full_token_ops_;
   bank_ = static_cast<std::int64_t>(params_.max_tokens) * chunk_bytes_;
-  set_tau(0);
+  set_tau();
 }
 
 std::size_t JustitiaScheduler::fixed_bytes() const {
@@ -169,11 +173,11 @@ void JustitiaScheduler::update_mode(Picos now) {
     const std::uint64_t ops = static_cast<std::uint64_t>(full_token_ops_) * bytes / params_.token_bytes;
     chunk_ops_ = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, ops));
   }
-  set_tau(now);
+  set_tau();
 }
 
 // SafeUtil or the token size changed (the bank has been accrued up to now).
-void JustitiaScheduler::set_tau(Picos) {
+void JustitiaScheduler::set_tau() {
   const u128 t = (static_cast<u128>(chunk_bytes_) * 8 * kPicosPerSecond + safe_util_ - 1) / safe_util_;
   tau_ = static_cast<Picos>(std::max<u128>(1, t));
   update_gen();
@@ -277,7 +281,7 @@ void JustitiaScheduler::on_reference_latency(Picos now, Picos latency) {
     safe_util_ = std::min(max_rate_, safe_util_ + params_.increase_step_bps);
   }
   min_safe_util_ = std::min(min_safe_util_, safe_util_);
-  set_tau(now);
+  set_tau();
 }
 
 const JustitiaStats* JustitiaScheduler::justitia_stats() const {

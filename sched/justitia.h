@@ -148,7 +148,7 @@ class JustitiaScheduler final : public Scheduler {
   void touch_latency(Picos now, Flow& f);
   std::uint32_t latency_active(Picos now);
   void update_mode(Picos now);
-  void set_tau(Picos now);
+  void set_tau();
   void accrue(Picos now);
   void update_gen();
   void refund(Flow& f);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transport/verbs/wr_check.h"
 #include "verbs_compat/internal.h"
 
 namespace isoroce::vc {
@@ -17,41 +18,27 @@ namespace {
 
 static_assert(sizeof(ib_uverbs_wc) <= 64);
 
-bool is_atomic(ibv_wr_opcode op) { return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD; }
+using verbs::is_atomic;
 
+// The shared checks of a WR against its queue (transport/verbs/wr_check.h, the
+// same function the engine runs), plus what only the library can see: the
+// QP's state here, the SGE array itself, the AH's context, and one SGE for an
+// atomic (the ring carries an atomic's 8 bytes as one SGE).
 int validate_send(const Qp& q, const ibv_send_wr& wr, uint64_t* total) {
   const ibv_qp& qp = q.qp;
   if (qp.state == IBV_QPS_RESET || qp.state == IBV_QPS_INIT || qp.state == IBV_QPS_RTR) return EINVAL;
-  if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > q.cap.max_send_sge) return EINVAL;
-  if (wr.num_sge > 0 && wr.sg_list == nullptr) return EINVAL;
-  switch (wr.opcode) {
-    case IBV_WR_SEND:
-    case IBV_WR_SEND_WITH_IMM:
-      break;
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      if (qp.qp_type != IBV_QPT_RC) return EINVAL;
-      break;
-    default:
-      return EINVAL;
-  }
+  if (wr.num_sge < 0 || (wr.num_sge > 0 && wr.sg_list == nullptr)) return EINVAL;
+  if (static_cast<uint32_t>(wr.num_sge) > q.cap.max_send_sge) return EINVAL;  // before summing sg_list
   uint64_t len = 0;
   for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
-  if (wr.send_flags & IBV_SEND_INLINE) {
-    if (wr.opcode == IBV_WR_RDMA_READ || is_atomic(wr.opcode)) return EINVAL;
-    if (len > q.cap.max_inline_data) return EINVAL;
-  }
-  if (is_atomic(wr.opcode)) {
-    if (wr.num_sge != 1 || wr.sg_list[0].length != 8 || (wr.wr.atomic.remote_addr & 7)) return EINVAL;
-  }
-  if (qp.qp_type == IBV_QPT_UD) {
-    if (wr.wr.ud.ah == nullptr || wr.wr.ud.ah->context != qp.context) return EINVAL;
-    if (len > q.mtu_bytes) return EINVAL;
-  }
-  if (len > (1ull << 31)) return EINVAL;
+  const verbs::SendQueueLimits limits{.qp_type = qp.qp_type, .max_send_sge = q.cap.max_send_sge,
+                                      .max_inline_data = q.cap.max_inline_data, .mtu = q.mtu_bytes};
+  const verbs::SendWrShape shape{.opcode = wr.opcode, .send_flags = wr.send_flags,
+                                 .num_sge = static_cast<size_t>(wr.num_sge), .length = len,
+                                 .remote_addr = wr.wr.atomic.remote_addr};
+  if (int rc = verbs::check_send_wr(limits, shape)) return rc;
+  if (verbs::is_atomic(wr.opcode) && wr.num_sge != 1) return EINVAL;
+  if (qp.qp_type == IBV_QPT_UD && (wr.wr.ud.ah == nullptr || wr.wr.ud.ah->context != qp.context)) return EINVAL;
   *total = len;
   return 0;
 }

@@ -1,6 +1,9 @@
+// Over the project's ~600 lines, and prepare() over 80: the three ways a
+// registration reaches the daemon (remapped private pages, the client's own
+// shared files, pages made private again at dereg and fork) share one table of
+// held ranges and its lock, and prepare() walks a range's mappings once,
+// choosing per mapping; split, each part would need that table's internals.
 #include "verbs_compat/memreg.h"
-
-#include "ctrl/protocol_limits.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "verbs_compat/internal.h"
+#include "ctrl/protocol_limits.h"
 
 namespace isoroce::vc {
 namespace {

@@ -1,3 +1,5 @@
+// Over ~600 lines: one loopback daemon and its client helpers serve every
+// case here; the cases are short and grouped by verb.
 // isoroced with --loopback: two devices joined by an in-process net_ring pair.
 // Every verb across the ports with every byte checked, UD, isolation between
 // clients, reclaim after SIGKILL, telemetry, bad configuration.

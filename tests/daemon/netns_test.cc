@@ -1,3 +1,5 @@
+// Over ~600 lines: one fixture (two namespaces, two daemons, an impairer) and
+// its helpers serve every case; split, each file would repeat them.
 // Two isoroced processes in two network namespaces joined by a veth pair, on
 // net_af_packet: real frames through the kernel. RC traffic both ways with
 // every byte checked, ARP between the daemons, ping from a kernel to a daemon,

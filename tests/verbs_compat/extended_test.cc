@@ -1,3 +1,5 @@
+// Over ~600 lines: one fixture (a daemon and a connected RC/UD pair through
+// the library) serves every extended verb; the cases are grouped by verb.
 // The extended verbs of libisoroce-verbs, called directly against a real
 // isoroced --loopback (isoroce0 10.0.0.1 <-> isoroce1 10.0.0.2):
 // ibv_query_device_ex, ibv_create_cq_ex and its polling API on the same ring
