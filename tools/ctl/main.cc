@@ -69,6 +69,7 @@ void print_tree(const json& j, int indent = 0) {
 
 }  // namespace
 
+// Long on purpose: every option with its binding and check, read top to bottom (CLI11).
 int main(int argc, char** argv) {
   CLI::App app{"isoroce-ctl: inspect and steer a running isoroced (docs/isoroce-ctl.md)"};
   std::string socket = isoroce::ctrl::default_socket_path();

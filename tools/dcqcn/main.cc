@@ -61,6 +61,7 @@ std::vector<std::string> hpcc_preset(double line_gbps) {
 
 }  // namespace
 
+// Long on purpose: every option with its binding and check, read top to bottom (CLI11).
 int main(int argc, char** argv) {
   namespace dcqcn = isoroce::dcqcn;
   CLI::App app{"isoroce-dcqcn: the DCQCN reaction point alone, driven by a CNP schedule; prints the rate "

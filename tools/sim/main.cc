@@ -18,6 +18,7 @@
 #include "tools/sim/report_format.h"
 #include "tools/sim/scenario_toml.h"
 
+// Long on purpose: every option with its binding and check, read top to bottom (CLI11).
 int main(int argc, char** argv) {
   using namespace isoroce;
   CLI::App app{"isoroce-sim: deterministic RoCEv2 fabric simulator (hosts with the isoroce engine, "
