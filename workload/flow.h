@@ -101,6 +101,7 @@ class Flow {
   static constexpr uint32_t kQkey = 0x11111111;  // every UD QP's
 
   std::optional<SetupError> setup_dst(uint32_t d);
+  transport::QpCreate source_qp(ibv_qp_type type) const;
   std::optional<SetupError> setup_rc(uint32_t q);
   std::optional<SetupError> setup_ud();
   void classify(Picos now);

@@ -123,21 +123,27 @@ std::optional<SetupError> Flow::setup_dst(uint32_t d) {
   return std::nullopt;
 }
 
+// The source QP of every flow: the flow's CQ, depth and inline size, one SGE.
+transport::QpCreate Flow::source_qp(ibv_qp_type type) const {
+  transport::QpCreate c;
+  c.pd = src_->pd();
+  c.send_cq = c.recv_cq = src_cq_;
+  c.init.qp_type = type;
+  c.init.cap.max_send_wr = cfg_.depth;
+  c.init.cap.max_recv_wr = 1;
+  c.init.cap.max_send_sge = 1;
+  c.init.cap.max_recv_sge = 1;
+  if (cfg_.inline_data) c.init.cap.max_inline_data = static_cast<uint32_t>(cfg_.size);
+  return c;
+}
+
 std::optional<SetupError> Flow::setup_rc(uint32_t q) {
   Qp& qp = qps_[q];
   Dst& dst = dst_[0];
   FlowVerbs& se = src_->verbs();
   FlowVerbs& de = dst.host->verbs();
 
-  transport::QpCreate c;
-  c.pd = src_->pd();
-  c.send_cq = c.recv_cq = src_cq_;
-  c.init.qp_type = IBV_QPT_RC;
-  c.init.cap.max_send_wr = cfg_.depth;
-  c.init.cap.max_recv_wr = 1;
-  c.init.cap.max_send_sge = 1;
-  c.init.cap.max_recv_sge = 1;
-  if (cfg_.inline_data) c.init.cap.max_inline_data = static_cast<uint32_t>(cfg_.size);
+  const transport::QpCreate c = source_qp(IBV_QPT_RC);
   auto sq = se.create_qp(c);
   if (!sq.ok()) return fail("create_qp (source)", sq.err());
   qp.src_qpn = sq.value();
@@ -212,15 +218,7 @@ std::optional<SetupError> Flow::setup_ud() {
   };
   for (uint32_t q = 0; q < cfg_.qps; ++q) {
     Qp& qp = qps_[q];
-    transport::QpCreate c;
-    c.pd = src_->pd();
-    c.send_cq = c.recv_cq = src_cq_;
-    c.init.qp_type = IBV_QPT_UD;
-    c.init.cap.max_send_wr = cfg_.depth;
-    c.init.cap.max_recv_wr = 1;
-    c.init.cap.max_send_sge = 1;
-    c.init.cap.max_recv_sge = 1;
-    if (cfg_.inline_data) c.init.cap.max_inline_data = static_cast<uint32_t>(cfg_.size);
+    const transport::QpCreate c = source_qp(IBV_QPT_UD);
     auto sq = se.create_qp(c);
     if (!sq.ok()) return fail("create_qp (UD source)", sq.err());
     qp.src_qpn = sq.value();
