@@ -27,6 +27,7 @@ json engine_counters(const transport::EngineCounters& c) {
           {"timeouts", c.timeouts},           {"naks_sent", c.naks_sent},
           {"naks_received", c.naks_received}, {"rnr_naks_sent", c.rnr_naks_sent},
           {"rnr_naks_received", c.rnr_naks_received}, {"acks_sent", c.acks_sent},
+          {"responses_cancelled", c.responses_cancelled},
           {"cq_overruns", c.cq_overruns},     {"ce_received", c.ce_received},
           {"cnps_sent", c.cnps_sent},         {"cnps_suppressed", c.cnps_suppressed},
           {"cnps_received", c.cnps_received}};

@@ -182,6 +182,9 @@ struct EngineCounters {
   uint64_t rnr_naks_sent = 0;
   uint64_t rnr_naks_received = 0;
   uint64_t acks_sent = 0;
+  // READ/atomic responses dropped from the send queue because a duplicate READ
+  // asked for an earlier PSN (the requester discards them and asks again).
+  uint64_t responses_cancelled = 0;
   uint64_t cq_overruns = 0;
   // DCQCN (zero unless EngineConfig::dcqcn.enabled).
   uint64_t ce_received = 0;      // data packets (requests, READ responses) marked CE

@@ -115,6 +115,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt);
   RespResource* alloc_resource(QpCtx& q);
   void queue_resource(Picos now, QpCtx& q, uint32_t index);
+  void drop_queued_after(QpCtx& q, wire::Psn psn, uint32_t keep);
   void rnr_nak(Picos now, QpCtx& q, wire::Psn psn);
   void fatal_nak(Picos now, QpCtx& q, wire::NakCode code, wire::Psn psn);
   // The receive being filled completes with status (the NAK is the caller's step).

@@ -389,8 +389,11 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
           verbs::MrCheck::kOk) {
         return;
       }
+      // The requester discards every response after its gap and will ask for
+      // the later READs and atomics again: their queued responses only delay it.
+      drop_queued_after(q, pkt.psn, i);
       // Answer from the PSN asked for. A READ still being answered restarts in
-      // place: the requester drops everything after its gap anyway.
+      // place.
       r.first_psn = pkt.psn;
       r.npkts = packets_for(reth.dma_len, q.mtu);
       r.va = reth.va;
@@ -416,6 +419,24 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
     return;
   }
   queue_ack(now, q);
+}
+
+void EngineImpl::drop_queued_after(QpCtx& q, wire::Psn psn, uint32_t keep) {
+  // The resources stay as they are (an atomic keeps its saved result for the
+  // duplicate that will come); only their place in the send queue goes.
+  std::queue<uint32_t> kept;
+  for (; !q.resp.queue.empty(); q.resp.queue.pop()) {
+    const uint32_t i = q.resp.queue.front();
+    RespResource& r = q.resp.resources[i];
+    if (i != keep && psn_diff(r.first_psn, psn) > 0) {
+      r.queued = false;
+      r.sent = r.npkts;
+      ++counters_.responses_cancelled;
+      continue;
+    }
+    kept.push(i);
+  }
+  q.resp.queue = std::move(kept);
 }
 
 RespResource* EngineImpl::alloc_resource(QpCtx& q) {

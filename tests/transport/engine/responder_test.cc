@@ -85,6 +85,43 @@ TEST(EngineResponder, DuplicateReadIsExecutedAgainFromItsPsn) {
   EXPECT_EQ(again[1].payload_len, 3000u - 2048);
 }
 
+TEST(EngineResponder, DuplicateReadCancelsTheQueuedResponsesOfLaterReads) {
+  // Receive READ A (PSN 500-502) and READ B (503-505); A's responses leave, B's
+  // wait. Receive A again from 502 (its last response was lost). Expect: A's
+  // 502 at once, not behind B's responses, which the requester would discard;
+  // B's come when the requester asks for B again.
+  Dut d;
+  auto a = d.spec(wire::op::kRcReadRequest, 500);
+  a.reth = wire::RethFields{d.s.iova, d.s.keys.rkey, 3000};
+  auto b = d.spec(wire::op::kRcReadRequest, 503);
+  b.reth = wire::RethFields{d.s.iova + 4096, d.s.keys.rkey, 3000};
+  for (const auto* f : {&a, &b}) {
+    std::vector<uint8_t> frame(wire::frame_size(*f));
+    ASSERT_TRUE(wire::build_frame(*f, frame).ok());
+    d.net[1].receive(d.now, frame);
+  }
+  Capture first;
+  for (int i = 0; i < 10 && first.pkts.size() < 3; ++i) {
+    d.net[1].transmit(d.now, first, 3 - first.pkts.size());
+    d.now = std::max(d.now, d.net[1].next_deadline());
+  }
+  ASSERT_EQ(first.pkts.size(), 3u);
+  EXPECT_EQ(first.pkts[2].psn.value(), 502u);
+
+  a.psn = wire::Psn(502);
+  a.reth = wire::RethFields{d.s.iova + 2048, d.s.keys.rkey, 3000 - 2048};
+  auto again = d.receive(a);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].psn.value(), 502u);
+  EXPECT_EQ(again[0].opcode, wire::op::kRcReadResponseOnly);
+  EXPECT_EQ(d.net[1].counters().responses_cancelled, 1u);
+
+  auto b_again = d.receive(b);
+  ASSERT_EQ(b_again.size(), 3u);
+  EXPECT_EQ(b_again[0].psn.value(), 503u);
+  EXPECT_EQ(b_again[2].psn.value(), 505u);
+}
+
 TEST(EngineResponder, BadRkeyIsARemoteAccessNakAndTheQpFails) {
   Dut d;
   const uint8_t data[4] = {1, 2, 3, 4};
