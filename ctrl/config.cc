@@ -4,12 +4,15 @@
 
 #include <arpa/inet.h>
 #include <grp.h>
+#include <unistd.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
+#include <numeric>
 #include <set>
 
 namespace isoroce::ctrl {
@@ -29,6 +32,18 @@ bool has_devarg(const std::string& d, const std::string& key) {
   for (size_t at = d.find(','); at != std::string::npos; at = d.find(',', at + 1))
     if (d.compare(at + 1, key.size() + 1, key + "=") == 0) return true;
   return false;
+}
+
+// The value of devarg `key` as a number; 0 if absent or not a number.
+uint32_t devarg_number(const std::string& d, const std::string& key) {
+  for (size_t at = d.find(','); at != std::string::npos; at = d.find(',', at + 1)) {
+    if (d.compare(at + 1, key.size() + 1, key + "=") != 0) continue;
+    const std::string v = d.substr(at + key.size() + 2, d.find(',', at + 1) - at - key.size() - 2);
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v.c_str(), &end, 10);
+    return end != v.c_str() && *end == '\0' && n <= UINT32_MAX ? static_cast<uint32_t>(n) : 0;
+  }
+  return 0;
 }
 
 std::optional<ConfigError> check_keys(const toml::table& t, const std::string& path,
@@ -406,6 +421,19 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     if (!(p.link_gbps > 0 && p.link_gbps <= 1000)) return ConfigError{path + "link_gbps", "must be in (0, 1000]"};
     if (p.mtu == 0) p.mtu = c->mtu;
     if (!mtus.count(p.mtu)) return ConfigError{path + "mtu", "must be 256, 512, 1024, 2048 or 4096"};
+    if (is_af_packet(p.devargs) && (has_devarg(p.devargs, "framesz") || has_devarg(p.devargs, "blocksz"))) {
+      // A slot size the user chose must hold the MTU's frames (the PMD would
+      // drop larger frames on send and the kernel truncate them on receive).
+      const uint32_t framesz = has_devarg(p.devargs, "framesz") ? devarg_number(p.devargs, "framesz")
+                                                                 : kAfPacketDefaultFramesz;
+      const uint32_t need = max_frame_bytes(p.mtu) + kAfPacketSlotOverhead;
+      if (framesz < need)
+        return ConfigError{path + "devargs", "framesz=" + std::to_string(framesz) + " holds frames of MTU " +
+                                                 std::to_string(p.mtu) + " only with framesz >= " +
+                                                 std::to_string(need) +
+                                                 " (and a blocksz, a multiple of the page size, that holds whole frames); "
+                                                 "or leave framesz and blocksz out and isoroced sizes them"};
+    }
     if (!p.policy) p.policy = c->policy;
     if (p.ref_peer_text.empty()) p.ref_peer_text = c->ref_peer;
     if (!p.ref_peer_text.empty()) {
@@ -424,9 +452,58 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
   return std::nullopt;
 }
 
-std::string af_packet_devargs(const std::string& devargs) {
-  if (!is_af_packet(devargs) || has_devarg(devargs, "framecnt")) return devargs;
-  return devargs + ",framecnt=" + std::to_string(kAfPacketFrames);
+uint32_t max_frame_bytes(uint32_t mtu) { return std::max<uint32_t>(mtu + 18 + 40 + 8 + 12 + 28 + 4, 1518); }
+
+namespace {
+
+// The slot size (framesz) and slots per block of a net_af_packet port: the
+// devargs' own, or sized for the MTU's frames in 512-byte steps so that a
+// block of whole pages holds whole slots without growing large (MTU 4096:
+// 4608-byte slots, 8 in a 36 KiB block), or DPDK's 2048 where those fit.
+struct AfPacketSlots {
+  uint32_t framesz = kAfPacketDefaultFramesz;
+  uint32_t blocksz = 0;  // 0: DPDK's default (a page)
+  bool derived = false;
+};
+
+AfPacketSlots af_packet_slots(const std::string& devargs, uint32_t mtu) {
+  AfPacketSlots s;
+  if (has_devarg(devargs, "framesz") || has_devarg(devargs, "blocksz")) {
+    if (has_devarg(devargs, "framesz")) s.framesz = devarg_number(devargs, "framesz");
+    return s;
+  }
+  const uint32_t need = max_frame_bytes(mtu) + kAfPacketSlotOverhead;
+  if (need <= kAfPacketDefaultFramesz) return s;
+  s.framesz = (need + 511) / 512 * 512;
+  s.blocksz = std::lcm(s.framesz, static_cast<uint32_t>(sysconf(_SC_PAGESIZE)));
+  s.derived = true;
+  return s;
+}
+
+}  // namespace
+
+std::string af_packet_devargs(const std::string& devargs, uint32_t mtu) {
+  if (!is_af_packet(devargs)) return devargs;
+  std::string d = devargs;
+  const AfPacketSlots s = af_packet_slots(devargs, mtu);
+  uint32_t per_block = 1;
+  if (s.derived) {
+    per_block = s.blocksz / s.framesz;
+    d += ",framesz=" + std::to_string(s.framesz) + ",blocksz=" + std::to_string(s.blocksz);
+  }
+  if (!has_devarg(d, "framecnt")) {
+    // The kernel takes whole blocks.
+    const uint32_t frames = (kAfPacketFrames + per_block - 1) / per_block * per_block;
+    d += ",framecnt=" + std::to_string(frames);
+  }
+  return d;
+}
+
+uint32_t af_packet_data_room(const std::string& devargs, uint32_t mtu) {
+  if (!is_af_packet(devargs)) return 0;
+  // The PMD copies a slot's frame area (the slot less the 32-byte tpacket2
+  // header) into one mbuf.
+  return af_packet_slots(devargs, mtu).framesz;
 }
 
 std::vector<std::string> eal_arguments(const DaemonConfig& c) {
@@ -440,7 +517,7 @@ std::vector<std::string> eal_arguments(const DaemonConfig& c) {
       a.push_back(p.devargs);
     } else {
       a.push_back("--vdev");
-      a.push_back(af_packet_devargs(p.devargs));
+      a.push_back(af_packet_devargs(p.devargs, p.mtu));
     }
   }
   const bool user_memory = std::any_of(c.eal_args.begin(), c.eal_args.end(), [](const std::string& s) {

@@ -121,9 +121,24 @@ std::optional<ConfigError> validate(DaemonConfig* config);
 // resends whole windows. 4096 (8 MiB of 2 KiB slots) holds about 3.6 ms.
 inline constexpr uint32_t kAfPacketFrames = 4096;
 
-// A port's devargs as given to EAL: net_af_packet gets framecnt=kAfPacketFrames
-// unless it names its own framecnt; other devices are unchanged.
-std::string af_packet_devargs(const std::string& devargs);
+// The largest Ethernet frame a port of RoCE path MTU `mtu` bytes sends or must
+// receive: a full RoCE packet (Ethernet + VLAN + IPv6 + UDP + BTH +
+// RETH/AtomicETH + ICRC) or a full 1500-byte Ethernet frame (ARP, ping).
+uint32_t max_frame_bytes(uint32_t mtu);
+
+// A net_af_packet slot holds the kernel's tpacket2 header and address (52
+// bytes) before the frame; DPDK's default slot is 2048 bytes, enough up to MTU 1024.
+inline constexpr uint32_t kAfPacketSlotOverhead = 64;
+inline constexpr uint32_t kAfPacketDefaultFramesz = 2048;
+
+// A port's devargs as given to EAL. net_af_packet gets framecnt=kAfPacketFrames
+// unless it names its own framecnt, and, for an MTU whose frames do not fit
+// DPDK's 2048-byte slots, a framesz (and blocksz) that holds them unless it names
+// its own; other devices are unchanged.
+std::string af_packet_devargs(const std::string& devargs, uint32_t mtu);
+// The mbuf data room a net_af_packet port of these devargs needs (its slots
+// less the kernel's header); 0 for other devices.
+uint32_t af_packet_data_room(const std::string& devargs, uint32_t mtu);
 
 // The EAL arguments for this configuration (argv[0] first).
 std::vector<std::string> eal_arguments(const DaemonConfig& config);

@@ -19,11 +19,6 @@ int worker_main(void* arg) {
 }
 
 
-// The largest frame a port sends or must receive: a full RoCE packet at the
-// MTU (Ethernet + VLAN + IPv6 + UDP + BTH + RETH/AtomicETH + ICRC) or a full
-// 1500-byte Ethernet frame (ping, ARP from peers).
-uint32_t max_frame(uint32_t mtu) { return std::max<uint32_t>(mtu + 18 + 40 + 8 + 12 + 28 + 4, 1518); }
-
 std::string mac_text(const wire::MacAddr& m) {
   char buf[18];
   std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
@@ -164,7 +159,7 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     // QPNs unique across the daemon's devices (isoroce-ctl qp/set-rate name a QP
     // by number): device i starts at i * 2^20 + 16, a million QPNs apart.
     dc.first_qpn = static_cast<uint32_t>((i << 20) + 16);
-    auto port = dataplane::Port::open(dc.name, ids[i], max_frame(pc.mtu), error);
+    auto port = dataplane::Port::open(dc.name, ids[i], max_frame_bytes(pc.mtu), af_packet_data_room(pc.devargs, pc.mtu), error);
     if (port == nullptr) {
       *error = "port[" + std::to_string(i) + "] (" + pc.devargs + "): " + *error;
       return false;

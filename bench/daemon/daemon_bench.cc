@@ -211,7 +211,7 @@ struct Side {
 
 bool make_side(Side& s, const std::string& name, uint16_t port_id, uint32_t ip, double link_gbps) {
   std::string err;
-  auto port = isoroce::dataplane::Port::open(name, port_id, 1518 + 64, &err);
+  auto port = isoroce::dataplane::Port::open(name, port_id, 1518 + 64, 0, &err);
   if (!port) {
     std::fprintf(stderr, "inproc: %s\n", err.c_str());
     return false;

@@ -3,6 +3,11 @@
 #include <rte_eth_ring.h>
 #include <rte_ring.h>
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -18,18 +23,53 @@ std::string dpdk_error(const char* what, int rc) {
   return std::string(what) + ": " + rte_strerror(rc < 0 ? -rc : rc);
 }
 
+// The MTU of the kernel interface behind a port (net_af_packet, net_af_xdp,
+// net_tap); 0 if there is none or it cannot be read.
+uint32_t interface_mtu(uint32_t if_index, std::string* ifname) {
+  char name[IF_NAMESIZE] = {};
+  if (if_index == 0 || if_indextoname(if_index, name) == nullptr) return 0;
+  *ifname = name;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, name, std::min(sizeof ifr.ifr_name - 1, std::strlen(name)));
+  const int rc = ioctl(fd, SIOCGIFMTU, &ifr);
+  close(fd);
+  return rc == 0 && ifr.ifr_mtu > 0 ? static_cast<uint32_t>(ifr.ifr_mtu) : 0;
+}
+
+// Whether the device carries frames of `max_frame` bytes (IP packets of
+// `ip_mtu`); if not, why, and what to change.
+bool frame_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_t max_frame,
+                uint32_t ip_mtu, std::string* error) {
+  std::string ifname;
+  const uint32_t kernel_mtu = interface_mtu(info.if_index, &ifname);
+  if (kernel_mtu != 0 && kernel_mtu < ip_mtu) {
+    *error = "interface " + ifname + " has MTU " + std::to_string(kernel_mtu) + ", and this RoCE MTU needs " +
+             std::to_string(ip_mtu) + ": raise it (ip link set " + ifname + " mtu " + std::to_string(ip_mtu) +
+             ") or choose a smaller mtu";
+    return false;
+  }
+  if (driver != "net_af_packet" && info.max_rx_pktlen != 0 && max_frame > info.max_rx_pktlen) {
+    *error = "driver " + driver + " takes frames of at most " + std::to_string(info.max_rx_pktlen) +
+             " bytes, and this RoCE MTU needs " + std::to_string(max_frame) + ": choose a smaller mtu";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Port::Port(std::string name, uint16_t port_id) : name_(std::move(name)), port_id_(port_id) {}
 
 std::unique_ptr<Port> Port::open(const std::string& name, uint16_t port_id, uint32_t max_frame,
-                                 std::string* error) {
+                                 uint32_t min_data_room, std::string* error) {
   std::unique_ptr<Port> p(new Port(name, port_id));
-  if (!p->setup(max_frame, error)) return nullptr;
+  if (!p->setup(max_frame, min_data_room, error)) return nullptr;
   return p;
 }
 
-bool Port::setup(uint32_t max_frame, std::string* error) {
+bool Port::setup(uint32_t max_frame, uint32_t min_data_room, std::string* error) {
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(port_id_, &info); rc != 0) {
     *error = dpdk_error("rte_eth_dev_info_get", rc);
@@ -38,7 +78,7 @@ bool Port::setup(uint32_t max_frame, std::string* error) {
   driver_ = info.driver_name ? info.driver_name : "";
   // Enough mbufs for the RX and TX rings, the TX queue and the per-lcore caches.
   const unsigned n_mbufs = 2 * (kRxDesc + kTxDesc) + 2 * kPoolCache + 1023;
-  const uint32_t room = RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(max_frame, 2048);
+  const uint32_t room = RTE_PKTMBUF_HEADROOM + std::max({max_frame, min_data_room, 2048u});
   if (room > UINT16_MAX) {
     *error = "frame size " + std::to_string(max_frame) + " does not fit an mbuf";
     return false;
@@ -51,7 +91,10 @@ bool Port::setup(uint32_t max_frame, std::string* error) {
   }
   rte_eth_conf conf{};
   const uint32_t mtu = max_frame > 18 ? max_frame - 18 : RTE_ETHER_MTU;  // Ethernet header + VLAN
-  if (mtu > RTE_ETHER_MTU && mtu <= info.max_mtu) conf.rxmode.mtu = mtu;
+  if (!frame_fits(info, driver_, max_frame, mtu, error)) return false;
+  // net_af_packet reports 1518-byte frames whatever its slots hold; its frame
+  // size is its framesz devarg (ctrl sizes it from the MTU).
+  if (mtu > RTE_ETHER_MTU && mtu <= info.max_mtu && driver_ != "net_af_packet") conf.rxmode.mtu = mtu;
   if (int rc = rte_eth_dev_configure(port_id_, 1, 1, &conf); rc != 0) {
     *error = dpdk_error("rte_eth_dev_configure", rc);
     return false;

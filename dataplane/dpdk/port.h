@@ -33,10 +33,11 @@ class Port final : public transport::TxSink {
  public:
   static constexpr uint16_t kBurst = 32;
 
-  // Sets up `port_id` with a pool sized for frames of `max_frame` bytes.
-  // On failure returns nullptr and fills *error.
+  // Sets up `port_id` with a pool sized for frames of `max_frame` bytes and
+  // mbufs of at least `min_data_room` bytes (net_af_packet copies whole slots of
+  // its framesz devarg). On failure returns nullptr and fills *error.
   static std::unique_ptr<Port> open(const std::string& name, uint16_t port_id, uint32_t max_frame,
-                                    std::string* error);
+                                    uint32_t min_data_room, std::string* error);
   // Creates two ring-backed ethdevs whose TX feeds the other's RX.
   static bool make_ring_pair(const std::string& a, const std::string& b, uint16_t* port_a,
                              uint16_t* port_b, std::string* error);
@@ -64,7 +65,7 @@ class Port final : public transport::TxSink {
 
  private:
   Port(std::string name, uint16_t port_id);
-  bool setup(uint32_t max_frame, std::string* error);
+  bool setup(uint32_t max_frame, uint32_t min_data_room, std::string* error);
   bool queue(rte_mbuf* m);
 
   std::string name_;

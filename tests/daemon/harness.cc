@@ -162,14 +162,14 @@ uint32_t Verbs::create_qp(uint32_t cq, const std::string& type, uint32_t depth) 
 }
 
 json Verbs::connect_rc(uint32_t qpn, const std::string& dgid, uint32_t dest_qpn, uint32_t my_psn,
-                       uint32_t peer_psn, uint32_t timeout, uint32_t retry_cnt) {
+                       uint32_t peer_psn, uint32_t timeout, uint32_t retry_cnt, uint32_t path_mtu) {
   const uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                           IBV_ACCESS_REMOTE_ATOMIC;
   json r = call({{"op", "modify_qp"}, {"qpn", qpn},
                  {"attr", {{"qp_state", "INIT"}, {"pkey_index", 0}, {"port_num", 1}, {"qp_access_flags", access}}}});
   if (!r["ok"].get<bool>()) return r;
   r = call({{"op", "modify_qp"}, {"qpn", qpn},
-            {"attr", {{"qp_state", "RTR"}, {"path_mtu", 1024}, {"dest_qp_num", dest_qpn}, {"rq_psn", peer_psn},
+            {"attr", {{"qp_state", "RTR"}, {"path_mtu", path_mtu}, {"dest_qp_num", dest_qpn}, {"rq_psn", peer_psn},
                       {"max_dest_rd_atomic", 16}, {"min_rnr_timer", 1}, {"ah_attr", {{"dgid", dgid}}}}}});
   if (!r["ok"].get<bool>()) return r;
   return call({{"op", "modify_qp"}, {"qpn", qpn},

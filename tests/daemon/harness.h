@@ -68,9 +68,9 @@ class Verbs {
   Buffer* reg(uint64_t len, uint32_t access);
   uint32_t create_cq(int cqe = 256);
   uint32_t create_qp(uint32_t cq, const std::string& type = "rc", uint32_t depth = 64);
-  // INIT -> RTR -> RTS towards (gid, dest_qpn); PSNs given.
+  // INIT -> RTR -> RTS towards (gid, dest_qpn); PSNs given; path_mtu in bytes.
   json connect_rc(uint32_t qpn, const std::string& dgid, uint32_t dest_qpn, uint32_t my_psn,
-                  uint32_t peer_psn, uint32_t timeout = 14, uint32_t retry_cnt = 7);
+                  uint32_t peer_psn, uint32_t timeout = 14, uint32_t retry_cnt = 7, uint32_t path_mtu = 1024);
   json post_send(uint32_t qpn, const json& wr) { return call({{"op", "post_send"}, {"qpn", qpn}, {"wr", wr}}); }
   json post_recv(uint32_t qpn, const json& wr) { return call({{"op", "post_recv"}, {"qpn", qpn}, {"wr", wr}}); }
   // Polls until n completions arrived or timeout_ms passed.

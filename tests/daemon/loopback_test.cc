@@ -487,6 +487,28 @@ TEST(DaemonConfig, AfPacketPortsGetLargeRingsUnlessTheDevargsSizeThem) {
   EXPECT_EQ(out.find("4096"), std::string::npos) << out;
   out = eal("net_tap0,iface=tap9");
   EXPECT_NE(out.find(" --vdev net_tap0,iface=tap9 "), std::string::npos) << out;
+  // Frames above DPDK's 2048-byte slots: slots sized from the MTU, whole
+  // pages per block, whole blocks per ring.
+  out = eal("net_af_packet0,iface=veth-a --mtu 4096");
+  EXPECT_NE(out.find(" --vdev net_af_packet0,iface=veth-a,framesz=4608,blocksz=36864,framecnt=4096 "),
+            std::string::npos) << out;
+  out = eal("net_af_packet0,iface=veth-a --mtu 2048");
+  EXPECT_NE(out.find(",framesz=2560,blocksz=20480,framecnt=4096 "), std::string::npos) << out;
+  out = eal("net_af_packet0,iface=veth-a,framesz=8192,blocksz=8192 --mtu 4096");
+  EXPECT_NE(out.find(" --vdev net_af_packet0,iface=veth-a,framesz=8192,blocksz=8192,framecnt=4096 "),
+            std::string::npos) << out;
+}
+
+TEST(DaemonConfig, AfPacketSlotsTooSmallForTheMtuAreRefusedNamingTheDevarg) {
+  const std::string cmd = daemon_path() +
+                          " --check --port net_af_packet0,iface=veth-a,framesz=2048 --ip 10.9.0.11/24 --mtu 4096 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  EXPECT_NE(pclose(f), 0) << out;
+  EXPECT_NE(out.find("port[0].devargs: framesz=2048 holds frames of MTU 4096 only with framesz >= 4270"),
+            std::string::npos) << out;
 }
 
 }  // namespace
