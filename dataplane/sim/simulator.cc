@@ -99,6 +99,7 @@ void Simulator::set_probe_tap(ProbeTap tap) {
 
 void Simulator::set_trace(trace::Sink* sink, trace::EventMask mask) {
   for (auto& h : world_->hosts) h->engine().attach_trace(sink, mask, static_cast<uint16_t>(h->index()));
+  world_->fabric->set_trace(sink, mask);
 }
 
 void Simulator::set_sampler(Picos period, Sampler sampler) {

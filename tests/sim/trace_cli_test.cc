@@ -165,9 +165,10 @@ TEST_F(TraceCli, TraceFollowsTheSchemaAndHasEachMessagesStages) {
   const nlohmann::json doc = nlohmann::json::parse(slurp(temp("a.json")));
   check_schema(doc);
   std::map<std::string, int> names;
-  int slices = 0;
+  int slices = 0, lost = 0;
   for (const auto& e : doc["traceEvents"]) {
     ++names[e["name"].get<std::string>()];
+    if (e["name"] == "drop" && e["args"]["reason"] == 17) ++lost;  // FabricDrop::kLinkLoss
     if (e["ph"] != "X") continue;
     ++slices;
     const auto& a = e["args"];
@@ -182,6 +183,7 @@ TEST_F(TraceCli, TraceFollowsTheSchemaAndHasEachMessagesStages) {
   EXPECT_GT(names["switch queue to host"], 0);
   // The loss shows as NAKs or retransmissions.
   EXPECT_GT(names["nak"] + names["retransmit"], 0);
+  EXPECT_GT(lost, 0);
 }
 
 TEST_F(TraceCli, EventFilterKeepsOnlyTheListedEvents) {
