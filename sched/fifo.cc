@@ -14,8 +14,9 @@ std::size_t FifoScheduler::fixed_bytes() const {
   return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry);
 }
 
-void FifoScheduler::activate(Picos, QpId qp, Packet pkt) {
+void FifoScheduler::activate(Picos now, QpId qp, Packet pkt) {
   if (qp >= qps_.size() || pkt.bytes == 0 || qps_[qp].bytes_ != 0) return;
+  trace_activate(now, qp, pkt.bytes);
   qps_[qp].bytes_ = pkt.bytes;
   qps_[qp].ends_message_ = pkt.ends_message;
   ring_.push_back(qps_.data(), qp);
@@ -27,8 +28,10 @@ bool FifoScheduler::enqueue_control(Picos, QpId qp, std::uint32_t bytes) {
   return control_.push(qp, bytes);
 }
 
-void FifoScheduler::set_rate(Picos, QpId qp, std::uint64_t bps) {
-  if (qp < qps_.size()) qps_[qp].rate_bps_ = bps;
+void FifoScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
+  if (qp >= qps_.size()) return;
+  qps_[qp].rate_bps_ = bps;
+  trace_rate(now, qp, bps);
 }
 
 std::uint64_t FifoScheduler::rate(QpId qp) const {
@@ -52,7 +55,8 @@ std::size_t FifoScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource
     if (at > limit) break;  // the link is busy
     if (!control_.empty()) {
       const ControlQueue::Entry c = control_.pop();
-      out[n++] = {c.qp, c.bytes, at, GrantKind::kControl};
+      out[n] = {c.qp, c.bytes, at, GrantKind::kControl};
+      trace_grant(now, out[n++]);
       link_.occupy(at, c.bytes);
       continue;
     }
@@ -66,7 +70,8 @@ std::size_t FifoScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource
       }
       proc_free_ = at + msg_cost_;
     }
-    out[n++] = {qp, s.bytes_, at, GrantKind::kData};
+    out[n] = {qp, s.bytes_, at, GrantKind::kData};
+    trace_grant(now, out[n++]);
     link_.occupy(at, s.bytes_);
     const bool message_done = s.ends_message_;
     const Packet next = src.on_grant(qp, s.bytes_);

@@ -147,6 +147,7 @@ void JustitiaScheduler::update_mode(Picos now) {
   if ((l != 0 || safe_util_ == max_rate_) && bytes == chunk_bytes_) return;
   accrue(now);  // at the old rate
   if (l == 0) {
+    if (safe_util_ != max_rate_) trace_.emit(now, trace::Event::kSafeUtil, trace::kNoQp, 0, 0, 0, max_rate_, current99_);
     safe_util_ = max_rate_;
     unattainable_ = false;
     miss_since_ = kNever;
@@ -190,6 +191,7 @@ void JustitiaScheduler::accrue(Picos now) {
   bank_at_ = now;
   const std::int64_t cap = bank_cap();
   const u128 bytes = x / kBitPicosPerByte;
+  const std::int64_t before = bank_;
   if (bytes >= static_cast<u128>(cap) || bank_ + static_cast<std::int64_t>(bytes) >= cap) {
     bank_ = cap;
     bank_frac_ = 0;
@@ -197,6 +199,10 @@ void JustitiaScheduler::accrue(Picos now) {
     bank_ += static_cast<std::int64_t>(bytes);
     bank_frac_ = static_cast<std::uint64_t>(x % kBitPicosPerByte);
   }
+  // The generator issued a token when the bank passed a whole token's bytes.
+  if (trace_.on(trace::Event::kTokenIssue) && bank_ / chunk_bytes_ > before / chunk_bytes_)
+    trace_.emit(now, trace::Event::kTokenIssue, trace::kNoQp, 0, chunk_bytes_, 0,
+                static_cast<std::uint64_t>(bank_ / chunk_bytes_), tau_);
 }
 
 // When the bank next holds a whole token.
@@ -229,7 +235,7 @@ void JustitiaScheduler::refill(Picos now) {
   while (bank_ >= chunk && !waiting_.empty() && holders_ == 0) {
     const std::uint32_t unit = waiting_.pop_front(units_.data());
     Flow& f = flows_[unit - max_qps_];
-    give_token(f);
+    give_token(now, f);
     if (f.bytes_credit >= qps_[f.qps.head].bytes_) {
       f.place = Place::kReady;
       ++holders_;
@@ -241,16 +247,20 @@ void JustitiaScheduler::refill(Picos now) {
   update_gen();
 }
 
-void JustitiaScheduler::give_token(Flow& f) {
+void JustitiaScheduler::give_token(Picos now, Flow& f) {
   bank_ -= chunk_bytes_;
   ++tokens_issued_;
   f.bytes_credit += chunk_bytes_;
   f.ops_credit += chunk_ops_;
   ++f.round;
+  trace_.emit(now, trace::Event::kTokenGrant, f.qps.head, 0, chunk_bytes_, static_cast<std::uint8_t>(f.cls),
+              static_cast<std::uint64_t>(bank_ / chunk_bytes_));
 }
 
 void JustitiaScheduler::on_reference_latency(Picos now, Picos latency) {
   update_mode(now);
+  const std::uint64_t safe_util_before = safe_util_;
+  const Picos current99_before = current99_;
   accrue(now);
   window_.add(latency);
   ++samples_;
@@ -282,6 +292,8 @@ void JustitiaScheduler::on_reference_latency(Picos now, Picos latency) {
   }
   min_safe_util_ = std::min(min_safe_util_, safe_util_);
   set_tau();
+  if (safe_util_ != safe_util_before || current99_ != current99_before)
+    trace_.emit(now, trace::Event::kSafeUtil, trace::kNoQp, 0, 0, 0, safe_util_, current99_);
 }
 
 const JustitiaStats* JustitiaScheduler::justitia_stats() const {
@@ -344,13 +356,14 @@ void JustitiaScheduler::make_eligible(Picos now, QpId qp, bool front) {
   if (!front) {
     f.place = Place::kWaiting;
     waiting_.push_back(units_.data(), unit);
+    trace_withhold(now, qp);
     return;
   }
   if (f.epoch != split_epoch_) f.bytes_credit = std::min<std::int64_t>(f.bytes_credit, chunk_bytes_);
   if (!covers(f, q)) {
     accrue(now);
     if (bank_ >= static_cast<std::int64_t>(chunk_bytes_)) {
-      give_token(f);
+      give_token(now, f);
       update_gen();
     }
   }
@@ -361,6 +374,7 @@ void JustitiaScheduler::make_eligible(Picos now, QpId qp, bool front) {
   } else {
     f.place = Place::kWaiting;
     push_waiting_front(unit);
+    trace_withhold(now, qp);
   }
 }
 
@@ -471,6 +485,7 @@ void JustitiaScheduler::dequeue_qp(QpId qp) {
 
 void JustitiaScheduler::activate(Picos now, QpId qp, Packet pkt) {
   if (qp >= qps_.size() || pkt.bytes == 0 || qps_[qp].active_) return;
+  trace_activate(now, qp, pkt.bytes);
   Qp& q = qps_[qp];
   if (q.flow_ == kNil) assign(qp, flow_key(kDefaultAppBit | qp, FlowClass::kBandwidth), FlowClass::kBandwidth, 1);
   q.bytes_ = pkt.bytes;
@@ -492,6 +507,7 @@ bool JustitiaScheduler::enqueue_control(Picos, QpId qp, std::uint32_t bytes) {
 // the wait still ahead (scaled by new / old packet time); none releases a waiting QP.
 void JustitiaScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   if (qp >= qps_.size()) return;
+  trace_rate(now, qp, bps);
   Qp& q = qps_[qp];
   const ByteCost old_cost = q.cost_;
   q.rate_ = bps;
@@ -560,8 +576,15 @@ void JustitiaScheduler::push_waiting_front(std::uint32_t unit) {
 }
 
 // The flow at the head of the ring has spent its token (or the flow is idle).
-void JustitiaScheduler::end_turn(std::uint32_t fid) {
+void JustitiaScheduler::end_turn(Picos now, std::uint32_t fid) {
   Flow& f = flows_[fid];
+  if (f.qps.head != kNil && trace_.mask() != 0) [[unlikely]] {
+    // Its next packet waits for another token; in the middle of a message, the token
+    // just spent ended one of the message's chunks.
+    if (!qps_[f.qps.head].starts_)
+      trace_.emit(now, trace::Event::kChunkSplit, f.qps.head, 0, chunk_bytes_, static_cast<std::uint8_t>(f.cls));
+    trace_withhold(now, f.qps.head);
+  }
   const std::uint32_t unit = max_qps_ + fid;
   ring_.remove(units_.data(), unit);
   --holders_;
@@ -583,7 +606,8 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
     if (at > limit) break;  // the link is busy
     if (!control_.empty()) {
       const ControlQueue::Entry c = control_.pop();
-      out[n++] = {c.qp, c.bytes, at, GrantKind::kControl};
+      out[n] = {c.qp, c.bytes, at, GrantKind::kControl};
+      trace_grant(now, out[n++]);
       link_.occupy(at, c.bytes);
       continue;
     }
@@ -604,12 +628,13 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
     Qp& q = qps_[qp];
     if (is_flow && (flows_[fid].bytes_credit < static_cast<std::int64_t>(q.bytes_) ||
                     (flows_[fid].ops_credit <= 0 && q.starts_))) {
-      end_turn(fid);
+      end_turn(at, fid);
       continue;
     }
     if (wait_for_processor(at, q)) continue;
     const std::uint32_t bytes = q.bytes_;
-    out[n++] = {qp, bytes, at, GrantKind::kData};
+    out[n] = {qp, bytes, at, GrantKind::kData};
+    trace_grant(now, out[n++]);
     link_.occupy(at, bytes);
     const bool ended = q.ends_;
     Flow& f = flows_[q.flow_];
@@ -667,7 +692,7 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
     }
     if (is_flow) {
       const Qp& h = qps_[f.qps.head];
-      if (f.bytes_credit < static_cast<std::int64_t>(h.bytes_) || (f.ops_credit <= 0 && h.starts_)) end_turn(fid);
+      if (f.bytes_credit < static_cast<std::int64_t>(h.bytes_) || (f.ops_credit <= 0 && h.starts_)) end_turn(at, fid);
     }
   }
   return n;

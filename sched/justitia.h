@@ -125,7 +125,13 @@ class JustitiaScheduler final : public Scheduler {
   void flow_park(std::uint32_t f);
   void make_eligible(Picos now, QpId qp, bool front);
   void release_due(Picos at);
-  void give_token(Flow& f);
+  void give_token(Picos now, Flow& f);
+  // A paced flow's packet of `qp` waits for a token.
+  void trace_withhold(Picos now, QpId qp) const {
+    if (trace_.on(trace::Event::kTokenWithhold)) [[unlikely]]
+      trace_.emit(now, trace::Event::kTokenWithhold, qp, 0, qps_[qp].bytes_,
+                  static_cast<std::uint8_t>(flows_[qps_[qp].flow_].cls));
+  }
   bool covers(const Flow& f, const Qp& q) const {
     return f.bytes_credit >= static_cast<std::int64_t>(q.bytes_) && !(f.ops_credit <= 0 && q.starts_);
   }
@@ -144,7 +150,7 @@ class JustitiaScheduler final : public Scheduler {
     qps_[rate_heap_[b]].heap_pos_ = b;
   }
   void flow_idle(std::uint32_t f);
-  void end_turn(std::uint32_t f);
+  void end_turn(Picos now, std::uint32_t f);
   void touch_latency(Picos now, Flow& f);
   std::uint32_t latency_active(Picos now);
   void update_mode(Picos now);

@@ -24,6 +24,7 @@
 
 #include "sched/justitia_params.h"
 #include "sched/time.h"
+#include "sched/trace.h"
 
 namespace isoroce::sched {
 
@@ -133,6 +134,31 @@ class Scheduler {
   virtual void on_reference_latency(Picos /*now*/, Picos /*latency*/) {}
   // SafeUtil, tau, Current99, tokens; nullptr for the other policies.
   virtual const JustitiaStats* justitia_stats() const { return nullptr; }
+
+  // ---- tracing (sched/trace.h, docs/profiling.md) ----
+  // Records the events of `mask` the scheduler emits (activate, eligible, token_grant,
+  // token_withhold, grant, rate, safe_util, token_issue, chunk_split) into `sink`,
+  // stamped with `port` and naming QPs by QpId; a null sink turns tracing off. Off,
+  // an event costs one load and a predicted branch.
+  virtual void attach_trace(trace::Sink* sink, trace::EventMask mask, std::uint16_t port) {
+    trace_.attach(sink, mask, port);
+  }
+  const trace::Tracer& tracer() const { return trace_; }
+
+ protected:
+  // A grant the policy just made (kGrant: a = departure, b = 1 for control).
+  void trace_grant(Picos now, const Grant& g) const {
+    trace_.emit(now, trace::Event::kGrant, g.qp, 0, g.bytes, 0, g.departure,
+                g.kind == GrantKind::kControl ? 1 : 0);
+  }
+  void trace_activate(Picos now, QpId qp, std::uint32_t bytes) const {
+    trace_.emit(now, trace::Event::kActivate, qp, 0, bytes);
+  }
+  void trace_rate(Picos now, QpId qp, std::uint64_t bps) const {
+    trace_.emit(now, trace::Event::kRate, qp, 0, 0, 0, bps);
+  }
+
+  trace::Tracer trace_;
 };
 
 // nullptr if validate(config) is not empty.

@@ -56,24 +56,27 @@ Picos TasselScheduler::when_system_time_reaches(Picos v) const {
 }
 
 // S -> F: the packet is eligible; its finish time uses the rate in force now.
-inline void TasselScheduler::make_eligible(QpId qp) {
+inline void TasselScheduler::make_eligible(Picos now, QpId qp) {
   QpSlot& s = qps_[qp];
+  const Picos start = s.time_;
   s.time_ += duration(s.bytes_, s.cost_);
+  trace_.emit(now, trace::Event::kEligible, qp, 0, s.bytes_, 0, start, s.time_);
   pool_.push(qps_.data(), qp);
 }
 
-inline void TasselScheduler::place_limited(QpId qp, Picos start) {
+inline void TasselScheduler::place_limited(Picos now, QpId qp, Picos start) {
   qps_[qp].time_ = start;
-  if (!timeline_.insert(qps_.data(), qp)) make_eligible(qp);
+  if (!timeline_.insert(qps_.data(), qp)) make_eligible(now, qp);
 }
 
-void TasselScheduler::release_due() {
-  timeline_.advance(qps_.data(), v_, [this](std::uint32_t qp) { make_eligible(qp); });
+void TasselScheduler::release_due(Picos now) {
+  timeline_.advance(qps_.data(), v_, [this, now](std::uint32_t qp) { make_eligible(now, qp); });
 }
 
 void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
   if (qp >= qps_.size() || pkt.bytes == 0 || qps_[qp].where_ != Where::kIdle) return;
   sync(now);
+  trace_activate(now, qp, pkt.bytes);
   QpSlot& s = qps_[qp];
   s.bytes_ = pkt.bytes;
   ++active_;
@@ -84,7 +87,7 @@ void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
   }
   active_bps_ += rates_[qp];
   update_sigma();
-  place_limited(qp, std::max(s.time_, v_));  // S = max(F of the last packet, V)
+  place_limited(now, qp, std::max(s.time_, v_));  // S = max(F of the last packet, V)
 }
 
 bool TasselScheduler::enqueue_control(Picos now, QpId qp, std::uint32_t bytes) {
@@ -114,6 +117,7 @@ void TasselScheduler::remove_from_queue(QpId qp) {
 void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   if (qp >= qps_.size()) return;
   sync(now);
+  trace_rate(now, qp, bps);
   QpSlot& s = qps_[qp];
   const bool was_limited = s.cost_ != 0;
   const bool is_active = s.where_ != Where::kIdle;
@@ -133,7 +137,7 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
       remove_from_queue(qp);
       active_bps_ += bps;
       update_sigma();
-      place_limited(qp, v_ + left);
+      place_limited(now, qp, v_ + left);
       return;
     }
   }
@@ -146,7 +150,7 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
     unlimited_.push_back(qps_.data(), qp);
   } else if (!was_limited && bps != kUnlimited) {
     remove_from_queue(qp);
-    place_limited(qp, std::max(s.time_, v_));
+    place_limited(now, qp, std::max(s.time_, v_));
   }
 }
 
@@ -172,9 +176,10 @@ bool TasselScheduler::active(QpId qp) const {
   return qp < qps_.size() && qps_[qp].where_ != Where::kIdle;
 }
 
-inline void TasselScheduler::grant(QpId qp, Picos at, Grant& out, PacketSource& src) {
+inline void TasselScheduler::grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src) {
   QpSlot& s = qps_[qp];
   out = {qp, s.bytes_, at, GrantKind::kData};
+  trace_grant(now, out);
   link_.occupy(at, s.bytes_);
   s.where_ = Where::kIdle;
   const Packet next = src.on_grant(qp, s.bytes_);
@@ -191,7 +196,7 @@ inline void TasselScheduler::grant(QpId qp, Picos at, Grant& out, PacketSource& 
     s.where_ = Where::kUnlimited;
     unlimited_.push_back(qps_.data(), qp);
   } else {
-    place_limited(qp, s.time_);  // still backlogged: S = F of the packet just granted
+    place_limited(at, qp, s.time_);  // still backlogged: S = F of the packet just granted
   }
 }
 
@@ -202,17 +207,18 @@ std::size_t TasselScheduler::dequeue(Picos now, std::span<Grant> out, PacketSour
     const Picos at = link_.start(now);
     if (at > limit) break;  // the link is busy
     sync(at);
-    release_due();
+    release_due(at);
     if (!control_.empty()) {
       const ControlQueue::Entry c = control_.pop();
-      out[n++] = {c.qp, c.bytes, at, GrantKind::kControl};
+      out[n] = {c.qp, c.bytes, at, GrantKind::kControl};
+      trace_grant(now, out[n++]);
       link_.occupy(at, c.bytes);
       continue;
     }
     QpId qp = pool_.pop(qps_.data());
     if (qp == kNil) qp = unlimited_.pop_front(qps_.data());
     if (qp != kNil) {
-      grant(qp, at, out[n++], src);
+      grant(now, qp, at, out[n++], src);
       continue;
     }
     // Nothing eligible: the link idles until the next QP is.

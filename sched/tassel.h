@@ -63,11 +63,11 @@ class TasselScheduler final : public Scheduler {
   void sync(Picos t);
   void update_sigma();
   Picos when_system_time_reaches(Picos v) const;
-  [[gnu::always_inline]] void place_limited(QpId qp, Picos start);
-  void release_due();
-  [[gnu::always_inline]] void make_eligible(QpId qp);
+  [[gnu::always_inline]] void place_limited(Picos now, QpId qp, Picos start);
+  void release_due(Picos now);
+  [[gnu::always_inline]] void make_eligible(Picos now, QpId qp);
   void remove_from_queue(QpId qp);
-  [[gnu::always_inline]] void grant(QpId qp, Picos at, Grant& out, PacketSource& src);
+  [[gnu::always_inline]] void grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src);
 
   Config config_;
   std::vector<QpSlot> qps_;

@@ -45,7 +45,7 @@ enum class Event : std::uint8_t {
   kSafeUtil,       // sched: justitia SafeUtil changed (a: bps; b: Current99 ps)
   kTokenIssue,     // sched: justitia token generator issued a token (a: tokens banked; b: tau ps)
   kChunkSplit,     // sched: justitia split a message into token-sized chunks (bytes: chunk)
-  kDrop,           // transport/sim: a frame dropped (bytes; a: reason code of the emitter)
+  kDrop,           // transport/sim: a frame dropped (bytes; a: transport::DropReason or sim::FabricDrop)
   kCount
 };
 
@@ -53,6 +53,8 @@ inline constexpr std::size_t kEventCount = static_cast<std::size_t>(Event::kCoun
 using EventMask = std::uint32_t;  // bit i: Event i is recorded
 static_assert(kEventCount <= 32, "EventMask has 32 bits");
 inline constexpr EventMask kAllEvents = (EventMask{1} << kEventCount) - 1;
+// The qp of records about the whole port (safe_util, token_issue).
+inline constexpr std::uint32_t kNoQp = 0xffff'ffff;
 inline constexpr EventMask bit(Event e) { return EventMask{1} << static_cast<unsigned>(e); }
 
 // Names used on command lines (--events) and in trace files.

@@ -104,6 +104,7 @@ void EngineImpl::retire_acked(Picos now, QpCtx& q, wire::Psn through) {
 }
 
 void EngineImpl::retry(Picos now, QpCtx& q, wire::Psn from) {
+  trace(now, trace::Event::kRetransmit, q, from.value(), 0, q.comp.retry_left);
   rewind_requester(q, from);
   // The scheduler may hold a stale size for this QP's next packet: re-announce it.
   sched_->deactivate(now, q.slot);
@@ -137,9 +138,18 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     switch (step) {
       case CompStep::kCheckState: step = comp_check_state(q); break;
       case CompStep::kCheckPsn: step = comp_check_psn(q, pkt); break;
-      case CompStep::kAck: step = comp_ack(now, q, pkt.psn); break;
-      case CompStep::kRnrNak: step = comp_rnr_nak(now, q, pkt.psn, pkt.aeth->syndrome); break;
-      case CompStep::kNak: step = comp_nak(now, q, pkt.psn, pkt.aeth->syndrome); break;
+      case CompStep::kAck:
+        trace(now, trace::Event::kAck, q, pkt.psn.value(), 0, pkt.aeth ? pkt.aeth->syndrome : 0);
+        step = comp_ack(now, q, pkt.psn);
+        break;
+      case CompStep::kRnrNak:
+        trace(now, trace::Event::kNak, q, pkt.psn.value(), 0, pkt.aeth->syndrome);
+        step = comp_rnr_nak(now, q, pkt.psn, pkt.aeth->syndrome);
+        break;
+      case CompStep::kNak:
+        trace(now, trace::Event::kNak, q, pkt.psn.value(), 0, pkt.aeth->syndrome);
+        step = comp_nak(now, q, pkt.psn, pkt.aeth->syndrome);
+        break;
       case CompStep::kAtomicAck: step = comp_atomic_ack(now, q, pkt); break;
       case CompStep::kReadResponse: step = comp_read_response(now, q, pkt, frame); break;
       case CompStep::kDone: break;

@@ -40,26 +40,32 @@ uint32_t EngineImpl::frame_len(uint8_t opcode, uint32_t payload) const {
 
 void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   if (now > tx_now_) tx_now_ = now;
+  if (now > trace_now_) trace_now_ = now;
   ++counters_.rx_frames;
   const wire::ParseResult r = wire::parse_frame(frame);
   if (!r.ok()) {
     ++counters_.rx_parse_errors;
-    if (r.error == wire::ParseError::kBadIcrc) ++counters_.rx_bad_icrc;
+    const bool icrc = r.error == wire::ParseError::kBadIcrc;
+    if (icrc) ++counters_.rx_bad_icrc;
     ++counters_.rx_dropped;
+    trace_drop(now, r.pkt.dest_qp.value(), frame.size(), icrc ? DropReason::kBadIcrc : DropReason::kParseError);
     return;
   }
   const wire::RocePacket& pkt = r.pkt;
   if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff) {
     ++counters_.rx_not_for_port;
     ++counters_.rx_dropped;
+    trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kNotForPort);
     return;
   }
   QpCtx* q = find_qp(pkt.dest_qp);
   if (q == nullptr) {
     ++counters_.rx_unknown_qp;
     ++counters_.rx_dropped;
+    trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kUnknownQp);
     return;
   }
+  trace(now, trace::Event::kFrameRx, *q, pkt.psn.value(), static_cast<uint32_t>(frame.size()), pkt.opcode);
   // A QP's rx_packets/rx_bytes count what it accepts, so nobody else on the
   // link can inflate them (issue 16.9a).
   const wire::OpcodeInfo& op = *pkt.op;
@@ -73,6 +79,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     }
     ++counters_.rx_wrong_source;
     ++counters_.rx_dropped;
+    trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kWrongSource);
     return;
   }
   if (config_.dcqcn.enabled && pkt.ecn() == 0x3) [[unlikely]] np_check_ce(now, *q, pkt);
@@ -87,6 +94,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       if (pkt.src_ip != q->peer.ip) {
         ++counters_.rx_wrong_source;
         ++counters_.rx_dropped;
+        trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kWrongSource);
         return;
       }
       count_rx(*q, frame.size());
@@ -102,6 +110,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   }
   ++counters_.rx_wrong_transport;
   ++counters_.rx_dropped;
+  trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kWrongTransport);
 }
 
 void EngineImpl::schedule_timer(QpCtx& q, Picos when) {
@@ -112,6 +121,7 @@ void EngineImpl::schedule_timer(QpCtx& q, Picos when) {
 
 void EngineImpl::advance(Picos now) {
   if (now > tx_now_) tx_now_ = now;
+  if (now > trace_now_) trace_now_ = now;
   while (!timers_.empty() && timers_.top().when <= now) {
     const Timer t = timers_.top();
     timers_.pop();
@@ -201,6 +211,7 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
 
 size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
   if (now > tx_now_) tx_now_ = now;
+  if (now > trace_now_) trace_now_ = now;
   size_t sent = 0;
   std::array<sched::Grant, 32> grants;
   while (sent < max_frames) {
@@ -240,6 +251,10 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       }
       if (len == 0) continue;
       if (d.kind != TxKind::kNone) dcqcn_sent(now, *q, len + kEthWireOverhead);
+      if (trace_.mask() != 0) [[unlikely]] {
+        if (cnp) trace(now, trace::Event::kCnp, *q, 0, static_cast<uint32_t>(len), 0);
+        trace_frame_tx(g.departure, *q, buf.first(len));
+      }
       sink.tx_commit(g.departure, len);
       ++counters_.tx_frames;
       counters_.tx_bytes += len;

@@ -71,6 +71,7 @@ size_t EngineImpl::build_cnp(QpCtx& q, std::span<uint8_t> out) {
 }
 
 void EngineImpl::on_cnp(Picos now, QpCtx& q) {
+  trace(now, trace::Event::kCnp, q, 0, 0, 1);
   ++counters_.cnps_received;
   ++q.cnps_received;
   if (!config_.dcqcn.enabled) return;
@@ -87,6 +88,16 @@ void EngineImpl::dcqcn_timer(Picos now, QpCtx& q) {
 }
 
 void EngineImpl::apply_rate(Picos now, QpCtx& q) {
+  if (trace_.mask() != 0 && q.rp.configured()) [[unlikely]] {
+    const dcqcn::RpCounters& c = q.rp.counters();
+    if (c.decreases != q.traced_cuts)
+      trace(now, trace::Event::kDcqcnCut, q, 0, 0, q.rp.rate_bps(),
+            static_cast<uint64_t>(q.rp.alpha() * (1 << 20)));
+    if (c.increases != q.traced_increases)
+      trace(now, trace::Event::kDcqcnIncrease, q, 0, 0, q.rp.rate_bps(), q.rp.target_bps());
+    q.traced_cuts = c.decreases;
+    q.traced_increases = c.increases;
+  }
   uint64_t bps = q.user_rate_bps;
   if (q.rp.configured() && q.rp.limiting()) {
     const uint64_t cc = std::max<uint64_t>(1, q.rp.rate_bps());

@@ -118,7 +118,7 @@ int EngineImpl::resize_cq(CqHandle cq, int cqe, uint32_t outside) {
   return 0;
 }
 
-void EngineImpl::complete(CqHandle cq, const ibv_wc& wc) {
+void EngineImpl::complete(CqHandle cq, const ibv_wc& wc, uint32_t msg_id) {
   auto it = cqs_.find(cq);
   if (it == cqs_.end()) return;
   CqCtx& c = *it->second;
@@ -129,6 +129,11 @@ void EngineImpl::complete(CqHandle cq, const ibv_wc& wc) {
     return;
   }
   c.entries.push() = wc;
+  if (trace_.on(trace::Event::kCompletion)) [[unlikely]] {
+    const QpCtx* q = find_qp(wire::Qpn(wc.qp_num));
+    trace_.emit(trace_now_, trace::Event::kCompletion, wc.qp_num, msg_id, wc.byte_len,
+                q ? q->cls : static_cast<uint8_t>(sched::FlowClass::kBandwidth), wc.status, wc.opcode);
+  }
   if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
     if (QpCtx* q = find_qp(wire::Qpn(wc.qp_num))) ++q->stats.errors;
   }
@@ -164,7 +169,7 @@ void EngineImpl::complete_send(QpCtx& q, const SendWqe& w, ibv_wc_status status)
       default: wc.byte_len = static_cast<uint32_t>(w.length); break;
     }
   }
-  complete(q.send_cq, wc);
+  complete(q.send_cq, wc, w.msg_id);
 }
 
 // ---- SRQ -----------------------------------------------------------------
@@ -436,6 +441,7 @@ int EngineImpl::set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uin
   QpCtx* q = find_qp(qpn);
   if (q == nullptr || weight == 0) return EINVAL;
   sched_->set_class(now, q->slot, cls, app, weight);
+  q->cls = static_cast<uint8_t>(cls);
   // Soft admission (Justitia): admitted, but the application is told.
   const sched::JustitiaStats* js = sched_->justitia_stats();
   if (cls == sched::FlowClass::kLatency && js != nullptr && js->current99 > js->target99)

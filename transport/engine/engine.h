@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "sched/scheduler.h"
+#include "sched/trace.h"
 #include "transport/dcqcn/params.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/mr_table.h"
@@ -193,6 +194,17 @@ struct EngineCounters {
   uint64_t cnps_received = 0;
 };
 
+// trace::Event::kDrop's `a` for frames the engine refuses on receive: the
+// EngineCounters field that counted it.
+enum class DropReason : uint8_t {
+  kParseError = 1,      // rx_parse_errors (not kBadIcrc)
+  kBadIcrc = 2,         // rx_bad_icrc
+  kNotForPort = 3,      // rx_not_for_port
+  kUnknownQp = 4,       // rx_unknown_qp
+  kWrongSource = 5,     // rx_wrong_source
+  kWrongTransport = 6,  // rx_wrong_transport
+};
+
 // One QP's DCQCN state and counters (Engine::qp_dcqcn).
 struct QpDcqcnState {
   bool limiting = false;      // the reaction point limits the QP's rate now
@@ -304,6 +316,15 @@ class Engine {
   virtual const EngineConfig& config() const = 0;
   // DCQCN state of one QP (all zero for an unknown QPN).
   virtual QpDcqcnState qp_dcqcn(wire::Qpn qpn) const = 0;
+
+  // ---- tracing (sched/trace.h, docs/profiling.md) ----
+  // Records the events of `mask` into `sink`, stamped with `port`: the engine's own
+  // (post, frame_tx, frame_rx, ack, nak, cnp, retransmit, completion, dcqcn_cut,
+  // dcqcn_increase, drop) and its scheduler's, which the engine rewrites to name the
+  // QPN (scheduler QpIds never leave it) and the QP's flow class. A null sink or an
+  // empty mask turns tracing off. `sink` must outlive the engine or the next call.
+  // Attaching records a kRate for every QP that has a rate limit already.
+  virtual void attach_trace(trace::Sink* sink, trace::EventMask mask, uint16_t port) = 0;
 };
 
 }  // namespace isoroce::transport

@@ -64,12 +64,39 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   const EngineCounters& counters() const override { return counters_; }
   const EngineConfig& config() const override { return config_; }
   QpDcqcnState qp_dcqcn(wire::Qpn qpn) const override;
+  void attach_trace(trace::Sink* sink, trace::EventMask mask, uint16_t port) override;
 
  private:
+  // The scheduler's records, QpId -> QPN and the QP's class, forwarded to the sink.
+  class SchedTrace final : public trace::Sink {
+   public:
+    explicit SchedTrace(EngineImpl* engine) : engine_(engine) {}
+    void record(const trace::Record& r) override;
+
+   private:
+    EngineImpl* engine_;
+  };
+
+  // An engine event about q (see trace::Event for psn/bytes/a/b).
+  void trace(Picos now, trace::Event e, const QpCtx& q, uint32_t psn, uint32_t bytes, uint64_t a = 0,
+             uint64_t b = 0) const {
+    if (trace_.on(e)) [[unlikely]]
+      trace_.emit(now, e, q.qp.qpn().value(), psn, bytes, q.cls, a, b);
+  }
+  // A received frame refused before it reached a QP's steps.
+  void trace_drop(Picos now, uint32_t qpn, size_t bytes, DropReason why) const {
+    if (trace_.on(trace::Event::kDrop)) [[unlikely]]
+      trace_.emit(now, trace::Event::kDrop, qpn, 0, static_cast<uint32_t>(bytes), 0,
+                  static_cast<uint64_t>(why));
+  }
+  // A frame just built into `frame` (BTH opcode and PSN read back from it).
+  void trace_frame_tx(Picos departure, const QpCtx& q, std::span<const uint8_t> frame) const;
+
   // ---- engine.cc
   QpCtx* find_qp(wire::Qpn qpn);
   const QpCtx* find_qp(wire::Qpn qpn) const;
-  void complete(CqHandle cq, const ibv_wc& wc);
+  // msg_id: the send's trace message id (QpCtx::posted at post), 0 for receives.
+  void complete(CqHandle cq, const ibv_wc& wc, uint32_t msg_id = 0);
   void complete_send(QpCtx& q, const SendWqe& w, ibv_wc_status status);
   // The QP entered ERR: flush every outstanding WQE (IBTA 10.3.1, 11.4.2.1).
   void enter_error(Picos now, QpCtx& q);
@@ -225,6 +252,12 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   std::vector<TxDesc> granted_;
   std::vector<uint32_t> after_grant_;  // slots to kick once the dequeue returned
   std::vector<std::span<const uint8_t>> payload_scratch_;
+
+  // Tracing: the engine's tracer, the scheduler's translating sink, and the latest
+  // "now" any call brought (completions are written by calls that take no time).
+  trace::Tracer trace_;
+  SchedTrace sched_trace_{this};
+  Picos trace_now_ = 0;
 };
 
 }  // namespace isoroce::transport::detail

@@ -63,6 +63,7 @@ struct SendWqe {
   std::vector<Sge> sges;
   std::vector<uint8_t> inline_data;  // IBV_SEND_INLINE: copied at post time
   uint64_t length = 0;
+  uint32_t msg_id = 0;        // the QP's post count at post time (trace message id)
   bool signaled = false;
   bool is_inline = false;
   // UD addressing.
@@ -267,6 +268,11 @@ struct QpCtx {
   Peer cnp_peer;                   // UD: where the queued CNP goes
   uint32_t cnp_qpn = 0;            // UD: its dest QP (the sender's QPN)
   uint64_t ce_received = 0, cnps_sent = 0, cnps_received = 0;
+  // Tracing: the class set_qp_class gave (sched::FlowClass), work requests posted,
+  // and the reaction point's cuts and increases already traced.
+  uint8_t cls = static_cast<uint8_t>(sched::FlowClass::kBandwidth);
+  uint32_t posted = 0;
+  uint64_t traced_cuts = 0, traced_increases = 0;
 };
 
 struct AhCtx {

@@ -98,6 +98,9 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   w.npkts = 0;
   w.read_done = 0;
   w.completed_ok = false;
+  w.msg_id = q.posted++;
+  if (now > trace_now_) trace_now_ = now;
+  trace(now, trace::Event::kPost, q, w.msg_id, static_cast<uint32_t>(w.length), w.opcode);
 
   if (st == IBV_QPS_ERR) {
     flush(q);
