@@ -2,6 +2,7 @@
 //
 //   isoroce-sim SCENARIO.toml [--json] [--seed N] [--no-wall] [--check]
 //               [--pcap FILE] [--pcap-rx FILE] [--dump] [--policy P] [--only FLOW,...]
+//               [--justitia NAME=VALUE ...]
 //
 // Exit status: 0 the run completed with every flow's integrity intact; 1 bad
 // scenario or arguments; 3 some flow's integrity check failed.
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   std::optional<uint64_t> seed;
   std::string policy_override;
   std::vector<std::string> only;
+  std::vector<std::string> justitia;
   app.add_option("scenario", path, "scenario file (TOML)")->required();
   app.add_flag("--json", json, "print the report as JSON");
   app.add_option("--seed", seed, "override the scenario's seed");
@@ -36,6 +38,8 @@ int main(int argc, char** argv) {
   app.add_flag("--check", check, "validate the scenario and exit");
   app.add_flag("--dump", dump, "print the scenario with every default filled in, and exit");
   app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia)");
+  app.add_option("--justitia", justitia,
+                 "set a [host.justitia] parameter NAME=VALUE on every host, e.g. signal=passive, classify=verify (repeat)");
   app.add_option("--only", only, "keep only these flows (by name; repeat or comma-separate)")->delimiter(',');
   app.add_option("--pcap", pcap_tx, "write every frame the hosts send to FILE (pcap, virtual ns)");
   app.add_option("--pcap-rx", pcap_rx, "write every frame the hosts receive (after faults) to FILE");
@@ -62,6 +66,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (auto& h : parsed.scenario.hosts) h.policy = p;
+  }
+  for (const std::string& kv : justitia) {
+    for (auto& h : parsed.scenario.hosts) {
+      if (!sched::set(h.justitia, kv) || !sched::validate(h.justitia).empty()) {
+        fmt::print(stderr, "isoroce-sim: --justitia: \"{}\" is not NAME=VALUE of a [host.justitia] parameter in range\n", kv);
+        return 1;
+      }
+    }
   }
   if (!only.empty()) {
     std::vector<sim::FlowConfig> kept;
