@@ -106,6 +106,7 @@ json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::Devi
   if (cfg.policy == sched::Policy::kJustitia) {
     json params = json::object();
     for (const auto& [k, v] : justitia_param_values(cfg.justitia)) params[k] = v;
+    for (const auto& [k, v] : justitia_param_words(cfg.justitia)) params[k] = v;
     state["justitia"] = params;
     if (!d->ref_note.empty()) state["reference_flow"] = d->ref_note;
   }
