@@ -104,7 +104,8 @@ std::optional<ConfigError> read_policy(const toml::table& t, const std::string& 
 const std::vector<std::string>& justitia_param_names() {
   static const std::vector<std::string> names = {
       "target99_us", "ref_period_us", "window", "token_bytes", "split_bytes", "token_ops",
-      "max_tokens", "max_rate_gbps", "increase_step_gbps", "unattainable_after_s", "latency_idle_us"};
+      "max_tokens", "max_rate_gbps", "increase_step_gbps", "unattainable_after_s", "latency_idle_us",
+      "signal", "classify", "classify_bytes", "classify_messages"};
   return names;
 }
 
@@ -115,6 +116,9 @@ std::string set_justitia_param(sched::JustitiaParams& p, const std::string& name
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     return "unknown parameter '" + name + "' (known: " + list + ")";
   }
+  if (name == "signal" && !sched::set(p, name, value)) return "signal: '" + value + "' is not probe, passive or both";
+  if (name == "classify" && !sched::set(p, name, value))
+    return "classify: '" + value + "' is not declared, auto or verify";
   if (!sched::set(p, name, value)) return name + ": '" + value + "' is not a number in range for it";
   return {};
 }
@@ -137,7 +141,13 @@ std::vector<std::pair<std::string, double>> justitia_param_values(const sched::J
           {"max_rate_gbps", d(p.max_rate_bps, 1e9)},
           {"increase_step_gbps", d(p.increase_step_bps, 1e9)},
           {"unattainable_after_s", d(p.unattainable_after, 1e12)},
-          {"latency_idle_us", d(p.latency_idle, 1e6)}};
+          {"latency_idle_us", d(p.latency_idle, 1e6)},
+          {"classify_bytes", p.classify_bytes},
+          {"classify_messages", p.classify_messages}};
+}
+
+std::vector<std::pair<std::string, std::string>> justitia_param_words(const sched::JustitiaParams& p) {
+  return {{"signal", std::string(sched::to_string(p.signal))}, {"classify", std::string(sched::to_string(p.classify))}};
 }
 
 namespace {
@@ -282,7 +292,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                            std::to_string(e.source().begin.line) + ")"};
   }
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
-                                  "file_prefix", "idle_sleep_us", "loopback", "eal_args", "port", "dcqcn",
+                                  "file_prefix", "idle_sleep_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
                                   "justitia", "limits", "admin_group", "socket_group",
                                   "socket_mode"}))
     return e;
@@ -291,6 +301,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                  read(t, "", "mtu", &c->mtu), read(t, "", "ref_peer", &c->ref_peer), read(t, "", "lcores", &c->lcores),
                  read(t, "", "log_level", &c->log_level), read(t, "", "file_prefix", &c->file_prefix),
                  read(t, "", "idle_sleep_us", &c->idle_sleep_us), read(t, "", "loopback", &c->loopback),
+                 read(t, "", "reference_echo", &c->reference_echo),
                  read(t, "", "admin_group", &c->admin_group), read(t, "", "socket_group", &c->socket_group),
                  read_mode(t, "socket_mode", &c->socket_mode),
                  read_policy(t, "", &policy)})
@@ -318,6 +329,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
       std::string text;
       if (v.is_integer()) text = std::to_string(*v.value<int64_t>());
       else if (v.is_floating_point()) text = fmt_double(*v.value<double>());
+      else if (v.is_string() && (k.str() == "signal" || k.str() == "classify")) text = *v.value<std::string>();
       else return ConfigError{key, "must be a number"};
       if (std::string e = set_justitia_param(c->justitia, std::string(k.str()), text); !e.empty())
         return ConfigError{key, e};

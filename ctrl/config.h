@@ -61,6 +61,9 @@ struct DaemonConfig {
   std::string socket = kDefaultSocket;
   std::vector<PortConfig> ports;
   bool loopback = false;    // two ports joined by an in-process ring pair
+  // Every device's reference echo (UD QPN 15, ctrl/reference_echo.h): false makes the
+  // daemon a peer that answers no probe (as rxe or a hardware RNIC), and it probes none.
+  bool reference_echo = true;
   sched::Policy policy = sched::Policy::kFifo;
   double link_gbps = 10;
   uint32_t mtu = 1024;      // RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096
@@ -93,6 +96,9 @@ std::string set_justitia_param(sched::JustitiaParams& p, const std::string& name
 std::string set_justitia_param(sched::JustitiaParams& p, const std::string& assignment);
 // Each parameter's value in the unit of its name (target99_us: microseconds, ...).
 std::vector<std::pair<std::string, double>> justitia_param_values(const sched::JustitiaParams& p);
+// The parameters whose values are names: signal (probe, passive, both), classify
+// (declared, auto, verify).
+std::vector<std::pair<std::string, std::string>> justitia_param_words(const sched::JustitiaParams& p);
 
 // The setting at fault and what is wrong with it.
 struct ConfigError {

@@ -31,6 +31,7 @@ std::string engine_settings(const dataplane::DeviceConfig& c) {
   std::string t = std::string(sched::to_string(c.policy));
   for (const auto& p : dcqcn::param_table()) t += " " + std::string(p.name) + "=" + dcqcn::get_param(c.dcqcn, p.name);
   for (const auto& [k, v] : justitia_param_values(c.justitia)) t += " " + k + "=" + std::to_string(v);
+  for (const auto& [k, v] : justitia_param_words(c.justitia)) t += " " + k + "=" + v;
   return t;
 }
 

@@ -52,7 +52,8 @@ json Control::qp_json(DeviceEntry& d, uint32_t qpn) {
          {"rx_packets", c->rx_packets}, {"rx_bytes", c->rx_bytes},
          {"retransmits", c->retransmits}, {"naks_sent", c->naks_sent},
          {"naks_received", c->naks_received}, {"rnr_naks_sent", c->rnr_naks_sent},
-         {"rnr_naks_received", c->rnr_naks_received}, {"errors", c->errors}};
+         {"rnr_naks_received", c->rnr_naks_received}, {"errors", c->errors},
+         {"rtt_samples", c->rtt_samples}, {"last_rtt_us", static_cast<double>(c->last_rtt) / 1e6}};
     const transport::QpDcqcnState dc = e.qp_dcqcn(wire::Qpn(qpn));
     j["ce_received"] = dc.ce_received;
     j["cnps_sent"] = dc.cnps_sent;
@@ -191,6 +192,8 @@ json Control::justitia_json(DeviceEntry& d) {
          {"throughput_flows", st.throughput_flows},
          {"bandwidth_flows", st.bandwidth_flows},
          {"samples", st.samples},
+         {"passive_samples", st.passive_samples},
+         {"reclassified", st.reclassified},
          {"halvings", st.halvings},
          {"unattainable", st.unattainable}};
   }
@@ -225,6 +228,7 @@ json Control::justitia_json(DeviceEntry& d) {
   j["reference"] = r;
   json params = json::object();
   for (const auto& [k, v] : justitia_param_values(c.justitia)) params[k] = v;
+  for (const auto& [k, v] : justitia_param_words(c.justitia)) params[k] = v;
   j["params"] = params;
   return j;
 }

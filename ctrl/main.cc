@@ -38,12 +38,15 @@ int main(int argc, char** argv) {
   std::string ref_peer;
   std::string socket, policy, lcores, log_level, file_prefix;
   bool loopback = false;
+  bool no_reference_echo = false;
   std::vector<std::string> eal;
   app.add_option("--config", config_file, "TOML configuration file (flags override it)")->check(CLI::ExistingFile);
   app.add_option("--socket", socket, std::string("control socket (default ") + ctrl::kDefaultSocket + ")");
   app.add_option("--port", ports, "a port: a DPDK vdev (net_af_packet0,iface=veth0) or a PCI address; repeat per port");
   app.add_option("--ip", ips, "ADDR/PREFIX of each --port, in order");
   app.add_option("--link-gbps", gbps, "emulated line rate of each --port, or one value for all");
+  app.add_flag("--no-reference-echo", no_reference_echo,
+               "answer no justitia reference probe (no UD QPN 15): a peer like rxe or a hardware RNIC (docs/isoroced.md)");
   app.add_flag("--loopback", loopback, "two ports isoroce0 (10.0.0.1) and isoroce1 (10.0.0.2) joined by an in-process ring pair");
   app.add_option("--mtu", mtu, "RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096 (default 1024)");
   app.add_option("--ref-peer", ref_peer,
@@ -106,6 +109,7 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) c.log_level = log_level;
   if (!file_prefix.empty()) c.file_prefix = file_prefix;
   if (loopback) c.loopback = true;
+  if (no_reference_echo) c.reference_echo = false;
   if (!eal.empty()) c.eal_args = eal;
   for (const std::string& kv : dcqcn) {
     if (std::string e = dcqcn::set_param(c.dcqcn, kv); !e.empty()) return bad({"--dcqcn " + kv, e});

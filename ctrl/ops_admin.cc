@@ -52,7 +52,7 @@ json set_class(OpContext& c) {
   if (d == nullptr) return failure;
   const std::string cls = c.req.value("class", "");
   sched::FlowClass fc;
-  if (!parse_class(cls, &fc)) return op_fail(EINVAL, "set_class: class '" + cls + "' (latency, throughput, bandwidth)");
+  if (!parse_class(cls, &fc)) return op_fail(EINVAL, "set_class: class '" + cls + "' (latency, throughput, bandwidth, auto)");
   const std::optional<QpInfo> info = c.ctl.registry().find(d, qpn);
   if (info && info->cls == "reference")
     return op_fail(EPERM, "set_class: QP " + std::to_string(qpn) + " is the justitia reference flow's");
@@ -106,6 +106,7 @@ json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::Devi
   if (cfg.policy == sched::Policy::kJustitia) {
     json params = json::object();
     for (const auto& [k, v] : justitia_param_values(cfg.justitia)) params[k] = v;
+    for (const auto& [k, v] : justitia_param_words(cfg.justitia)) params[k] = v;
     state["justitia"] = params;
     if (!d->ref_note.empty()) state["reference_flow"] = d->ref_note;
   }
@@ -138,7 +139,7 @@ json reconfigure(OpContext& c) {
 
 void register_admin_ops(OpTable& t) {
   t.add({"set_rate", set_rate, false, "limit a QP's transmit rate: qpn, bps (0 removes the limit)"});
-  t.add({"set_class", set_class, false, "a QP's justitia class: qpn, class (latency, throughput, bandwidth)"});
+  t.add({"set_class", set_class, false, "a QP's justitia class: qpn, class (latency, throughput, bandwidth, auto: none declared)"});
   t.add({"set_policy", reconfigure, false, "an unused device's scheduler: device, policy (fifo, tassel, justitia)", true});
   t.add({"set_dcqcn", reconfigure, false, "an unused device's DCQCN parameters: device, params [NAME=VALUE]", true});
   t.add({"set_justitia", reconfigure, false, "an unused device's justitia parameters: device, params [NAME=VALUE]", true});

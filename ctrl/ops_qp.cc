@@ -74,8 +74,9 @@ bool qp_create_from(OpContext& c, transport::QpCreate* q, std::string* cls, json
   q->init.cap.max_recv_sge = static_cast<uint32_t>(field_u64_or(c.req, "max_recv_sge", 1));
   q->init.cap.max_inline_data = static_cast<uint32_t>(field_u64_or(c.req, "max_inline_data", 0));
   q->init.sq_sig_all = c.req.value("sq_sig_all", false);
-  // Class: this field, else the default (bandwidth); set_class changes it later.
-  *cls = "bandwidth";
+  // Class: this field, else none declared ("": justitia's classify decides, bandwidth
+  // under classify = declared); set_class changes it later.
+  cls->clear();
   if (c.req.contains("class")) {
     if (!c.req["class"].is_string())
       return *failure = op_fail(EINVAL, "create_qp: \"class\" is latency, throughput or bandwidth"), false;
@@ -141,9 +142,11 @@ json create_qp(OpContext& c) {
   if (e.empty() && c.req.value("shm", false))
     e = Control::over("max_mappings", s.mappings, q.use_srq ? 1 : 2, lim.max_mappings);
   if (!e.empty()) return op_fail(ENOMEM, "create_qp: " + e);
-  sched::FlowClass fc;
-  if (!sched::parse_flow_class(cls, &fc) || fc == sched::FlowClass::kReference)
-    return op_fail(EINVAL, "create_qp: class '" + cls + "' (latency, throughput, bandwidth)");
+  sched::FlowClass fc = sched::FlowClass::kAuto;
+  if (!cls.empty() && (!sched::parse_flow_class(cls, &fc) || fc == sched::FlowClass::kReference))
+    return op_fail(EINVAL, "create_qp: class '" + cls + "' (latency, throughput, bandwidth, auto)");
+  // No class declared: the QP is classified from what it sends if the device says so.
+  if (cls.empty()) cls = d.config().justitia.classify == sched::Classify::kDeclared ? "bandwidth" : "auto";
   verbs::Result<wire::Qpn> r = verbs::Result<wire::Qpn>::error(EIO);
   int class_rc = 0;
   d.run([&](sched::Picos now) {

@@ -37,11 +37,25 @@ void Daemon::start_echo(DeviceEntry& d) {
 void Daemon::start_reference_flow(DeviceEntry& d) {
   const dataplane::DeviceConfig& c = d.config();
   d.ref_note.clear();
-  if (!d.echo) start_echo(d);  // every device's; with a ref_peer, also the probes
+  // Every device's echo (with a ref_peer, also the probes), unless reference_echo is
+  // off: then the daemon is a peer that answers no probe, as rxe or an RNIC.
+  if (!d.echo && config_.reference_echo) start_echo(d);
   if (c.policy != sched::Policy::kJustitia || d.ref) return;
+  const char* fallback = c.justitia.signal == sched::LatencySignal::kProbe
+                             ? "SafeUtil stays at MaxRate"
+                             : "Current99 from the latency-class QPs' round trips only";
+  if (c.justitia.signal == sched::LatencySignal::kPassive) {
+    d.ref_note = "signal passive: Current99 from the latency-class QPs' round trips, no reference flow";
+    log(LogLevel::kInfo, "{}: policy justitia: {}, Target99 {} us", c.name, d.ref_note,
+        static_cast<double>(c.justitia.target99) / 1e6);
+    return;
+  }
   if (d.ref_peer_ip) {
     if (!d.echo) {
-      d.ref_note = "no reference flow: the reference echo QP could not be made; SafeUtil stays at MaxRate";
+      d.ref_note = std::string("no reference flow: ") +
+                   (config_.reference_echo ? "the reference echo QP could not be made; "
+                                           : "reference_echo is off (--no-reference-echo); ") +
+                   fallback;
       return;
     }
     const wire::IpAddr peer = *d.ref_peer_ip;
@@ -57,8 +71,8 @@ void Daemon::start_reference_flow(DeviceEntry& d) {
       if (o.get() != &d) peer = o.get();
   }
   if (peer == nullptr) {
-    d.ref_note = "no reference flow: set ref_peer (--ref-peer ADDR) to a port of another isoroced, or use "
-                 "--loopback; SafeUtil stays at MaxRate";
+    d.ref_note = std::string("no reference flow: set ref_peer (--ref-peer ADDR) to a port of another isoroced, or use "
+                             "--loopback, or signal = passive; ") + fallback;
     log(LogLevel::kWarning, "{}: policy justitia: {}", c.name, d.ref_note);
     return;
   }
@@ -73,7 +87,7 @@ void Daemon::start_reference_flow(DeviceEntry& d) {
   if (!error.empty()) {
     d.run([&](sched::Picos) { flow->destroy_src(); });
     peer->run([&](sched::Picos) { flow->destroy_dst(); });
-    d.ref_note = "reference flow to " + peer->name() + " failed: " + error + "; SafeUtil stays at MaxRate";
+    d.ref_note = "reference flow to " + peer->name() + " failed: " + error + "; " + fallback;
     log(LogLevel::kError, "{}: policy justitia: {}", c.name, d.ref_note);
     return;
   }

@@ -28,6 +28,7 @@ JustitiaScheduler::JustitiaScheduler(const Config& config)
       control_(config.control_capacity),
       window_(config.justitia.window) {
   flows_.reserve(config.max_qps);
+  if (params_.classify != Classify::kDeclared) classes_.resize(config.max_qps);
   rate_heap_.reserve(config.max_qps);
   flow_by_key_.reserve(config.max_qps);
   if (config.max_msgs_per_sec != 0) {
@@ -105,6 +106,21 @@ void JustitiaScheduler::release(QpId qp) {
 
 void JustitiaScheduler::set_class(Picos now, QpId qp, FlowClass cls, std::uint32_t app, std::uint32_t weight) {
   if (qp >= qps_.size()) return;
+  const FlowClass served = cls == FlowClass::kAuto ? FlowClass::kBandwidth : cls;  // undeclared: bandwidth
+  if (!classes_.empty()) {
+    ClassState& c = classes_[qp];
+    c.app = app;
+    c.weight = weight;
+    c.classified = cls == FlowClass::kAuto ||
+                   (params_.classify == Classify::kVerify && cls != FlowClass::kReference);
+    c.queued_next = false;
+    c.c.reset(served);
+  }
+  place_in_flow(now, qp, served, app, weight);
+}
+
+// `qp` joins the logical flow of (app, cls), keeping its ready packet.
+void JustitiaScheduler::place_in_flow(Picos now, QpId qp, FlowClass cls, std::uint32_t app, std::uint32_t weight) {
   Qp& q = qps_[qp];
   const bool was_active = q.active_;
   const Packet pkt{q.bytes_, q.ends_};
@@ -258,6 +274,21 @@ void JustitiaScheduler::give_token(Picos now, Flow& f) {
 }
 
 void JustitiaScheduler::on_reference_latency(Picos now, Picos latency) {
+  if (params_.signal == LatencySignal::kPassive) return;
+  add_latency(now, latency);
+}
+
+// Only latency-class QPs' round trips count: they are the latencies Target99 is
+// about, and without an active latency flow SafeUtil is MaxRate whatever they say.
+void JustitiaScheduler::on_latency_sample(Picos now, QpId qp, Picos rtt) {
+  if (params_.signal == LatencySignal::kProbe || qp >= qps_.size()) return;
+  if (flow_class(qp) != FlowClass::kLatency) return;
+  ++passive_samples_;
+  add_latency(now, rtt);
+}
+
+// One latency into Current99, then Pseudocode 1.
+void JustitiaScheduler::add_latency(Picos now, Picos latency) {
   update_mode(now);
   const std::uint64_t safe_util_before = safe_util_;
   const Picos current99_before = current99_;
@@ -312,6 +343,8 @@ const JustitiaStats* JustitiaScheduler::justitia_stats() const {
   s.throughput_flows = backlogged_[0];
   s.bandwidth_flows = backlogged_[1];
   s.samples = samples_;
+  s.passive_samples = passive_samples_;
+  s.reclassified = reclassified_;
   s.halvings = halvings_;
   s.unattainable = unattainable_;
   return &s;
@@ -491,6 +524,7 @@ void JustitiaScheduler::activate(Picos now, QpId qp, Packet pkt) {
   q.bytes_ = pkt.bytes;
   q.ends_ = pkt.ends_message;
   q.starts_ = q.last_ended_;
+  if (!classes_.empty() && q.starts_) classes_[qp].queued_next = false;  // it found the QP idle
   q.active_ = true;
   ++active_;
   if (q.cost_ != 0) q.next_ok_ = std::max(q.next_ok_, now);  // no credit for idle time
@@ -645,6 +679,7 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
       touch_latency(at, f);
     }
     const Packet next = src.on_grant(qp, bytes);
+    if (!classes_.empty()) note_grant(qp, bytes, q.starts_, ended, next.bytes != 0);
     q.last_ended_ = ended;
     if (q.cost_ != 0) {
       // The next start: a packet time at the rate after this one's due start; a
@@ -695,7 +730,31 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
       if (f.bytes_credit < static_cast<std::int64_t>(h.bytes_) || (f.ops_credit <= 0 && h.starts_)) end_turn(at, fid);
     }
   }
+  if (!reclass_.empty()) apply_reclass(now);
   return n;
+}
+
+// ---- classification ----------------------------------------------------------
+
+void JustitiaScheduler::note_grant(QpId qp, std::uint32_t bytes, bool starts, bool ends, bool more) {
+  ClassState& c = classes_[qp];
+  if (!c.classified) return;
+  const bool queued = c.queued_next;
+  if (ends) c.queued_next = more;  // the QP's next message is already waiting behind this one
+  if (c.c.on_packet(bytes, starts, ends, queued, params_)) reclass_.push_back(qp);
+}
+
+// Moves the QPs whose class changed in this dequeue to their new logical flow.
+void JustitiaScheduler::apply_reclass(Picos now) {
+  for (QpId qp : reclass_) {
+    ClassState& c = classes_[qp];
+    if (!c.classified || flow_class(qp) == c.c.cls()) continue;
+    const bool queued = c.queued_next;
+    place_in_flow(now, qp, c.c.cls(), c.app, c.weight);
+    c.queued_next = queued;
+    ++reclassified_;
+  }
+  reclass_.clear();
 }
 
 Picos JustitiaScheduler::next_deadline() const {

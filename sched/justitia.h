@@ -22,7 +22,9 @@
 //   the scheduler grants packets, splitting a message into chunks is just granting its
 //   packets as tokens arrive; the completion comes after the last packet's ACK.
 // - SafeUtil follows the paper's Pseudocode 1 on every reference latency
-//   (on_reference_latency, fed by the driver's probe): MaxRate with no latency flow;
+//   (on_reference_latency, fed by the driver's probe) or passive round trip of a
+//   latency-class QP (on_latency_sample, fed by the engine), as params.signal says:
+//   MaxRate with no latency flow;
 //   on Current99 > Target99 halve it, never below (B+T)/(L+B+T) x MaxRate; otherwise
 //   add increase_step. Current99 is the exact 99th percentile of the last `window`
 //   probes (SlidingQuantile). After Current99 has missed Target99 for
@@ -35,6 +37,9 @@
 //   its token's credit without holding the ring, and on release goes to the front of
 //   the ring (of the waiting list if its credit is short, taking a banked token if
 //   there is one).
+// - Classification (params.classify auto / verify): QPs with no declared class
+//   (kAuto), or every QP, get their class from what they send (FlowClassifier),
+//   applied at the end of the dequeue that decided it.
 // - Control packets go first.
 #pragma once
 
@@ -43,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "sched/flow_classifier.h"
 #include "sched/index_list.h"
 #include "sched/link.h"
 #include "sched/scheduler.h"
@@ -65,14 +71,17 @@ class JustitiaScheduler final : public Scheduler {
   bool active(QpId qp) const override;
   std::size_t active_qps() const override { return active_; }
   std::size_t bytes_per_qp() const override {
-    return sizeof(Qp) + 2 * sizeof(Unit) + sizeof(Flow) + sizeof(std::uint32_t);  // + heap slot
+    return sizeof(Qp) + 2 * sizeof(Unit) + sizeof(Flow) + sizeof(std::uint32_t) +  // + heap slot
+           (classes_.empty() ? 0 : sizeof(ClassState));
   }
   std::size_t fixed_bytes() const override;
 
   void set_class(Picos now, QpId qp, FlowClass cls, std::uint32_t app, std::uint32_t weight) override;
   void on_reference_latency(Picos now, Picos latency) override;
+  void on_latency_sample(Picos now, QpId qp, Picos rtt) override;
   const JustitiaStats* justitia_stats() const override;
 
+  // The class the QP is served as now (classification included).
   FlowClass flow_class(QpId qp) const;
   // The logical flow of a QP (the same for QPs of one application and class).
   std::uint32_t flow_of(QpId qp) const { return qp < qps_.size() ? qps_[qp].flow_ : kNil; }
@@ -114,7 +123,21 @@ class JustitiaScheduler final : public Scheduler {
     std::uint32_t epoch = 0;     // split_epoch_ when parked
   };
 
+  // Classification (params_.classify != kDeclared): what set_class gave each QP, and
+  // its classifier (sched/flow_classifier.h).
+  struct ClassState {
+    std::uint32_t app = kOwnApp;
+    std::uint32_t weight = 1;
+    bool classified = true;    // the classifier decides this QP's class
+    bool queued_next = false;  // the QP's next message waited behind its previous one
+    FlowClassifier c;
+  };
+
   static bool paced(FlowClass c) { return c == FlowClass::kThroughput || c == FlowClass::kBandwidth; }
+  void place_in_flow(Picos now, QpId qp, FlowClass cls, std::uint32_t app, std::uint32_t weight);
+  void add_latency(Picos now, Picos latency);
+  void note_grant(QpId qp, std::uint32_t bytes, bool starts, bool ends, bool more);
+  void apply_reclass(Picos now);
   void assign(QpId qp, std::uint64_t key, FlowClass cls, std::uint32_t weight);
   void release(QpId qp);
   void enqueue_qp(Picos now, QpId qp);
@@ -220,6 +243,12 @@ class JustitiaScheduler final : public Scheduler {
   Picos miss_since_ = kNever;
   bool unattainable_ = false;
   std::uint32_t lat_at_give_up_ = 0;
+  std::uint64_t passive_samples_ = 0;
+
+  // Classification.
+  std::vector<ClassState> classes_;  // per QP; empty under classify = declared
+  std::vector<QpId> reclass_;        // QPs whose class changed in this dequeue
+  std::uint64_t reclassified_ = 0;
   mutable JustitiaStats stats_;
 };
 

@@ -8,7 +8,20 @@ namespace isoroce::sched {
 
 namespace {
 
-constexpr std::string_view kClassNames[] = {"latency", "throughput", "bandwidth", "reference"};
+constexpr std::string_view kClassNames[] = {"latency", "throughput", "bandwidth", "reference", "auto"};
+constexpr std::string_view kSignalNames[] = {"probe", "passive", "both"};
+constexpr std::string_view kClassifyNames[] = {"declared", "auto", "verify"};
+
+template <typename E, std::size_t N>
+bool parse_name(const std::string_view (&names)[N], std::string_view text, E* out) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (names[i] == text) {
+      *out = static_cast<E>(i);
+      return true;
+    }
+  }
+  return false;
+}
 
 bool parse_number(std::string_view text, double* out) {
   if (text.empty()) return false;
@@ -34,14 +47,16 @@ std::string_view to_string(FlowClass cls) {
   return i < std::size(kClassNames) ? kClassNames[i] : "?";
 }
 
-bool parse_flow_class(std::string_view text, FlowClass* cls) {
-  for (std::size_t i = 0; i < std::size(kClassNames); ++i) {
-    if (kClassNames[i] == text) {
-      *cls = static_cast<FlowClass>(i);
-      return true;
-    }
-  }
-  return false;
+bool parse_flow_class(std::string_view text, FlowClass* cls) { return parse_name(kClassNames, text, cls); }
+
+std::string_view to_string(LatencySignal s) {
+  const auto i = static_cast<std::size_t>(s);
+  return i < std::size(kSignalNames) ? kSignalNames[i] : "?";
+}
+
+std::string_view to_string(Classify c) {
+  const auto i = static_cast<std::size_t>(c);
+  return i < std::size(kClassifyNames) ? kClassifyNames[i] : "?";
 }
 
 std::string_view validate(const JustitiaParams& p) {
@@ -53,10 +68,14 @@ std::string_view validate(const JustitiaParams& p) {
   if (p.max_tokens == 0 || p.max_tokens > 1'000'000) return "max_tokens must be 1 .. 1000000";
   if (p.max_rate_bps > 1'600'000'000'000ull) return "max_rate_gbps must be at most 1600";
   if (p.latency_idle == 0) return "latency_idle_us must be above 0";
+  if (p.classify_bytes < 64) return "classify_bytes must be at least 64";
+  if (p.classify_messages == 0 || p.classify_messages > 1'000'000) return "classify_messages must be 1 .. 1000000";
   return {};
 }
 
 bool set(JustitiaParams& p, std::string_view name, std::string_view value) {
+  if (name == "signal") return parse_name(kSignalNames, value, &p.signal);
+  if (name == "classify") return parse_name(kClassifyNames, value, &p.classify);
   double v = 0;
   if (!parse_number(value, &v)) return false;
   JustitiaParams q = p;
@@ -83,6 +102,8 @@ bool set(JustitiaParams& p, std::string_view name, std::string_view value) {
   else if (name == "increase_step_gbps") ok = to_u64(v, 1e9, 1'600'000'000'000ull, &q.increase_step_bps);
   else if (name == "unattainable_after_s") ok = picos(&q.unattainable_after, 1e12);
   else if (name == "latency_idle_us") ok = picos(&q.latency_idle, 1e6);
+  else if (name == "classify_bytes") ok = u32(&q.classify_bytes);
+  else if (name == "classify_messages") ok = u32(&q.classify_messages);
   if (!ok) return false;
   p = q;
   return true;

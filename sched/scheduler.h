@@ -132,6 +132,10 @@ class Scheduler {
                          std::uint32_t /*weight*/) {}
   // One latency of the policy's reference flow (post to completion).
   virtual void on_reference_latency(Picos /*now*/, Picos /*latency*/) {}
+  // One passive round trip measured by the transport on `qp` (no probe, no help from
+  // the peer): from when a single-packet request became ready on an idle QP to the
+  // ACK or response that covered it (docs/sched.md, "Latency signal").
+  virtual void on_latency_sample(Picos /*now*/, QpId /*qp*/, Picos /*rtt*/) {}
   // SafeUtil, tau, Current99, tokens; nullptr for the other policies.
   virtual const JustitiaStats* justitia_stats() const { return nullptr; }
 

@@ -57,12 +57,16 @@ static_assert(static_cast<int>(FlowClass::kLatency) == static_cast<int>(sched::F
               static_cast<int>(FlowClass::kThroughput) == static_cast<int>(sched::FlowClass::kThroughput) &&
               static_cast<int>(FlowClass::kBandwidth) == static_cast<int>(sched::FlowClass::kBandwidth));
 
+static sched::FlowClass sched_class(FlowClass c) {
+  return c == FlowClass::kAuto ? sched::FlowClass::kAuto : static_cast<sched::FlowClass>(c);
+}
+
 // The flow's class and application, given to the engines when the application
 // starts (so justitia's soft admission sees Current99 at that moment). The
 // responder's QPs too: READ responses and atomic ACKs leave through its scheduler.
 void Flow::classify(Picos now) {
   const uint32_t app = place_.app;
-  const auto cls = static_cast<sched::FlowClass>(cfg_.cls);
+  const sched::FlowClass cls = sched_class(cfg_.cls);
   for (auto& qp : qps_) {
     int rc = src_->verbs().set_qp_class(now, qp.src_qpn, cls, app, cfg_.weight);
     if (rc == 0 && cfg_.transport == Transport::kRc)

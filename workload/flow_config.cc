@@ -16,7 +16,7 @@ namespace {
 constexpr std::array<std::string_view, 2> kTransports = {"rc", "ud"};
 constexpr std::array<std::string_view, 7> kVerbs = {"send", "send_imm", "write", "write_imm",
                                                     "read", "fetch_add", "cmp_swap"};
-constexpr std::array<std::string_view, 3> kClasses = {"latency", "throughput", "bandwidth"};
+constexpr std::array<std::string_view, 4> kClasses = {"latency", "throughput", "bandwidth", "auto"};
 
 template <typename E, size_t N>
 bool parse_enum(const std::array<std::string_view, N>& names, std::string_view s, E* out) {

@@ -19,7 +19,8 @@ using sched::Picos;
 
 enum class Transport : uint8_t { kRc, kUd };
 enum class Verb : uint8_t { kSend, kSendImm, kWrite, kWriteImm, kRead, kFetchAdd, kCmpSwap };
-enum class FlowClass : uint8_t { kLatency, kThroughput, kBandwidth };
+// kAuto: no declared class (justitia classifies it under classify = auto / verify).
+enum class FlowClass : uint8_t { kLatency, kThroughput, kBandwidth, kAuto };
 
 std::string_view to_string(Transport t);
 std::string_view to_string(Verb v);

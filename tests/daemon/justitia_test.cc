@@ -337,5 +337,47 @@ TEST(JustitiaCtl, WithoutASecondPortTheLogSaysSafeUtilStaysAtMaxRate) {
   EXPECT_EQ(d.stop(), 0) << d.log();
 }
 
+// Automatic classification on the daemon (issue 19): a QP on isoroce0 that declares
+// itself latency-sensitive and sends 1 MB WRITEs to isoroce1, and one created with no
+// class that sends 16 B WRITEs one at a time. Expect: under classify = verify the liar
+// is reclassified (bandwidth) after 3 messages and the undeclared QP becomes latency;
+// under classify = auto the liar is believed and the undeclared QP becomes latency;
+// under declared nothing moves and `qp` labels the undeclared QP bandwidth as before.
+TEST(JustitiaClassifyDaemon, ALiarIsCaughtUnderVerifyAndAnUndeclaredQpClassifiedUnderAuto) {
+  for (const std::string mode : {"verify", "auto", "declared"}) {
+    DaemonProcess d({"--loopback", "--policy", "justitia", "--justitia", "classify=" + mode});
+    ASSERT_TRUE(d.ok()) << d.log();
+    Verbs a(d.socket(), "isoroce0"), b(d.socket(), "isoroce1");
+    ASSERT_TRUE(a.ok() && b.ok());
+    const uint32_t cq_a = a.create_cq(), cq_b = b.create_cq();
+    const uint32_t liar_a = create_qp(a, cq_a, "latency"), liar_b = create_qp(b, cq_b, "latency");
+    const uint32_t quiet_a = create_qp(a, cq_a), quiet_b = create_qp(b, cq_b);
+    Buffer* buf_a = a.reg(1 << 20, kAll);
+    Buffer* buf_b = b.reg(1 << 20, kAll);
+    ASSERT_TRUE(liar_a && liar_b && quiet_a && quiet_b && buf_a && buf_b);
+    ASSERT_TRUE(a.connect_rc(liar_a, "10.0.0.2", liar_b, 100, 200)["ok"].get<bool>());
+    ASSERT_TRUE(b.connect_rc(liar_b, "10.0.0.1", liar_a, 200, 100)["ok"].get<bool>());
+    ASSERT_TRUE(a.connect_rc(quiet_a, "10.0.0.2", quiet_b, 300, 400)["ok"].get<bool>());
+    ASSERT_TRUE(b.connect_rc(quiet_b, "10.0.0.1", quiet_a, 400, 300)["ok"].get<bool>());
+    for (auto [qp, len] : {std::pair{liar_a, 1u << 20}, std::pair{quiet_a, 16u}}) {
+      for (int k = 0; k < 5; ++k) {
+        ASSERT_TRUE(a.post_send(qp, {{"wr_id", k}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                     {"sg", {sge(*buf_a, 0, len)}}, {"remote_addr", buf_b->iova()},
+                                     {"rkey", buf_b->rkey}})["ok"].get<bool>());
+        auto wc = a.wait(cq_a, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        ASSERT_EQ(wc[0]["status"], 0) << wc[0].dump();
+      }
+    }
+    const json j = a.call({{"op", "sched"}})["sched"]["isoroce0"]["justitia"];
+    EXPECT_EQ(j["params"]["classify"], mode) << j.dump(2);
+    const uint64_t want = mode == "verify" ? 2 : mode == "auto" ? 1 : 0;  // the liar (verify), the quiet QP
+    EXPECT_EQ(j["reclassified"].get<uint64_t>(), want) << mode << " " << j.dump(2);
+    const json q = a.call({{"op", "qp"}, {"qpn", quiet_a}})["qp"];
+    EXPECT_EQ(q["class"], mode == "declared" ? "bandwidth" : "auto") << q.dump();
+    EXPECT_EQ(d.stop(), 0) << d.log();
+  }
+}
+
 }  // namespace
 }  // namespace isoroce::test

@@ -826,5 +826,62 @@ TEST_F(NetnsJustitia, ReferenceFlowToAPeerDaemonIsEchoedAndSurvivesItsRestart) {
   EXPECT_EQ(r["errno"], EPERM) << r.dump();
 }
 
+// Justitia against a peer that is not an isoroced (issue 19): daemon B runs with
+// --no-reference-echo (no UD QPN 15: it answers no probe, as Linux rxe or a hardware
+// RNIC), daemon A with signal = passive and a Target99 of 1 us that no round trip
+// through the kernel's veth meets. On A a latency-class QP sends 200 16 B WRITEs one
+// at a time while a bandwidth-class QP keeps four 256 KB WRITEs outstanding. Expect:
+// B answered no probe and A sent none; A's Current99 comes from the latency QP's own
+// round trips only (one per WRITE, at least 190 of 200); each misses Target99, so
+// SafeUtil was halved to its floor, MaxRate x B/(L+B) = 1/2.
+TEST_F(NetnsJustitia, PassiveSignalAgainstAPeerThatAnswersNoProbe) {
+  daemon_a_ = net_->start_daemon_a({"--policy", "justitia", "--justitia", "signal=passive", "--justitia", "target99_us=1"},
+                                   daemon_ip_a_ + prefix_);
+  ASSERT_TRUE(daemon_a_->ok()) << daemon_a_->log();
+  daemon_b_ = net_->start_daemon_b({"--policy", "fifo", "--no-reference-echo"}, daemon_ip_b_ + prefix_);
+  ASSERT_TRUE(daemon_b_->ok()) << daemon_b_->log();
+  ASSERT_NO_FATAL_FAILURE(connect(1 << 20));
+  Side bw_a, bw_b;  // the bandwidth QP pair, on the same clients
+  bw_a.cq = a_.v->create_cq(64), bw_b.cq = b_.v->create_cq(64);
+  bw_a.qp = a_.v->create_qp(bw_a.cq, "rc", 64), bw_b.qp = b_.v->create_qp(bw_b.cq, "rc", 64);
+  ASSERT_TRUE(bw_a.qp && bw_b.qp);
+  ASSERT_TRUE(a_.v->connect_rc(bw_a.qp, daemon_ip_b_, bw_b.qp, 300, 7000)["ok"].get<bool>());
+  ASSERT_TRUE(b_.v->connect_rc(bw_b.qp, daemon_ip_a_, bw_a.qp, 7000, 300)["ok"].get<bool>());
+  for (auto [qp, cls] : {std::pair{a_.qp, "latency"}, std::pair{bw_a.qp, "bandwidth"}})
+    ASSERT_TRUE(a_.v->call({{"op", "set_class"}, {"qpn", qp}, {"class", cls}})["ok"].get<bool>());
+  auto post_bw = [&](uint64_t id) {
+    return a_.v->post_send(bw_a.qp, {{"wr_id", id}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                     {"sg", {sge(*a_.buf, 0, 262144)}}, {"remote_addr", b_.buf->iova()},
+                                     {"rkey", b_.buf->rkey}})["ok"].get<bool>();
+  };
+  for (uint64_t id = 0; id < 4; ++id) ASSERT_TRUE(post_bw(id));
+  uint64_t bw_done = 0;
+  for (int k = 0; k < 200; ++k) {
+    ASSERT_TRUE(a_.v->post_send(a_.qp, {{"wr_id", 1000 + k}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                        {"sg", {sge(*a_.buf, 524288, 16)}}, {"remote_addr", b_.buf->iova() + 524288},
+                                        {"rkey", b_.buf->rkey}})["ok"].get<bool>());
+    auto wc = a_.v->wait(a_.cq, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    ASSERT_EQ(wc[0]["status"], 0) << wc[0].dump();
+    for (const json& w : a_.v->wait(bw_a.cq, 4, 1)) {
+      ASSERT_EQ(w["status"], 0) << w.dump();
+      ASSERT_TRUE(post_bw(4 + bw_done++));
+    }
+  }
+  EXPECT_GT(bw_done, 0u);
+  const json j = reference(*daemon_a_);
+  EXPECT_EQ(j["params"]["signal"], "passive") << j.dump(2);
+  EXPECT_EQ(j["reference"]["probes"], 0u) << j.dump(2);
+  EXPECT_GE(j["passive_samples"].get<uint64_t>(), 190u) << j.dump(2);
+  EXPECT_EQ(j["samples"], j["passive_samples"]) << j.dump(2);
+  EXPECT_GT(j["current99_us"].get<double>(), 1.0) << j.dump(2);
+  EXPECT_GT(j["halvings"].get<uint64_t>(), 0u) << j.dump(2);
+  EXPECT_EQ(j["min_safe_util_bps"].get<uint64_t>(), j["max_rate_bps"].get<uint64_t>() / 2) << j.dump(2);
+  EXPECT_EQ(j["reference"]["posted"], 0u) << j.dump(2);
+  EXPECT_TRUE(a_.v->call({{"op", "qp"}, {"qpn", 15}})["ok"].get<bool>());   // A has its echo QP
+  EXPECT_FALSE(b_.v->call({{"op", "qp"}, {"qpn", 15}})["ok"].get<bool>());  // B has none
+  EXPECT_EQ(daemon_b_->log().find("reference echo"), std::string::npos) << daemon_b_->log();
+}
+
 }  // namespace
 }  // namespace isoroce::test

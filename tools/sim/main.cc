@@ -4,6 +4,7 @@
 //               [--pcap FILE] [--pcap-rx FILE] [--pcap-classic] [--dump] [--policy P]
 //               [--only FLOW,...] [--trace FILE] [--trace-events LIST]
 //               [--timeseries FILE.csv] [--period-us N]
+//               [--justitia NAME=VALUE ...]
 //
 // Exit status: 0 the run completed with every flow's integrity intact; 1 bad
 // scenario or arguments, or an output file that cannot be written; 2 a bad
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   std::optional<uint64_t> seed;
   std::string policy_override;
   std::vector<std::string> only;
+  std::vector<std::string> justitia;
   app.add_option("scenario", path, "scenario file (TOML)")->required();
   app.add_flag("--json", json, "print the report as JSON");
   app.add_option("--seed", seed, "override the scenario's seed");
@@ -47,6 +49,8 @@ int main(int argc, char** argv) {
   app.add_flag("--check", check, "validate the scenario and exit");
   app.add_flag("--dump", dump, "print the scenario with every default filled in, and exit");
   app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia)");
+  app.add_option("--justitia", justitia,
+                 "set a [host.justitia] parameter NAME=VALUE on every host, e.g. signal=passive, classify=verify (repeat)");
   app.add_option("--only", only, "keep only these flows (by name; repeat or comma-separate)")->delimiter(',');
   app.add_option("--pcap", pcap_tx,
                  "write every frame the hosts send to FILE (pcapng: an interface per host, virtual ns, "
@@ -84,6 +88,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (auto& h : parsed.scenario.hosts) h.policy = p;
+  }
+  for (const std::string& kv : justitia) {
+    for (auto& h : parsed.scenario.hosts) {
+      if (!sched::set(h.justitia, kv) || !sched::validate(h.justitia).empty()) {
+        fmt::print(stderr, "isoroce-sim: --justitia: \"{}\" is not NAME=VALUE of a [host.justitia] parameter in range\n", kv);
+        return 1;
+      }
+    }
   }
   if (!only.empty()) {
     std::vector<sim::FlowConfig> kept;

@@ -94,6 +94,8 @@ ordered_json justitia_json(const sim::HostReport& h) {
                       {"throughput_flows", j.throughput_flows},
                       {"bandwidth_flows", j.bandwidth_flows},
                       {"samples", j.samples},
+                      {"passive_samples", j.passive_samples},
+                      {"reclassified", j.reclassified},
                       {"halvings", j.halvings},
                       {"unattainable", j.unattainable},
                       {"ref_probes", h.ref_probes},
@@ -283,9 +285,10 @@ std::string report_to_table(const sim::SimReport& r, const ReportOptions& opts) 
     if (!h.has_justitia) continue;
     const sched::JustitiaStats& j = h.justitia;
     out += fmt::format("justitia {}: SafeUtil {:.3f} Gb/s (min {:.3f}), tau {:.3f} us, Current99 {:.3f} us "
-                       "(Target99 {:.3f}), {} tokens issued, {} probes, {} halvings{}\n",
+                       "(Target99 {:.3f}), {} tokens issued, {} samples ({} passive), {} halvings{}{}\n",
                        h.name, j.safe_util_bps / 1e9, j.min_safe_util_bps / 1e9, j.tau / 1e6, j.current99 / 1e6,
-                       j.target99 / 1e6, j.tokens_issued, j.samples, j.halvings,
+                       j.target99 / 1e6, j.tokens_issued, j.samples, j.passive_samples, j.halvings,
+                       j.reclassified ? fmt::format(", {} QPs reclassified", j.reclassified) : "",
                        j.unattainable ? ", Target99 given up" : "");
   }
   for (const auto& h : r.hosts)

@@ -228,11 +228,18 @@ void parse_justitia(const Table& host, sim::HostConfig& h) {
   if (!raw) return;
   Table t(*raw, host.key("justitia"),
           {"target99_us", "ref_period_us", "window", "token_bytes", "split_bytes", "token_ops", "max_tokens",
-           "max_rate_gbps", "increase_step_gbps", "unattainable_after_s", "latency_idle_us", "ref_peer"});
+           "max_rate_gbps", "increase_step_gbps", "unattainable_after_s", "latency_idle_us", "ref_peer",
+           "signal", "classify", "classify_bytes", "classify_messages"});
   for (auto&& [k, v] : *raw) {
     const std::string name(k.str());
     if (name == "ref_peer") {
       h.ref_peer = t.string("ref_peer");
+      continue;
+    }
+    if (name == "signal" || name == "classify") {  // names, not numbers
+      const std::string text = t.string(name);
+      if (!sched::set(h.justitia, name, text))
+        fail(t.key(name), "'" + text + (name == "signal" ? "' (probe, passive, both)" : "' (declared, auto, verify)"), &v);
       continue;
     }
     const double x = t.number(name, 0, 0, 1e12);
@@ -317,7 +324,7 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
   f.depth = static_cast<uint32_t>(t.integer("depth", 1, 0, sim::kMaxDepth));
   f.qps = static_cast<uint32_t>(t.integer("qps", 1, 0, sim::kMaxQpsPerFlow));
   f.cls = enum_value<sim::FlowClass>(t, "class", "bandwidth", sim::parse_flow_class,
-                                     "latency, throughput, bandwidth");
+                                     "latency, throughput, bandwidth, auto");
   f.start = to_picos(t.number("start_us", 0, 0, 1e8), 1e6);
   f.mtu = static_cast<uint32_t>(t.integer("mtu", 0, 256, 4096));
   f.timeout = static_cast<uint8_t>(t.integer("timeout", 8, 0, 31));
@@ -484,7 +491,9 @@ std::string scenario_to_toml(const sim::Scenario& s) {
         << "\nmax_rate_gbps = " << num(static_cast<double>(p.max_rate_bps) / 1e9)
         << "\nincrease_step_gbps = " << num(static_cast<double>(p.increase_step_bps) / 1e9)
         << "\nunattainable_after_s = " << num(static_cast<double>(p.unattainable_after) / 1e12)
-        << "\nlatency_idle_us = " << us(p.latency_idle) << "\n";
+        << "\nlatency_idle_us = " << us(p.latency_idle) << "\nsignal = " << q(sched::to_string(p.signal))
+        << "\nclassify = " << q(sched::to_string(p.classify)) << "\nclassify_bytes = " << p.classify_bytes
+        << "\nclassify_messages = " << p.classify_messages << "\n";
       if (!h.ref_peer.empty()) o << "ref_peer = " << q(h.ref_peer) << "\n";
     }
   }

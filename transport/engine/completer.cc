@@ -137,7 +137,10 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
   while (step != CompStep::kDone) {
     switch (step) {
       case CompStep::kCheckState: step = comp_check_state(q); break;
-      case CompStep::kCheckPsn: step = comp_check_psn(q, pkt); break;
+      case CompStep::kCheckPsn:
+        step = comp_check_psn(q, pkt);
+        if (step != CompStep::kDone && q.comp.timed) rtt_sample(now, q, pkt);
+        break;
       case CompStep::kAck:
         trace(now, trace::Event::kAck, q, pkt.psn.value(), 0, pkt.aeth ? pkt.aeth->syndrome : 0);
         step = comp_ack(now, q, pkt.psn);
@@ -322,6 +325,40 @@ CompStep EngineImpl::comp_read_response(Picos now, QpCtx& q, const wire::RocePac
     arm_ack_timer(now, q);
   }
   return CompStep::kDone;
+}
+
+// ---- passive round trips (docs/sched.md, "Latency signal") -----------------
+//
+// One request per QP is timed at a time: a single-packet message (WRITE or SEND
+// ONLY, a READ request, an atomic) that kick() found ready on an idle QP, so that
+// it waited behind no packet of its own, only behind other QPs, as the reference
+// probe's message does; never a retransmission. Its round trip runs from when it
+// became ready to the first response that covers it: an ACK at or after its PSN, a
+// NAK or RNR NAK after it, the READ response or atomic ACK of its PSN.
+
+void EngineImpl::time_request(QpCtx& q, const TxDesc& d) {
+  if (q.comp.timed || !q.req.ready_fresh || d.psn != q.req.ready_psn || d.retransmit) return;
+  q.req.ready_fresh = false;
+  const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
+  const bool single = op.is_last() || op.kind == OpKind::kReadRequest ||
+                      op.kind == OpKind::kCompareSwap || op.kind == OpKind::kFetchAdd;
+  if (!single || d.offset != 0) return;
+  q.comp.timed = true;
+  q.comp.timed_psn = d.psn;
+  q.comp.timed_start = q.req.ready_at;
+}
+
+void EngineImpl::rtt_sample(Picos now, QpCtx& q, const wire::RocePacket& pkt) {
+  const wire::Psn psn = pkt.psn;
+  bool covers = !psn.before(q.comp.timed_psn);  // ACK, READ response, atomic ACK
+  if (pkt.op->kind == OpKind::kAck && wire::aeth_kind(pkt.aeth->syndrome) != AethKind::kAck)
+    covers = q.comp.timed_psn.before(psn);  // a NAK acknowledges what is before its PSN
+  if (!covers) return;
+  q.comp.timed = false;
+  const Picos rtt = now - std::min(now, q.comp.timed_start);
+  ++q.stats.rtt_samples;
+  q.stats.last_rtt = rtt;
+  sched_->on_latency_sample(now, q.slot, rtt);
 }
 
 void EngineImpl::on_timer(Picos now, QpCtx& q) {

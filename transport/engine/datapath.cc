@@ -178,6 +178,10 @@ void EngineImpl::kick(Picos now, QpCtx& q) {
   const TxDesc d = peek(now, q);
   if (d.kind == TxKind::kNone) return;
   const bool ends = wire::opcode_info(d.opcode).is_last() || d.kind == TxKind::kUdSend;
+  // A request that starts a message on an idle QP waits behind no packet of its own.
+  q.req.ready_fresh = d.kind == TxKind::kRequest && d.offset == 0 && !d.retransmit;
+  q.req.ready_psn = d.psn;
+  q.req.ready_at = now;
   sched_->activate(now, q.slot, {d.frame_len + kEthWireOverhead, ends});
 }
 
@@ -255,6 +259,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
         if (cnp) trace(now, trace::Event::kCnp, *q, 0, static_cast<uint32_t>(len), 0);
         trace_frame_tx(g.departure, *q, buf.first(len));
       }
+      if (d.kind == TxKind::kRequest) time_request(*q, d);
       sink.tx_commit(g.departure, len);
       ++counters_.tx_frames;
       counters_.tx_bytes += len;

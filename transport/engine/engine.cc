@@ -306,7 +306,7 @@ int EngineImpl::destroy_qp(wire::Qpn qpn) {
   QpCtx& q = *slots_[slot];
   sched_->deactivate(tx_now_, slot);
   sched_->set_rate(tx_now_, slot, sched::kUnlimited);
-  sched_->set_class(tx_now_, slot, sched::FlowClass::kBandwidth, sched::kOwnApp, 1);  // the slot's next QP starts afresh
+  sched_->set_class(tx_now_, slot, sched::FlowClass::kAuto, sched::kOwnApp, 1);  // the slot's next QP starts afresh, undeclared
   pds_.put(q.pd);
   --cq_users_[q.send_cq];
   --cq_users_[q.recv_cq];

@@ -230,6 +230,10 @@ struct QpCounters {
   uint64_t rnr_naks_sent = 0;
   uint64_t rnr_naks_received = 0;
   uint64_t errors = 0;       // error completions, flushes aside
+  // Passive round trips (completer.cc, docs/sched.md "Latency signal"), each also
+  // given to the scheduler (Scheduler::on_latency_sample).
+  uint64_t rtt_samples = 0;
+  Picos last_rtt = 0;
 };
 
 class Engine {

@@ -174,6 +174,10 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void arm_ack_timer(Picos now, QpCtx& q);
   void on_timer(Picos now, QpCtx& q);
   void complete_done_wqes(Picos now, QpCtx& q);
+  // Passive round trips: time a request packet as it leaves; sample it when a
+  // response covers it.
+  void time_request(QpCtx& q, const TxDesc& d);
+  void rtt_sample(Picos now, QpCtx& q, const wire::RocePacket& pkt);
 
   // ---- ud.cc
   // The datagram's address, destination QP and Q_Key, at post time.

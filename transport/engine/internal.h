@@ -135,6 +135,11 @@ struct RequesterState {
   wire::Psn psn;          // PSN of the next packet
   uint32_t rd_atomic_inflight = 0;
   wire::Psn max_psn;      // highest PSN ever sent, plus one
+  // Passive round trips: the request packet kick() last activated the QP with, if it
+  // starts a message and waits behind none of the QP's own packets, and since when.
+  bool ready_fresh = false;
+  wire::Psn ready_psn;
+  Picos ready_at = 0;
 };
 
 // The completer's state (completer.cc, 9.7.5.2, 9.7.6; rxe_comp.c).
@@ -145,6 +150,11 @@ struct CompleterState {
   Picos ack_deadline = sched::kNever;  // retransmission timer
   Picos rnr_until = 0;                 // requester paused by an RNR NAK until then
   bool read_retry_pending = false;     // a go-back for a READ response gap is under way
+  // The one request being timed for a passive round trip (Karn: never a
+  // retransmitted PSN; a rewind over it drops it).
+  bool timed = false;
+  wire::Psn timed_psn;
+  Picos timed_start = 0;
 };
 
 // The responder's state (responder.cc, 9.7.5; rxe_resp.c).

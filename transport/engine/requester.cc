@@ -177,6 +177,9 @@ void EngineImpl::rewind_requester(QpCtx& q, wire::Psn psn) {
   }
   q.req.wqe = i;
   q.req.pkt = 0;
+  // Karn: a PSN about to be sent again is not timed.
+  q.req.ready_fresh = false;
+  if (q.comp.timed && !q.comp.timed_psn.before(psn)) q.comp.timed = false;
   if (i < q.sq.tail() && q.sq[i].state == WqeState::kStarted) {
     const SendWqe& w = q.sq[i];
     const int32_t k = psn_diff(psn, w.first_psn);

@@ -52,8 +52,9 @@ class Pair : private TxSink {
   Engine& operator[](int i) { return *eng_[i]; }
   Picos now() const { return now_; }
   void set_hook(Hook h) { hook_ = std::move(h); }
-  // Every frame that left engine `from`, parsed, in order.
+  // Every frame that left engine `from`, parsed, in order, and its departure.
   const std::vector<wire::RocePacket>& sent(int from) const { return sent_[from]; }
+  const std::vector<Picos>& departures(int from) const { return departures_[from]; }
 
   // Runs until nothing happens or `until`; returns false on hitting the event cap.
   bool run(Picos until = 10'000'000'000'000ull, size_t max_events = 5'000'000) {
@@ -89,6 +90,7 @@ class Pair : private TxSink {
     auto parsed = wire::parse_frame(buf_);
     EXPECT_TRUE(parsed.ok()) << "engine sent a malformed frame";
     sent_[from_].push_back(parsed.pkt);
+    departures_[from_].push_back(std::max(departure, now_));
     const int to = 1 - from_;
     Fate fate = hook_ ? hook_(from_, buf_) : Fate::kDeliver;
     if (fate == Fate::kDrop) return;
@@ -105,6 +107,7 @@ class Pair : private TxSink {
   std::vector<uint8_t> buf_;
   std::map<std::pair<Picos, uint64_t>, Frame> inflight_;
   std::vector<wire::RocePacket> sent_[2];
+  std::vector<Picos> departures_[2];
   Hook hook_;
 };
 
