@@ -45,7 +45,7 @@ enum class Event : std::uint8_t {
   kSafeUtil,       // sched: justitia SafeUtil changed (a: bps; b: Current99 ps)
   kTokenIssue,     // sched: justitia token generator issued a token (a: tokens banked; b: tau ps)
   kChunkSplit,     // sched: justitia split a message into token-sized chunks (bytes: chunk)
-  kDrop,           // transport/sim: a frame dropped (bytes; a: reason code of the emitter)
+  kDrop,           // transport/sim: a frame dropped (bytes; a: transport::DropReason or sim::FabricDrop)
   kCount
 };
 

@@ -14,7 +14,7 @@ packages=(
   libtbb-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   # interop checks and fault injection
-  python3 python3-scapy tshark tcpdump iproute2 iputils-ping ethtool
+  python3 python3-scapy python3-matplotlib tshark tcpdump iproute2 iputils-ping ethtool
   # packaging and the service (tests/install)
   ccache dpkg-dev systemd
 )

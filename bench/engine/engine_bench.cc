@@ -17,6 +17,10 @@
 //                            into the destination buffer.
 //   BM_MemcpyFrames/<size>   the copy floor: the same two copies per data packet
 //                            (source -> frame, frame -> destination), nothing else.
+//   BM_Engine/<verb>_traced/<size>  the same with a trace sink that counts records
+//                            attached to both engines with every event on
+//                            (sched/trace.h): the cost of tracing, per event
+//                            (counter events_per_frame); BM_Engine/<verb> is tracing off.
 //   BM_SimEvents             (built when dataplane/sim is present) events of the
 //                            simulator per second of wall time, see sim_bench.cc.
 //
@@ -222,6 +226,10 @@ class Pair {
     return poll();
   }
 
+  void trace(trace::Sink* sink) {
+    a_.engine->attach_trace(sink, trace::kAllEvents, 0);
+    b_.engine->attach_trace(sink, trace::kAllEvents, 1);
+  }
   uint64_t frames() const { return frames_; }
   uint64_t messages() const { return messages_; }
   Picos now() const { return now_; }
@@ -286,13 +294,28 @@ class Pair {
   uint64_t messages_ = 0;
 };
 
-void BM_Engine(benchmark::State& state, ibv_wr_opcode verb) {
+// A trace sink that only counts: what is left is the cost of emitting.
+class CountingSink final : public trace::Sink {
+ public:
+  void record(const trace::Record& r) override {
+    ++count_;
+    benchmark::DoNotOptimize(r.time);
+  }
+  uint64_t count() const { return count_; }
+
+ private:
+  uint64_t count_ = 0;
+};
+
+void BM_Engine(benchmark::State& state, ibv_wr_opcode verb, bool traced) {
   const auto size = static_cast<uint64_t>(state.range(0));
   auto pair = std::make_unique<Pair>(verb, size);
   if (const char* e = pair->set_up()) {
     state.SkipWithError(e);
     return;
   }
+  CountingSink sink;
+  if (traced) pair->trace(&sink);
   // Warm up: fill the pipeline and reach steady state.
   for (int i = 0; i < 2'000 && pair->messages() < 4 * kWindow; ++i) {
     if (const char* e = pair->step()) {
@@ -323,6 +346,7 @@ void BM_Engine(benchmark::State& state, ibv_wr_opcode verb) {
   const EngineCounters& s = pair->responder();
   state.counters["retransmits"] = static_cast<double>(r.retransmits + s.retransmits);
   state.counters["dropped"] = static_cast<double>(r.rx_dropped + s.rx_dropped);
+  if (traced) state.counters["events_per_frame"] = frames > 0 ? static_cast<double>(sink.count()) / frames : 0;
 }
 
 // The data packets of one message as a requester sends them (WRITE opcodes).
@@ -411,9 +435,12 @@ void sizes(benchmark::internal::Benchmark* b) {
   for (int64_t n : {64, 4096, 1 << 20}) b->Arg(n);
 }
 
-BENCHMARK_CAPTURE(BM_Engine, write, IBV_WR_RDMA_WRITE)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_Engine, send, IBV_WR_SEND)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_Engine, read, IBV_WR_RDMA_READ)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_Engine, write, IBV_WR_RDMA_WRITE, false)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_Engine, send, IBV_WR_SEND, false)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_Engine, read, IBV_WR_RDMA_READ, false)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_Engine, write_traced, IBV_WR_RDMA_WRITE, true)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_Engine, send_traced, IBV_WR_SEND, true)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_Engine, read_traced, IBV_WR_RDMA_READ, true)->Apply(sizes);
 BENCHMARK(BM_BuildParse)->Apply(sizes);
 BENCHMARK(BM_MemcpyFrames)->Apply(sizes);
 

@@ -53,6 +53,18 @@ for verb in ("write", "send", "read"):
               f"{e['frames_per_msg']:>11.2f} {e['bytes_per_second'] / 1e9:>13.2f} "
               f"{fmt(bp_ns, '9.1f')} {fmt(pkt / bp_ns if bp_ns else None, '7.2f')}x "
               f"{fmt(mc_ns, '10.1f')} {fmt(pkt / mc_ns if mc_ns else None, '8.1f')}x")
+# Tracing: off (the rows above) against every event recorded into a counting sink.
+traced = [(v, z) for v in ("write", "send", "read") for z in (64, 4096, 1 << 20)
+          if f"BM_Engine/{v}_traced/{z}" in runs and f"BM_Engine/{v}/{z}" in runs]
+if traced:
+    print(f"\n{'tracing':<6} {'size':>6} {'off ns/frame':>13} {'on ns/frame':>12} {'events/frame':>13} {'ns/event':>9}")
+    for verb, size in traced:
+        off = ns_per_item(runs[f"BM_Engine/{verb}/{size}"])
+        on_run = runs[f"BM_Engine/{verb}_traced/{size}"]
+        on = ns_per_item(on_run)
+        ev = on_run.get("events_per_frame", 0)
+        print(f"{verb:<6} {size_name(size):>6} {off:>13.1f} {on:>12.1f} {ev:>13.2f} "
+              f"{(on - off) / ev if ev else 0:>9.2f}")
 bad = [n for n, r in runs.items() if n.startswith("BM_Engine") and (r.get("retransmits") or r.get("dropped"))]
 if bad:
     print("retransmits or drops in: " + ", ".join(bad))

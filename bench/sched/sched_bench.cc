@@ -66,8 +66,9 @@ void report(benchmark::State& state, std::uint64_t packets, Picos start, Picos e
 }
 
 // Drives a scheduler with next_deadline(): Tassel and the heap baseline.
+// events: a trace record counter (BM_TasselTraced), reported per packet.
 template <class S>
-void run_deadline_driven(benchmark::State& state, S& sched) {
+void run_deadline_driven(benchmark::State& state, S& sched, const std::uint64_t* events = nullptr) {
   const auto qps = static_cast<std::uint32_t>(state.range(0));
   set_rates(sched, qps);
   Endless src;
@@ -83,12 +84,14 @@ void run_deadline_driven(benchmark::State& state, S& sched) {
   });
   for (std::uint64_t p = 0; p < 2 * static_cast<std::uint64_t>(qps) + 100'000;) p += step();
   const Picos start = now;
+  const std::uint64_t events0 = events ? *events : 0;
   std::uint64_t packets = 0;
   for (auto _ : state) {
     packets += step();
     benchmark::DoNotOptimize(out[0]);
   }
   report(state, packets, start, now, sched.bytes_per_qp());
+  if (events && packets) state.counters["events_per_pkt"] = static_cast<double>(*events - events0) / packets;
 }
 
 // Adapts TasselScheduler's interface (now, qp, bps) to set_up's.
@@ -106,6 +109,26 @@ void BM_Tassel(benchmark::State& state) {
   const auto qps = static_cast<std::uint32_t>(state.range(0));
   auto sched = std::make_unique<TasselAdapter>(bench_config(qps));
   run_deadline_driven(state, *sched);
+}
+
+// A trace sink that only counts: what is left is the cost of emitting.
+class CountingSink final : public trace::Sink {
+ public:
+  void record(const trace::Record& r) override {
+    ++count;
+    benchmark::DoNotOptimize(r.time);
+  }
+  std::uint64_t count = 0;
+};
+
+// BM_Tassel with every trace event recorded into a counting sink (sched/trace.h);
+// BM_Tassel is the same run with tracing off. events_per_pkt: records per grant.
+void BM_TasselTraced(benchmark::State& state) {
+  const auto qps = static_cast<std::uint32_t>(state.range(0));
+  auto sched = std::make_unique<TasselAdapter>(bench_config(qps));
+  CountingSink sink;
+  sched->sched.attach_trace(&sink, trace::kAllEvents, 0);
+  run_deadline_driven(state, *sched, &sink.count);
 }
 
 void BM_HeapWF2Q(benchmark::State& state) {
@@ -146,6 +169,7 @@ void qp_counts(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Tassel)->Apply(qp_counts);
+BENCHMARK(BM_TasselTraced)->Apply(qp_counts);
 BENCHMARK(BM_HeapWF2Q)->Apply(qp_counts);
 BENCHMARK(BM_TokenBucket)->Apply(qp_counts);
 

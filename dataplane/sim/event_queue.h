@@ -27,6 +27,7 @@ enum class EventKind : uint16_t {
   kStop = 19,         // the scenario's duration is over
   kFlowRecvStart = 20,  // a = flow: its destination posts its first receives
   kRefProbe = 30,       // a = reference flow (justitia): its next probe is due
+  kSample = 31,         // Simulator::set_sampler's next sample is due
 };
 
 struct Event {

@@ -117,6 +117,7 @@ Picos Fabric::transmit(uint32_t link_id, Picos start, FrameId frame) {
   if (f.any()) {
     if (draw(l, f.loss, l.loss_left)) {
       ++l.stats->lost;
+      if (trace_.mask() != 0) trace_drop(start, link_id / 2, frame, FabricDrop::kLinkLoss);
       pool_.release(frame);
       return end;
     }
@@ -199,12 +200,27 @@ void Fabric::finish(Picos now) {
   }
 }
 
+void Fabric::trace_drop(Picos now, uint32_t host, FrameId frame, FabricDrop why) {
+  const auto bth = peek_bth(pool_.span(frame));
+  trace::Record r;
+  r.time = now;
+  r.event = trace::Event::kDrop;
+  r.qp = bth ? bth->dest_qp : trace::kNoQp;
+  r.psn = bth ? bth->psn : 0;
+  r.bytes = static_cast<uint32_t>(pool_.size(frame));
+  // On the track of the QP it was for: the destination host's.
+  r.port = static_cast<uint16_t>(bth && bth->dst_mac_tail != 0 ? bth->dst_mac_tail - 1u : host);
+  r.a = static_cast<uint64_t>(why);
+  trace_.sink()->record(r);
+}
+
 void Fabric::enqueue(Picos now, uint32_t port, FrameId frame, uint32_t ingress) {
   SwitchPort& p = ports_[port];
   PortStats& s = stats_.ports[port];
   const size_t len = pool_.size(frame);
   if (p.queued_bytes + len > config_.buffer_bytes) {
     ++s.drops;
+    if (trace_.mask() != 0) trace_drop(now, port, frame, FabricDrop::kTailDrop);
     pool_.release(frame);
     return;
   }

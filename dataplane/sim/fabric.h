@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dataplane/sim/event_queue.h"
+#include "sched/trace.h"
 #include "dataplane/sim/frame_pool.h"
 #include "dataplane/sim/rng.h"
 #include "sched/time.h"
@@ -106,6 +107,13 @@ struct FabricConfig {
 // Empty if the config is usable, else what is wrong with it.
 std::string_view validate(const FabricConfig& config);
 
+// trace::Event::kDrop's `a` for frames the fabric drops (the engine's own reasons,
+// transport::DropReason, are below 16).
+enum class FabricDrop : uint8_t {
+  kTailDrop = 16,  // the switch's output queue was full
+  kLinkLoss = 17,  // a link lost it (faults.loss)
+};
+
 class Endpoint {
  public:
   // A frame reached the endpoint at `now`. The fabric releases it on return.
@@ -160,6 +168,9 @@ class Fabric {
   // Endpoint `port` starts sending `frame` on its uplink at `departure` (at or
   // after now; a start while the link is still busy is moved to when it is
   // free and counted). The fabric owns the frame from here.
+  // Records every frame the fabric drops as trace::Event::kDrop (port: the host
+  // it was for, qp: its BTH destination QP, a: FabricDrop) into sink if kDrop is in mask.
+  void set_trace(trace::Sink* sink, trace::EventMask mask) { trace_.attach(sink, mask & trace::bit(trace::Event::kDrop), 0); }
   void send(Picos now, uint32_t port, Picos departure, FrameId frame);
 
   // Handles a fabric event (kind below EventKind::kFirstUser).
@@ -179,6 +190,8 @@ class Fabric {
   Picos serialization(uint32_t port, size_t len) const;
 
  private:
+  void trace_drop(Picos now, uint32_t host, FrameId frame, FabricDrop why);
+  trace::Tracer trace_;
   struct Link {
     sched::ByteCost cost = 0;
     Picos delay = 0;

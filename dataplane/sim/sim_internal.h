@@ -48,6 +48,8 @@ struct World final : workload::FlowDriver {
   uint64_t next_region = 1;
   size_t unfinished = 0;  // flows not finished
   FrameTap tap;
+  Sampler sampler;
+  Picos sample_period = 0;
   bool ran = false;
 
   void schedule_receives(Picos at, Flow& flow) override {

@@ -1,5 +1,6 @@
 #include "dataplane/sim/simulator.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "workload/app_id.h"
@@ -96,6 +97,54 @@ void Simulator::set_probe_tap(ProbeTap tap) {
   }
 }
 
+void Simulator::set_trace(trace::Sink* sink, trace::EventMask mask) {
+  for (auto& h : world_->hosts) h->engine().attach_trace(sink, mask, static_cast<uint16_t>(h->index()));
+  world_->fabric->set_trace(sink, mask);
+}
+
+void Simulator::set_sampler(Picos period, Sampler sampler) {
+  world_->sample_period = period;
+  world_->sampler = std::move(sampler);
+}
+
+namespace {
+
+SimSample take_sample(const World& w, Picos now) {
+  SimSample s;
+  s.time = now;
+  for (const auto& h : w.hosts) {
+    HostSample hs;
+    hs.queue_bytes = w.fabric->queued_bytes(h->index());
+    if (const sched::JustitiaStats* js = h->engine().scheduler().justitia_stats()) {
+      hs.justitia = true;
+      hs.safe_util_bps = js->safe_util_bps;
+      hs.tokens = js->tokens;
+      hs.current99 = js->current99;
+    }
+    s.hosts.push_back(hs);
+    std::vector<wire::Qpn> qpns = h->engine().qp_numbers();
+    std::sort(qpns.begin(), qpns.end(), [](wire::Qpn a, wire::Qpn b) { return a.value() < b.value(); });
+    for (const wire::Qpn qpn : qpns) {
+      QpSample q;
+      q.host = h->index();
+      q.qpn = qpn.value();
+      if (const workload::QpRef* ref = w.find_qp(h->index(), qpn.value())) {
+        q.flow = static_cast<int32_t>(ref->flow);
+        q.requester = ref->requester;
+      }
+      q.rate_bps = h->engine().qp_rate(qpn);
+      if (const transport::QpCounters* c = h->engine().qp_counters(qpn)) {
+        q.tx_bytes = c->tx_bytes;
+        q.rx_bytes = c->rx_bytes;
+      }
+      s.qps.push_back(q);
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
 SimReport Simulator::run() {
   World& w = *world_;
   SimReport report;
@@ -108,12 +157,19 @@ SimReport Simulator::run() {
   for (size_t f = 0; f < w.flows.size(); ++f)
     w.events.push(w.scenario.flows[f].start, EventKind::kFlowStart, static_cast<uint32_t>(f));
   for (size_t r = 0; r < w.refs.size(); ++r) w.events.push(0, EventKind::kRefProbe, static_cast<uint32_t>(r));
+  if (w.sampler && w.sample_period > 0) w.events.push(0, EventKind::kSample);
 
   uint64_t events = 0;
   Picos now = 0;
   while (!w.events.empty()) {
     const Event ev = w.events.pop();
     now = ev.time;
+    if (ev.kind == EventKind::kSample) {  // an observer: not counted, changes nothing
+      w.sampler(take_sample(w, now));
+      w.events.push(now + w.sample_period, EventKind::kSample);
+      if (w.unfinished == 0 && w.fabric->in_flight() == 0 && w.events.next_time() > now) break;
+      continue;
+    }
     ++events;
     if (ev.kind == EventKind::kStop) break;
     switch (ev.kind) {
@@ -145,6 +201,7 @@ SimReport Simulator::run() {
     if (w.unfinished == 0 && w.fabric->in_flight() == 0 && w.events.next_time() > now) break;
   }
 
+  if (w.sampler && w.sample_period > 0) w.sampler(take_sample(w, now));
   for (const auto& f : w.flows) report.flows.push_back(f->report(now));
   for (const auto& h : w.hosts) {
     h->collect_events();

@@ -1,20 +1,31 @@
 // isoroce-sim: run a scenario of hosts, a switch and flows in virtual time.
 //
 //   isoroce-sim SCENARIO.toml [--json] [--seed N] [--no-wall] [--check]
-//               [--pcap FILE] [--pcap-rx FILE] [--dump] [--policy P] [--only FLOW,...]
+//               [--pcap FILE] [--pcap-rx FILE] [--pcap-classic] [--dump] [--policy P]
+//               [--only FLOW,...] [--trace FILE] [--trace-events LIST]
+//               [--timeseries FILE.csv] [--period-us N]
 //
 // Exit status: 0 the run completed with every flow's integrity intact; 1 bad
-// scenario or arguments; 3 some flow's integrity check failed.
+// scenario or arguments, or an output file that cannot be written; 2 a bad
+// --trace-events list; 3 some flow's integrity check failed.
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <tuple>
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "dataplane/sim/simulator.h"
+#include "tools/sim/chrome_trace.h"
 #include "tools/sim/pcap_writer.h"
+#include "tools/sim/pcapng_writer.h"
+#include "tools/sim/sim_trace.h"
+#include "tools/sim/timeseries.h"
 #include "tools/sim/report_format.h"
 #include "tools/sim/scenario_toml.h"
 
@@ -37,8 +48,19 @@ int main(int argc, char** argv) {
   app.add_flag("--dump", dump, "print the scenario with every default filled in, and exit");
   app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia)");
   app.add_option("--only", only, "keep only these flows (by name; repeat or comma-separate)")->delimiter(',');
-  app.add_option("--pcap", pcap_tx, "write every frame the hosts send to FILE (pcap, virtual ns)");
-  app.add_option("--pcap-rx", pcap_rx, "write every frame the hosts receive (after faults) to FILE");
+  app.add_option("--pcap", pcap_tx,
+                 "write every frame the hosts send to FILE (pcapng: an interface per host, virtual ns, "
+                 "a comment with the scheduling decision per frame)");
+  app.add_option("--pcap-rx", pcap_rx, "write every frame the hosts receive (after faults) to FILE (pcapng)");
+  bool pcap_classic = false;
+  app.add_flag("--pcap-classic", pcap_classic, "write --pcap/--pcap-rx as classic pcap (no interfaces, no comments)");
+  std::string trace_file, trace_events = "all", timeseries_file;
+  double period_us = 10;
+  app.add_option("--trace", trace_file, "write a Perfetto-loadable trace (Chrome JSON) to FILE (docs/profiling.md)");
+  app.add_option("--trace-events", trace_events, "events in --trace: comma-separated names or all (default)");
+  app.add_option("--timeseries", timeseries_file, "write rates, throughput, queue and SafeUtil per QP to FILE.csv");
+  app.add_option("--period-us", period_us, "sample period of --timeseries and --trace counters (default 10)")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -94,20 +116,64 @@ int main(int argc, char** argv) {
                parsed.scenario.flows.size());
     return 0;
   }
-  tools::PcapWriter tx_cap, rx_cap;
-  for (auto [file, cap] : {std::pair{&pcap_tx, &tx_cap}, std::pair{&pcap_rx, &rx_cap}}) {
+  trace::EventMask trace_mask = 0;
+  if (!trace_file.empty()) {
     std::string why;
-    if (!file->empty() && !cap->open(*file, why)) {
+    if (!trace::parse_events(trace_events, &trace_mask, &why)) {
+      fmt::print(stderr, "isoroce-sim: --trace-events: {}\n", why);
+      return 2;
+    }
+  }
+  // Output files are created now, so a path that cannot be written fails before the run.
+  std::ofstream trace_out, series_out;
+  for (auto [file, out] : {std::pair{&trace_file, &trace_out}, std::pair{&timeseries_file, &series_out}}) {
+    if (file->empty()) continue;
+    out->open(*file, std::ios::binary | std::ios::trunc);
+    if (!*out) {
+      fmt::print(stderr, "isoroce-sim: cannot write {}: {}\n", *file, std::strerror(errno));
+      return 1;
+    }
+  }
+  const bool comments = !pcap_tx.empty() && !pcap_classic;
+  tools::SimTrace recorder(parsed.scenario, trace_mask, comments);
+  if (trace_mask != 0 || comments)
+    simulator->set_trace(&recorder, trace_mask | (comments ? tools::kDecisionEvents : 0));
+  if (!trace_file.empty() || !timeseries_file.empty())
+    simulator->set_sampler(static_cast<sched::Picos>(period_us * 1e6),
+                           [&](const sim::SimSample& s) { recorder.add_sample(s); });
+  tools::PcapWriter tx_cap, rx_cap;
+  tools::PcapngWriter tx_ng, rx_ng;
+  std::vector<std::string> interfaces;
+  for (const auto& h : parsed.scenario.hosts) interfaces.push_back("host " + h.name);
+  for (auto [file, cap, ng] : {std::tuple{&pcap_tx, &tx_cap, &tx_ng}, std::tuple{&pcap_rx, &rx_cap, &rx_ng}}) {
+    std::string why;
+    if (!file->empty() && !(pcap_classic ? cap->open(*file, why) : ng->open(*file, interfaces, why))) {
       fmt::print(stderr, "isoroce-sim: cannot write {}: {}\n", *file, why);
       return 1;
     }
   }
   if (!pcap_tx.empty() || !pcap_rx.empty()) {
     simulator->set_tap([&](const sim::TapFrame& f) {
-      (f.tx ? tx_cap : rx_cap).write(f.time / 1000, f.bytes);
+      if (pcap_classic) (f.tx ? tx_cap : rx_cap).write(f.time / 1000, f.bytes);
+      else if (f.tx) tx_ng.write(f.host, f.time / 1000, f.bytes, true, recorder.tx_comment(f.host));
+      else rx_ng.write(f.host, f.time / 1000, f.bytes, false);
     });
   }
   const sim::SimReport report = simulator->run();
+  if (!trace_file.empty()) trace_out << tools::chrome_trace(recorder).dump() << "\n";
+  if (!timeseries_file.empty()) series_out << tools::timeseries_csv(recorder);
+  for (auto [file, out] : {std::pair{&trace_file, &trace_out}, std::pair{&timeseries_file, &series_out}}) {
+    if (file->empty()) continue;
+    out->close();
+    if (!*out) {
+      fmt::print(stderr, "isoroce-sim: writing {} failed\n", *file);
+      return 1;
+    }
+  }
+  if ((!pcap_tx.empty() && !tx_ng.ok()) || (!pcap_rx.empty() && !rx_ng.ok())) {
+    fmt::print(stderr, "isoroce-sim: writing the capture failed\n");
+    return 1;
+  }
   tools::ReportOptions opts;
   opts.wall_time = !no_wall;
   if (json) fmt::print("{}\n", tools::report_to_json(report, opts).dump(2));

@@ -320,6 +320,7 @@ class Engine {
   // dcqcn_increase, drop) and its scheduler's, which the engine rewrites to name the
   // QPN (scheduler QpIds never leave it) and the QP's flow class. A null sink or an
   // empty mask turns tracing off. `sink` must outlive the engine or the next call.
+  // Attaching records a kRate for every QP that has a rate limit already.
   virtual void attach_trace(trace::Sink* sink, trace::EventMask mask, uint16_t port) = 0;
 };
 

@@ -10,6 +10,11 @@ namespace isoroce::transport::detail {
 void EngineImpl::attach_trace(trace::Sink* sink, trace::EventMask mask, uint16_t port) {
   trace_.attach(sink, mask, port);
   sched_->attach_trace(trace_.mask() != 0 ? &sched_trace_ : nullptr, trace_.mask(), port);
+  // The rate limits already in force, so a trace started late knows them (kRate).
+  if (!trace_.on(trace::Event::kRate)) return;
+  for (const auto& q : slots_)
+    if (q && sched_->rate(q->slot) != sched::kUnlimited)
+      trace(trace_now_, trace::Event::kRate, *q, 0, 0, sched_->rate(q->slot));
 }
 
 // Scheduler ids are the engine's slots: a record about a slot names its QP's QPN and
