@@ -54,6 +54,10 @@ DeviceEntry* Control::find_qp(uint32_t qpn) {
 }
 
 bool Control::resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip) {
+  // The device's own address: the engine loops those frames back (same-device loopback).
+  bool self = false;
+  d.run([&](sched::Picos) { self = d.engine().config().ip == ip; });
+  if (self) return true;
   // Wait up to one second for the answer; solicit on the first try and every 250 ms.
   for (int attempt = 0; attempt < 40; ++attempt) {
     bool known = false;
