@@ -86,6 +86,27 @@ TEST(Rperf, WithoutTheResponderTheNetworkIsOneStage) {
   EXPECT_DOUBLE_EQ(st[1].p.p50_ns, 1100);
 }
 
+// A closed loop posts the next message at the instant the last completes;
+// records of that instant in any order go to the right message.
+TEST(Rperf, AMessageEndingWhenTheNextStartsKeepsItsAck) {
+  std::vector<trace::Record> rs;
+  rs.push_back(rec(1000 * kNs, E::kGrant, 0, 16, 0, 1000 * kNs, 0));  // message 1's, before its post
+  rs.push_back(rec(1000 * kNs, E::kFrameTx, 0, 16, 1, 0x04));
+  rs.push_back(rec(1000 * kNs, E::kPost, 0, 16, 1));
+  rs.push_back(rec(1000 * kNs, E::kCompletion, 0, 16, 0, 0));
+  rs.push_back(rec(1000 * kNs, E::kAck, 0, 16, 0));
+  rs.push_back(rec(0, E::kPost, 0, 16, 0));
+  rs.push_back(rec(0, E::kGrant, 0, 16, 0, 0, 0));
+  rs.push_back(rec(0, E::kFrameTx, 0, 16, 0, 0x04));
+  const auto msgs = messages(rs, {0, 16}, std::nullopt);
+  ASSERT_EQ(msgs.size(), 2u);
+  EXPECT_EQ(*msgs[0].ack, 1000 * kNs);
+  EXPECT_EQ(*msgs[0].completion, 1000 * kNs);
+  EXPECT_EQ(*msgs[1].grant, 1000 * kNs);
+  EXPECT_EQ(*msgs[1].tx, 1000 * kNs);
+  EXPECT_FALSE(msgs[1].ack);
+}
+
 TEST(Rperf, NearestRankPercentiles) {
   std::vector<Picos> v;
   for (Picos i = 1; i <= 1000; ++i) v.push_back(i * kNs);

@@ -10,9 +10,23 @@ using E = trace::Event;
 
 bool is(const trace::Record& r, QpRef q) { return r.port == q.port && r.qp == q.qp; }
 
+// At one instant a message can end and the next begin (a closed loop posts
+// when the completion is written): its ACK and completion go first, then the
+// post, then what the new message does.
+int rank(E e) {
+  switch (e) {
+    case E::kAck: return 0;
+    case E::kCompletion: return 1;
+    case E::kPost: return 2;
+    default: return 3;
+  }
+}
+
 std::vector<trace::Record> by_time(std::span<const trace::Record> records) {
   std::vector<trace::Record> rs(records.begin(), records.end());
-  std::stable_sort(rs.begin(), rs.end(), [](const auto& a, const auto& b) { return a.time < b.time; });
+  std::stable_sort(rs.begin(), rs.end(), [](const auto& a, const auto& b) {
+    return a.time != b.time ? a.time < b.time : rank(a.event) < rank(b.event);
+  });
   return rs;
 }
 
