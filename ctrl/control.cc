@@ -54,6 +54,10 @@ DeviceEntry* Control::find_qp(uint32_t qpn) {
 }
 
 bool Control::resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip) {
+  // The device's own address: the engine loops those frames back (same-device loopback).
+  bool self = false;
+  d.run([&](sched::Picos) { self = d.engine().config().ip == ip; });
+  if (self) return true;
   // Wait up to one second for the answer; solicit on the first try and every 250 ms.
   for (int attempt = 0; attempt < 40; ++attempt) {
     bool known = false;
@@ -83,6 +87,8 @@ void Control::attach(Session& s, DeviceEntry& d) {
 
 void Control::reclaim(Session& s) {
   bool reclaimed = false;
+  // A trace dies with the connection that started it (its memfd is the client's).
+  if (trace_ && trace_->owner() == s.id) trace_.reset();
   if (s.dev != nullptr) {
     DeviceEntry& d = *s.dev;
     transport::Engine& e = d.engine();
@@ -122,6 +128,16 @@ void Control::reclaim(Session& s) {
   s.mr_bytes = 0;
   s.dev = nullptr;
   if (reclaimed) malloc_trim(0);
+}
+
+bool Control::trace_tick(TraceSession::Clock::time_point now) {
+  if (!trace_ || !trace_->active()) return false;
+  if (trace_->expired(now)) {
+    trace_->finish();
+    return false;
+  }
+  trace_->drain();
+  return true;
 }
 
 void Control::drain_async_events() {

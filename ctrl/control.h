@@ -19,6 +19,7 @@
 #include "ctrl/device_entry.h"
 #include "ctrl/op_table.h"
 #include "ctrl/session.h"
+#include "ctrl/trace_session.h"
 
 namespace isoroce::ctrl {
 
@@ -83,6 +84,13 @@ class Control {
   virtual std::vector<DeviceEntry*> stop_reference_flows(DeviceEntry& d) { return {&d}; }
   virtual void start_reference_flow(DeviceEntry&) {}
 
+  // The live trace (ops_trace.cc, ctrl/trace_session.h): at most one, running
+  // or finished and not yet collected by its owner.
+  std::unique_ptr<TraceSession>& trace() { return trace_; }
+  // Control thread, every few milliseconds: drains a running trace and
+  // finishes it at its deadline. Whether one is running.
+  bool trace_tick(TraceSession::Clock::time_point now);
+
  protected:
   json qp_json(DeviceEntry& d, uint32_t qpn);
   json justitia_json(DeviceEntry& d);
@@ -92,6 +100,7 @@ class Control {
   OpTable ops_;
   ClientLimits limits_;
   std::set<Session*> attached_;  // sessions with a device open
+  std::unique_ptr<TraceSession> trace_;
 };
 
 // Justitia's application of a client connection (its session id; 0: none known).

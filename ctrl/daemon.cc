@@ -141,8 +141,12 @@ int Daemon::run() {
   // asks for them): cheap, and soon enough for a log line.
   constexpr auto kDrainEvery = std::chrono::milliseconds(250);
   auto last_drain = std::chrono::steady_clock::now();
+  // A running trace is drained every 5 ms (a ring of 65536 records then
+  // overflows only above 13 million events per second and device).
+  bool tracing = false;
   for (bool stop = false; !stop;) {
-    const std::vector<int> ready = server_.poll(250);
+    const std::vector<int> ready = server_.poll(tracing ? 5 : 250);
+    tracing = trace_tick(std::chrono::steady_clock::now());
     if (std::chrono::steady_clock::now() - last_drain >= kDrainEvery) {
       drain_async_events();
       last_drain = std::chrono::steady_clock::now();

@@ -5,6 +5,7 @@
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_pdump.h>
 #include <unistd.h>
 
 #include "ctrl/log.h"
@@ -79,6 +80,7 @@ class DpdkDriver final : public DeviceDriver, public Executor {
 DeviceSet::~DeviceSet() {
   stop_workers();
   workers_.clear();
+  if (pdump_ready_) rte_pdump_uninit();
   if (eal_ready_) rte_eal_cleanup();
 }
 
@@ -109,6 +111,12 @@ bool DeviceSet::init_eal(std::string* error) {
     return false;
   }
   eal_ready_ = true;
+  // DPDK's packet-capture server: dpdk-dumpcap (a secondary process with the
+  // same --file-prefix) asks it to copy each port's rx/tx into its own ring
+  // (docs/profiling.md). It needs the primary's memory to be shareable, which
+  // --no-huge memory is not; a failure only loses live capture.
+  if (rte_pdump_init() == 0) pdump_ready_ = true;
+  else log(LogLevel::kWarning, "packet capture (dpdk-dumpcap) unavailable: rte_pdump_init: {}", rte_strerror(rte_errno));
   clock_ = std::make_unique<dataplane::TscClock>();
   unsigned lcore;
   RTE_LCORE_FOREACH_WORKER(lcore) { worker_lcores_.push_back(lcore); }

@@ -42,6 +42,7 @@ class DeviceSet {
   std::vector<std::unique_ptr<dataplane::Worker>> workers_;
   std::vector<unsigned> worker_lcores_;
   bool eal_ready_ = false;
+  bool pdump_ready_ = false;  // dpdk-dumpcap may attach
   bool launched_ = false;
 };
 

@@ -41,6 +41,7 @@ json OpTable::help() const {
 
 void register_all_ops(OpTable& t) {
   register_view_ops(t);
+  register_trace_ops(t);
   register_admin_ops(t);
   register_memory_ops(t);
   register_queue_ops(t);

@@ -63,6 +63,7 @@ void register_memory_ops(OpTable& t);
 void register_queue_ops(OpTable& t);
 void register_qp_ops(OpTable& t);
 void register_post_ops(OpTable& t);
+void register_trace_ops(OpTable& t);
 void register_all_ops(OpTable& t);
 
 // Replies.

@@ -38,6 +38,17 @@ class Tools : public ::testing::Test {
     expect_perftest_result(client, iters);
     if (srv.out.find("#bytes") != std::string::npos) expect_perftest_result(srv, iters);
   }
+  // Both ends on isoroce0 (same-device loopback, docs/engine.md).
+  std::pair<ToolResult, ToolResult> same_device(const std::string& prog, const std::string& args,
+                                                const std::string& gid_flag, const std::string& summary) {
+    return run_pair({daemon_->socket(), "isoroce0", ""}, {daemon_->socket(), "isoroce0", ""}, "127.0.0.1", prog,
+                    args, gid_flag, summary);
+  }
+  void same_device_perftest(const std::string& prog, int iters, const std::string& args = "") {
+    auto [client, srv] = same_device(prog, "-n " + std::to_string(iters) + " " + args, "-x 0", "#bytes");
+    expect_perftest_result(client, iters);
+    if (srv.out.find("#bytes") != std::string::npos) expect_perftest_result(srv, iters);
+  }
   static DaemonProcess* daemon_;
 };
 DaemonProcess* Tools::daemon_ = nullptr;
@@ -101,6 +112,26 @@ TEST_F(Tools, PerftestReadBandwidth) { perftest("ib_read_bw", 200); }
 TEST_F(Tools, PerftestSendBandwidthRc) { perftest("ib_send_bw", 200); }
 TEST_F(Tools, PerftestSendBandwidthUd) { perftest("ib_send_bw", 200, "-c UD"); }
 TEST_F(Tools, PerftestAtomicBandwidth) { perftest("ib_atomic_bw", 200); }
+
+// Same-device loopback: server and client on one device, each addressing the
+// other by the device's own GID (issue 14.1).
+TEST_F(Tools, SameDeviceRcPingpong) {
+  expect_pingpong(same_device("ibv_rc_pingpong", "-c -n 300", "-g 0", "iters in"), "::ffff:10.0.0.1",
+                  "::ffff:10.0.0.1");
+}
+TEST_F(Tools, SameDeviceRcPingpongLargeWithEvents) {
+  expect_pingpong(same_device("ibv_rc_pingpong", "-e -c -s 65536 -n 100", "-g 0", "iters in"), "::ffff:10.0.0.1",
+                  "::ffff:10.0.0.1");
+}
+TEST_F(Tools, SameDeviceUdPingpong) {
+  expect_pingpong(same_device("ibv_ud_pingpong", "-s 1000 -n 300", "-g 0", "iters in"), "::ffff:10.0.0.1",
+                  "::ffff:10.0.0.1");
+}
+TEST_F(Tools, SameDevicePerftestWriteBandwidth) { same_device_perftest("ib_write_bw", 500); }
+TEST_F(Tools, SameDevicePerftestSendLatency) { same_device_perftest("ib_send_lat", 200); }
+TEST_F(Tools, SameDevicePerftestReadLatency) { same_device_perftest("ib_read_lat", 200); }
+TEST_F(Tools, SameDevicePerftestAtomicBandwidth) { same_device_perftest("ib_atomic_bw", 200); }
+TEST_F(Tools, SameDevicePerftestSendBandwidthUd) { same_device_perftest("ib_send_bw", 200, "-c UD"); }
 
 }  // namespace
 }  // namespace isoroce::test

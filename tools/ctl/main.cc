@@ -7,6 +7,7 @@
 
 #include "ctrl/client.h"
 #include "tools/ctl/live_run.h"
+#include "tools/ctl/live_trace.h"
 #include "tools/ctl/rate.h"
 #include "tools/sim/report_format.h"
 #include "tools/sim/scenario_toml.h"
@@ -107,6 +108,17 @@ int main(int argc, char** argv) {
   std::string scenario_path;
   auto* run = app.add_subcommand("run", "run a scenario of isoroce-sim on live daemons (its hosts name socket and device)");
   run->add_option("SCENARIO", scenario_path, "scenario TOML file (docs/isoroce-ctl.md)")->required();
+  isoroce::tools::LiveTraceArgs ta;
+  auto* trace = app.add_subcommand("trace", "record the daemon's trace events for a while into a Perfetto file "
+                                            "(privileged; docs/profiling.md)");
+  trace->add_option("--seconds", ta.seconds, "how long to record (at most 600)")->required();
+  trace->add_option("--out", ta.out, "the trace file (Chrome trace-event JSON)")->required();
+  trace->add_option("--device", ta.device, "only this device (default: all)");
+  trace->add_option("--qp", ta.qp, "only this QP's events");
+  trace->add_option("--events", ta.events, "comma-separated event names or all (sched/trace.h)");
+  trace->add_option("--ring", ta.ring_records, "records per device ring (default 65536)");
+  trace->add_option("--max-records", ta.max_records, "records kept in all (default 4194304)");
+  trace->add_flag("--raw", ta.raw, "write the 40-byte trace::Records as they are");
   for (auto* sub : app.get_subcommands({})) sub->add_flag("--json", as_json, "print JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -129,6 +141,12 @@ int main(int argc, char** argv) {
     for (const auto& f : report->flows)
       if (!f.integrity_ok) return 3;
     return 0;
+  }
+
+  if (*trace) {
+    ta.socket = socket;
+    ta.json = as_json;
+    return isoroce::tools::run_live_trace(ta);
   }
 
   json req;

@@ -236,7 +236,11 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
                                   ? (cnp ? cnp_frame_bytes() : ack_frame_bytes()) - kEthWireOverhead
                                   : d.frame_len;
       if (g.kind == sched::GrantKind::kData && d.kind == TxKind::kNone) continue;
-      std::span<uint8_t> buf = sink.tx_buffer(len_hint);
+      // A frame to the port's own address loops back (docs/engine.md,
+      // "Same-device loopback"): scheduled like any frame, then received
+      // instead of sent, into a buffer of the engine's own.
+      const bool to_self = tx_peer(*q, d, cnp).ip == config_.ip;
+      std::span<uint8_t> buf = to_self ? loop_buffer(len_hint) : sink.tx_buffer(len_hint);
       if (buf.size() < len_hint) {
         ++counters_.tx_no_buffer;
         if (g.kind == sched::GrantKind::kControl) (cnp ? q->cnp_queued : q->resp.ctrl_queued) = false;
@@ -260,7 +264,12 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
         trace_frame_tx(g.departure, *q, buf.first(len));
       }
       if (d.kind == TxKind::kRequest) time_request(*q, d);
-      sink.tx_commit(g.departure, len);
+      if (to_self) {
+        loop_lens_.push_back(len);
+        ++counters_.tx_loopback;
+      } else {
+        sink.tx_commit(g.departure, len);
+      }
       ++counters_.tx_frames;
       counters_.tx_bytes += len;
       ++q->stats.tx_packets;
@@ -278,7 +287,31 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
     }
     if (n < want) break;
   }
+  deliver_looped(now);
   return sent;
+}
+
+const Peer& EngineImpl::tx_peer(const QpCtx& q, const TxDesc& d, bool cnp) const {
+  if (d.kind == TxKind::kUdSend) return q.sq[d.wqe].ud_peer;
+  if (cnp && q.qp.type() == IBV_QPT_UD) return q.cnp_peer;
+  return q.peer;
+}
+
+std::span<uint8_t> EngineImpl::loop_buffer(size_t len) {
+  const size_t i = loop_lens_.size();
+  if (loop_frames_.size() <= i) loop_frames_.emplace_back();
+  if (loop_frames_[i].size() < len) loop_frames_[i].resize(len);
+  return loop_frames_[i];
+}
+
+// The looped frames of this transmit, received once the grants are done (the
+// receive path may activate QPs in the scheduler; never during its dequeue).
+// A frame that makes the responder answer a frame to the port again is sent
+// by a later transmit(), through the scheduler, like any response.
+void EngineImpl::deliver_looped(Picos now) {
+  for (size_t i = 0; i < loop_lens_.size(); ++i)
+    receive(now, std::span<uint8_t>(loop_frames_[i].data(), loop_lens_[i]));
+  loop_lens_.clear();
 }
 
 }  // namespace isoroce::transport::detail

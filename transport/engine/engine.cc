@@ -51,11 +51,13 @@ void EngineImpl::set_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) 
 }
 
 bool EngineImpl::resolve_peer(const AhAttr& ah, Peer* peer) const {
+  // The port's own address needs no neighbour: its frames loop back (transmit()).
+  const bool self = ah.dgid == config_.ip;
   auto it = neighbors_.find(ah.dgid);
-  if (it == neighbors_.end()) return false;
+  if (!self && it == neighbors_.end()) return false;
   if (wire::is_ipv4_mapped(ah.dgid) != wire::is_ipv4_mapped(config_.ip)) return false;
   peer->ip = ah.dgid;
-  peer->mac = it->second;
+  peer->mac = self ? config_.mac : it->second;
   peer->traffic_class = ah.traffic_class;
   peer->hop_limit = ah.hop_limit == 0 ? 64 : ah.hop_limit;
   peer->flow_label = ah.flow_label;

@@ -176,6 +176,7 @@ struct EngineCounters {
   uint64_t tx_frames = 0;
   uint64_t tx_bytes = 0;
   uint64_t tx_no_buffer = 0;
+  uint64_t tx_loopback = 0;     // frames to the port's own address, received instead of sent (in tx_frames)
   uint64_t retransmits = 0;     // requester packets sent again
   uint64_t timeouts = 0;        // retransmission timer expiries
   uint64_t naks_sent = 0;
@@ -242,7 +243,10 @@ class Engine {
   virtual ~Engine() = default;
 
   // Neighbour table: the MAC address frames to an IP go to (ARP/ND is the
-  // driver's job). ibv_modify_qp(RTR) and ibv_create_ah() need the entry.
+  // driver's job). ibv_modify_qp(RTR) and ibv_create_ah() need the entry,
+  // except for the port's own address (config().ip): frames to it loop back
+  // inside the engine after the scheduler grants them (docs/engine.md,
+  // "Same-device loopback"), so a QP reaches any QP of its own port.
   virtual void set_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) = 0;
 
   // ---- verbs -----------------------------------------------------------

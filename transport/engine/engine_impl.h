@@ -200,6 +200,12 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void schedule_timer(QpCtx& q, Picos when);
   sched::Packet on_grant(sched::QpId qp, uint32_t bytes) override;
   uint32_t frame_len(uint8_t opcode, uint32_t payload) const;  // Ethernet frame bytes
+  // Where the frame of grant d (a CNP if cnp) goes.
+  const Peer& tx_peer(const QpCtx& q, const TxDesc& d, bool cnp) const;
+  // Same-device loopback: a buffer for the next frame to the port itself, and
+  // the receive of the frames built into them by this transmit().
+  std::span<uint8_t> loop_buffer(size_t len);
+  void deliver_looped(Picos now);
   wire::FrameSpec frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode, wire::Psn psn,
                              uint32_t dest_qpn, bool data) const;
 
@@ -262,6 +268,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   trace::Tracer trace_;
   SchedTrace sched_trace_{this};
   Picos trace_now_ = 0;
+  // Frames to the port's own address built by this transmit() (loop_buffer).
+  std::vector<std::vector<uint8_t>> loop_frames_;
+  std::vector<size_t> loop_lens_;
 };
 
 }  // namespace isoroce::transport::detail
