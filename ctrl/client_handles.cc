@@ -17,6 +17,8 @@ int check_send_wr(const ClientObjects& c, uint32_t qpn, transport::SendWr& wr, s
   if (!c.qps.count(qpn)) return *why = "not a QP of this client", EINVAL;
   // AH 0 names none (a UD send without one is refused by the engine).
   if (wr.ah != 0 && !c.ahs.count(wr.ah)) return *why = "not an AH of this client", EINVAL;
+  if (wr.opcode == IBV_WR_BIND_MW && !c.mws.count(wr.bind.mw_rkey >> 8))
+    return *why = "not a memory window of this client", EINVAL;
   if ((wr.send_flags & IBV_SEND_INLINE) && source == InlineSource::kClientMemory) {
     // The engine copies inline data from a pointer in this process: the
     // client's addresses must name its own registered memory (lkey, bounds).

@@ -24,6 +24,7 @@ namespace isoroce::ctrl {
 
 struct ClientObjects {
   std::set<uint32_t> pds, cqs, srqs, ahs, qps;
+  std::set<uint32_t> mws;  // memory windows by index (R_Key >> 8: binds change the low 8 bits)
   std::map<uint32_t, Mapping> mrs;  // lkey -> the daemon's mapping of it
 };
 

@@ -102,6 +102,7 @@ void Control::reclaim(Session& s) {
       for (uint32_t h : o.srqs) e.destroy_srq(h);
       for (uint32_t h : o.ahs) e.destroy_ah(h);
       for (uint32_t h : o.cqs) e.destroy_cq(h);
+      for (uint32_t i : o.mws) e.dealloc_mw(i << 8);  // before the MRs they are bound to
       for (const auto& [lkey, m] : o.mrs) e.dereg_mr(lkey);
       for (uint32_t h : o.pds) e.dealloc_pd(h);
     });

@@ -95,9 +95,41 @@ json dereg_mr(OpContext& c) {
   return op_ok();
 }
 
+json alloc_mw(OpContext& c) {
+  DeviceEntry& d = c.dev();
+  auto pd = own_handle(c.s.objs.pds, c.req, "pd");
+  if (!pd) return op_fail(EINVAL, "alloc_mw: not a PD of this client");
+  if (auto e = Control::over("max_mrs", c.s.objs.mws.size(), 1, c.ctl.limits().max_mrs); !e.empty())
+    return op_fail(ENOMEM, "alloc_mw: " + e);
+  const int type = static_cast<int>(field_u64_or(c.req, "type", IBV_MW_TYPE_2));
+  verbs::Result<uint32_t> r = verbs::Result<uint32_t>::error(EIO);
+  d.run([&](sched::Picos) {
+    r = d.engine().alloc_mw(*pd, type);
+    if (r.ok()) c.s.objs.mws.insert(r.value() >> 8);
+  });
+  if (!r.ok()) return op_fail(r.err(), "alloc_mw");
+  return op_ok({{"rkey", r.value()}});
+}
+
+json dealloc_mw(OpContext& c) {
+  DeviceEntry& d = c.dev();
+  auto rkey = field_u64(c.req, "rkey");
+  if (!rkey || *rkey > 0xffffffffu || !c.s.objs.mws.count(static_cast<uint32_t>(*rkey) >> 8))
+    return op_fail(EINVAL, "dealloc_mw: not a memory window of this client");
+  int rc = 0;
+  d.run([&](sched::Picos) {
+    rc = d.engine().dealloc_mw(static_cast<uint32_t>(*rkey));
+    if (rc == 0) c.s.objs.mws.erase(static_cast<uint32_t>(*rkey) >> 8);
+  });
+  if (rc) return op_fail(rc, "dealloc_mw");
+  return op_ok();
+}
+
 }  // namespace
 
 void register_memory_ops(OpTable& t) {
+  t.add({"alloc_mw", alloc_mw, true, "a memory window: pd, type (1 or 2); gives its rkey"});
+  t.add({"dealloc_mw", dealloc_mw, true, "rkey (any key of the window)"});
   t.add({"alloc_pd", alloc_pd, true, "a protection domain"});
   t.add({"dealloc_pd", dealloc_pd, true, "pd"});
   t.add({"reg_mr", reg_mr, true,

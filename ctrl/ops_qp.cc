@@ -187,7 +187,10 @@ json modify_qp(OpContext& c) {
       return op_fail(EHOSTUNREACH, "modify_qp: no ARP/ND answer from the destination GID");
   }
   int rc = 0;
-  d.run([&](sched::Picos) { rc = d.engine().modify_qp(wire::Qpn(*qp), a, mask); });
+  d.run([&](sched::Picos) {
+    rc = d.engine().modify_qp(wire::Qpn(*qp), a, mask);
+    if (rc == 0 && (mask & IBV_QP_STATE) && a.qp_state == IBV_QPS_RESET && d.pump) d.pump->reset_rq(*qp);
+  });
   return rc ? op_fail(rc, "modify_qp") : op_ok();
 }
 

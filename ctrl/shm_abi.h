@@ -36,7 +36,11 @@
 // [0, index_mask] and advance by one modulo index_mask + 1; a queue is full
 // when (producer + 1) & mask == consumer, so it holds at most index_mask
 // elements, as rxe's do. SQ, RQ and SRQ: the library produces, the daemon
-// consumes. CQ: the daemon produces, the library consumes.
+// consumes. CQ: the daemon produces, the library consumes. A QP's RQ is the
+// exception to "consume when read": the daemon moves its consumer_index when
+// a receive completes (or is dropped without a completion), so the ring holds
+// the outstanding receives and the library refuses the (max_recv_wr + 1)th
+// with ENOMEM, as rxe (ShmPump::retire_recv).
 //
 // The daemon never trusts what the application can write: it keeps its own
 // copy of each queue's geometry, masks every index it reads, copies a WQE out

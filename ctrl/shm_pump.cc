@@ -102,6 +102,22 @@ int ShmPump::replace_cq(uint32_t cq, ShmQueue* to) {
   return 0;
 }
 
+void ShmPump::retire_recv(uint32_t qpn) {
+  for (Work& w : rqs_) {
+    if (w.srq || w.id != qpn) continue;
+    ShmQueue& q = *w.q;
+    const uint32_t c = shm::consumer(q.base()).load(std::memory_order_relaxed) & q.mask();
+    // Never past what was read (a completion the RQ did not give cannot free a slot).
+    if (c != w.next) shm::consumer(q.base()).store((c + 1) & q.mask(), std::memory_order_release);
+    return;
+  }
+}
+
+void ShmPump::reset_rq(uint32_t qpn) {
+  for (Work& w : rqs_)
+    if (!w.srq && w.id == qpn) shm::consumer(w.q->base()).store(w.next, std::memory_order_release);
+}
+
 void ShmPump::remove_qp(uint32_t qpn) {
   std::erase_if(sqs_, [&](const Work& w) { return w.id == qpn; });
   std::erase_if(rqs_, [&](const Work& w) { return !w.srq && w.id == qpn; });
@@ -116,7 +132,7 @@ void ShmPump::remove_cq(uint32_t cq) {
 unsigned ShmPump::poll(sched::Picos now) {
   unsigned n = 0;
   for (const Work& w : sqs_) n += pump_send(now, w);
-  for (const Work& w : rqs_) n += pump_recv(now, w);
+  for (Work& w : rqs_) n += pump_recv(now, w);
   for (const Work& w : cqs_) n += pump_cq(w);
   return n;
 }
@@ -139,7 +155,12 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
     wr.opcode = static_cast<ibv_wr_opcode>(wqe.wr.opcode);
     wr.send_flags = wqe.wr.send_flags;
     wr.imm_data = wqe.wr.ex.imm_data;
-    bool ok = wqe.wr.opcode <= IBV_WR_ATOMIC_FETCH_AND_ADD;
+    bool ok = wqe.wr.opcode <= IBV_WR_SEND_WITH_INV;  // through LOCAL_INV, BIND_MW, SEND_WITH_INV
+    if (wr.opcode == IBV_WR_BIND_MW) {
+      const auto& m = wqe.wr.wr.mw;
+      wr.bind = verbs::MwBind{m.mw_rkey, m.rkey, m.mr_lkey, m.addr, m.length, m.access};
+    }
+    if (wr.opcode == IBV_WR_LOCAL_INV || wr.opcode == IBV_WR_SEND_WITH_INV) wr.invalidate_rkey = wqe.wr.ex.invalidate_rkey;
     if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
       wr.remote_addr = wqe.wr.wr.atomic.remote_addr;
       wr.rkey = wqe.wr.wr.atomic.rkey;
@@ -186,10 +207,11 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
   return moved;
 }
 
-unsigned ShmPump::pump_recv(sched::Picos now, const Work& w) {
+unsigned ShmPump::pump_recv(sched::Picos now, Work& w) {
   ShmQueue& q = *w.q;
   const uint32_t prod = shm::producer(q.base()).load(std::memory_order_acquire) & q.mask();
-  uint32_t cons = shm::consumer(q.base()).load(std::memory_order_relaxed) & q.mask();
+  uint32_t cons = w.srq ? shm::consumer(q.base()).load(std::memory_order_relaxed) & q.mask() : w.next;
+  uint32_t dropped = 0;  // RQ: WQEs gone without a completion
   unsigned moved = 0;
   while (cons != prod && moved < kMaxBatch) {
     scratch_.assign(q.element(cons), q.element(cons) + q.elem_bytes());
@@ -213,15 +235,28 @@ unsigned ShmPump::pump_recv(sched::Picos now, const Work& w) {
     int rc = EINVAL;
     if (ok) rc = w.srq ? engine_.post_srq_recv(w.id, wr) : engine_.post_recv(wire::Qpn(w.id), wr);
     // As for sends; an SRQ has no error state, so garbage there is dropped (counted).
-    if (rc == EINVAL && !w.srq)
-      rc = engine_.post_malformed_recv(now, wire::Qpn(w.id), wqe.wr_id) == ENOMEM ? ENOMEM : EINVAL;
-    if (rc == ENOMEM) break;
-    if (rc != 0) ++counters_.bad_wqes;
-    else ++counters_.recv_wqes;
+    if (rc == EINVAL && !w.srq) {
+      const int m = engine_.post_malformed_recv(now, wire::Qpn(w.id), wqe.wr_id);
+      if (m == ENOMEM) break;
+      if (m != 0) ++dropped;  // refused outright: no completion will retire it
+      ++counters_.bad_wqes;
+    } else if (rc == ENOMEM) {
+      break;
+    } else if (rc != 0) {
+      ++counters_.bad_wqes;
+    } else {
+      ++counters_.recv_wqes;
+    }
     cons = (cons + 1) & q.mask();
     ++moved;
   }
-  if (moved) shm::consumer(q.base()).store(cons, std::memory_order_release);
+  if (!moved) return 0;
+  if (w.srq) {
+    shm::consumer(q.base()).store(cons, std::memory_order_release);
+  } else {
+    w.next = cons;
+    for (uint32_t i = 0; i < dropped; ++i) retire_recv(w.id);
+  }
   return moved;
 }
 
@@ -254,6 +289,7 @@ unsigned ShmPump::pump_cq(const Work& w) {
     u.port_num = 1;
     std::memcpy(q.element(prod), &u, sizeof u);
     prod = (prod + 1) & q.mask();
+    if (wc.opcode & IBV_WC_RECV) retire_recv(wc.qp_num);  // RQ receives (an SRQ's are retired when taken)
     solicited_or_error |= wc.status != IBV_WC_SUCCESS || (wc.wc_flags & IBV_WC_WITH_IMM);
   }
   // Pairs with the library's acquire load of producer_index in ibv_poll_cq.

@@ -69,6 +69,9 @@ class ShmPump final : public dataplane::DeviceHook {
   int replace_cq(uint32_t cq, ShmQueue* to);
   // Completions in this CQ's ring the application has not consumed (0 if none).
   uint32_t cq_ring_count(uint32_t cq) const;
+  // The QP went to RESET: the engine dropped its receives without
+  // completions, so they leave the RQ ring now.
+  void reset_rq(uint32_t qpn);
   // Forgets every queue of this QP / SRQ / CQ.
   void remove_qp(uint32_t qpn);
   void remove_srq(uint32_t srq);
@@ -87,9 +90,15 @@ class ShmPump final : public dataplane::DeviceHook {
     bool srq = false;
     int eventfd = -1;
     const ClientObjects* owner = nullptr;
+    // A QP's RQ (not an SRQ): the next element to read. consumer_index trails
+    // it: a receive leaves the ring when it completes (pump_cq), as in rxe,
+    // so a full ring (the library checks max_recv_wr against it) is ENOMEM.
+    uint32_t next = 0;
   };
   unsigned pump_send(sched::Picos now, const Work& w);
-  unsigned pump_recv(sched::Picos now, const Work& w);
+  unsigned pump_recv(sched::Picos now, Work& w);
+  // One receive of QP qpn left its RQ (completed, or dropped without a completion).
+  void retire_recv(uint32_t qpn);
   unsigned pump_cq(const Work& w);
 
   transport::Engine& engine_;

@@ -37,6 +37,13 @@ int validate_send(const Qp& q, const ibv_send_wr& wr, uint64_t* total) {
                                  .num_sge = static_cast<size_t>(wr.num_sge), .length = len,
                                  .remote_addr = wr.wr.atomic.remote_addr};
   if (int rc = verbs::check_send_wr(limits, shape)) return rc;
+  if (wr.opcode == IBV_WR_BIND_MW) {
+    // The window and the MR are this context's (the engine checks the rest: PD, access, range).
+    const ibv_mw* mw = wr.bind_mw.mw;
+    const ibv_mr* mr = wr.bind_mw.bind_info.mr;
+    if (mw == nullptr || mw->context != qp.context || (wr.bind_mw.bind_info.length && (mr == nullptr || mr->context != qp.context)))
+      return EINVAL;
+  }
   if (verbs::is_atomic(wr.opcode) && wr.num_sge != 1) return EINVAL;
   if (qp.qp_type == IBV_QPT_UD && (wr.wr.ud.ah == nullptr || wr.wr.ud.ah->context != qp.context)) return EINVAL;
   *total = len;
@@ -50,7 +57,16 @@ void build_send(const Qp& q, const ibv_send_wr& wr, uint32_t total, uint8_t* el)
   w->wr.opcode = wr.opcode;
   w->wr.send_flags = wr.send_flags;
   if (wr.opcode == IBV_WR_SEND_WITH_IMM || wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) w->wr.ex.imm_data = wr.imm_data;
-  if (is_atomic(wr.opcode)) {
+  if (wr.opcode == IBV_WR_LOCAL_INV || wr.opcode == IBV_WR_SEND_WITH_INV) w->wr.ex.invalidate_rkey = wr.invalidate_rkey;
+  if (wr.opcode == IBV_WR_BIND_MW) {
+    const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
+    w->wr.wr.mw.addr = b.addr;
+    w->wr.wr.mw.length = b.length;
+    w->wr.wr.mw.mr_lkey = b.length ? b.mr->lkey : 0;
+    w->wr.wr.mw.mw_rkey = wr.bind_mw.mw->rkey;
+    w->wr.wr.mw.rkey = wr.bind_mw.rkey;
+    w->wr.wr.mw.access = b.mw_access_flags;
+  } else if (is_atomic(wr.opcode)) {
     w->wr.wr.atomic.remote_addr = wr.wr.atomic.remote_addr;
     w->wr.wr.atomic.compare_add = wr.wr.atomic.compare_add;
     w->wr.wr.atomic.swap = wr.wr.atomic.swap;
@@ -99,8 +115,10 @@ void build_recv(const ibv_recv_wr& wr, uint8_t* el) {
   w->dma.resid = total;
 }
 
-// Posts a chain of receive WRs into a RQ/SRQ ring.
-int post_recv_ring(Ring& ring, uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+// Posts a chain of receive WRs into a RQ/SRQ ring. The ring holds the
+// receives not completed yet (the daemon retires a QP's receive when it
+// completes, ctrl/shm_pump.h): max_wr of them is a full queue, ENOMEM as rxe.
+int post_recv_ring(Ring& ring, uint32_t max_sge, uint32_t max_wr, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   // Own index relaxed; the daemon's acquire (pairs with its release after it consumed).
   uint32_t prod = shm::producer(ring.base).load(std::memory_order_relaxed) & ring.mask;
   uint32_t cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
@@ -111,9 +129,9 @@ int post_recv_ring(Ring& ring, uint32_t max_sge, ibv_recv_wr* wr, ibv_recv_wr** 
       rc = EINVAL;
       break;
     }
-    if (((prod + 1) & ring.mask) == cons) {
+    if (((prod - cons) & ring.mask) >= max_wr) {
       cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
-      if (((prod + 1) & ring.mask) == cons) {
+      if (((prod - cons) & ring.mask) >= max_wr) {
         rc = ENOMEM;
         break;
       }
@@ -166,13 +184,13 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     return EINVAL;
   }
   std::lock_guard lock(q.rq_mu);
-  return post_recv_ring(q.rq, q.cap.max_recv_sge, wr, bad_wr);
+  return post_recv_ring(q.rq, q.cap.max_recv_sge, std::min(q.cap.max_recv_wr, q.rq.mask), wr, bad_wr);
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Srq& s = *srq_of(ibsrq);
   std::lock_guard lock(s.mu);
-  return post_recv_ring(s.ring, s.attr.max_sge, wr, bad_wr);
+  return post_recv_ring(s.ring, s.attr.max_sge, s.ring.mask, wr, bad_wr);
 }
 
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {

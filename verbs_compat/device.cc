@@ -177,7 +177,9 @@ void fill_device_attr(const Device& d, ibv_device_attr* a) {
   a->max_qp_wr = kMaxQpWr;
   a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_CHANGE_PHY_PORT |
                         IBV_DEVICE_UD_AV_PORT_ENFORCE | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
-                        IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE;
+                        IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_MEM_WINDOW |
+                        IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+  a->max_mw = 0x40000 - 1;  // as rxe
   a->max_sge = kMaxSge;
   a->max_sge_rd = kMaxSge;
   a->max_cq = 0x10000;
@@ -291,6 +293,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
       .post_send = isoroce::vc::post_send,
       .post_recv = isoroce::vc::post_recv,
   };
+  fill_unsupported_ops(v);
+  fill_mw_ops(c);
   c.cmd_fd = ctx->client->fd();
   c.async_fd = fds[0];  // the daemon writes it when it queues an event (async.cc)
   c.num_comp_vectors = 1;

@@ -210,6 +210,11 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr);     // qp
 
 // Device limits reported by ibv_query_device (device.cc).
 void fill_device_attr(const Device& d, ibv_device_attr* a);
+// Every verbs_context (and memory window) operation the library does not
+// implement: a function that logs and fails (unsupported.cc).
+void fill_unsupported_ops(verbs_context& v);
+// ibv_alloc_mw, ibv_dealloc_mw, ibv_bind_mw (mw.cc).
+void fill_mw_ops(ibv_context& c);
 inline constexpr uint32_t kMaxQpWr = 16383;
 inline constexpr uint32_t kMaxSge = 32;
 inline constexpr uint32_t kMaxInline = 320;

@@ -541,6 +541,16 @@ int ibv_destroy_qp(ibv_qp* qp) {
   return 0;
 }
 
+// Whether the bytes of one message land in memory in order, so that a reader
+// may poll the last byte instead of the CQ (ibv_query_qp_data_in_order(3)).
+// isoroce's responder places packets in PSN order, but each with memcpy(),
+// which may store a packet's bytes in any order: not guaranteed, 0 (rxe,
+// without the provider hook, answers 0 too). flags must be 0.
+int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode, uint32_t flags) {
+  if (qp == nullptr || flags != 0) return 0;
+  return 0;
+}
+
 int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 

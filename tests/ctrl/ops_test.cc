@@ -58,9 +58,29 @@ TEST(OpTable, HelpListsEveryOperationWithItsText) {
     EXPECT_FALSE(op["help"].get<std::string>().empty()) << op.dump();
   }
   for (const char* n : {"hello", "open", "alloc_pd", "reg_mr", "create_qp", "post_send", "set_rate", "set_policy",
-                        "resize_cq", "get_async_events", "help"})
+                        "resize_cq", "get_async_events", "help", "alloc_mw", "dealloc_mw"})
     EXPECT_TRUE(names.count(n)) << n;
-  EXPECT_EQ(names.size(), 38u);
+  EXPECT_EQ(names.size(), 40u);
+}
+
+// Memory windows are their client's: another client cannot free one, and
+// any key of the window (binds change the low 8 bits) names it for its owner.
+TEST(OpTable, MemoryWindowsBelongToTheirClient) {
+  VirtualFabric f;
+  TestClient a(f, 1), b(f, 2);
+  ASSERT_TRUE(a.call({{"op", "open"}, {"device", "isoroce0"}})["ok"]);
+  ASSERT_TRUE(b.call({{"op", "open"}, {"device", "isoroce0"}})["ok"]);
+  json pd = a.call({{"op", "alloc_pd"}});
+  ASSERT_TRUE(pd["ok"]);
+  json mw = a.call({{"op", "alloc_mw"}, {"pd", pd["pd"]}, {"type", 2}});
+  ASSERT_TRUE(mw["ok"]) << mw.dump();
+  const uint32_t rkey = mw["rkey"].get<uint32_t>();
+  EXPECT_EQ(a.call({{"op", "alloc_mw"}, {"pd", pd["pd"]}, {"type", 3}})["errno"], EINVAL);
+  EXPECT_EQ(b.call({{"op", "dealloc_mw"}, {"rkey", rkey}})["errno"], EINVAL);
+  EXPECT_EQ(a.call({{"op", "dealloc_pd"}, {"pd", pd["pd"]}})["errno"], EBUSY);
+  EXPECT_TRUE(a.call({{"op", "dealloc_mw"}, {"rkey", (rkey & ~0xffu) | ((rkey + 7) & 0xffu)}})["ok"]);
+  EXPECT_EQ(a.call({{"op", "dealloc_mw"}, {"rkey", rkey}})["errno"], EINVAL);
+  EXPECT_TRUE(a.call({{"op", "dealloc_pd"}, {"pd", pd["pd"]}})["ok"]);
 }
 
 TEST(OpTable, DeviceOperationsNeedOpenAndUnknownOnesAreRefused) {

@@ -146,6 +146,7 @@ TxDesc EngineImpl::peek(Picos now, QpCtx& q) {
 }
 
 void EngineImpl::kick(Picos now, QpCtx& q) {
+  if (q.req.wqe < q.sq.tail() && q.sq[q.req.wqe].is_local_op()) [[unlikely]] run_local_ops(now, q);
   // A WR that lost its local MR mid-message (lose_local_mr) completes in
   // error once it is the oldest; the QP moves to ERR.
   if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted &&

@@ -38,6 +38,7 @@ EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Schedu
     : config_(config),
       sched_(std::move(sched)),
       mrs_(config.key_seed),
+      mws_(config.key_seed),
       slots_(config.max_qps),
       gen_(config.max_qps, 0),
       next_qpn_(config.first_qpn ? config.first_qpn & 0xffffff : 16 + (config.qpn_seed * 2654435761u) % 0x100) {
@@ -73,11 +74,39 @@ int EngineImpl::dealloc_pd(PdHandle pd) { return pds_.dealloc(pd); }
 Result<verbs::MrKeys> EngineImpl::reg_mr(PdHandle pd, void* addr, uint64_t length, uint64_t iova,
                                          uint32_t access) {
   if (addr == nullptr) return Result<verbs::MrKeys>::error(EINVAL);
-  return mrs_.reg(config_.device, pds_, pd, reinterpret_cast<uint64_t>(addr), length, iova,
-                  access);
+  // No MR key may equal a memory window's (the two tables draw keys apart).
+  for (;;) {
+    auto r = mrs_.reg(config_.device, pds_, pd, reinterpret_cast<uint64_t>(addr), length, iova, access);
+    if (!r.ok() || (!mws_.has_key(r.value().rkey) && !mws_.has_key(r.value().lkey))) return r;
+    mrs_.dereg(pds_, r.value().lkey);
+  }
 }
 
-int EngineImpl::dereg_mr(uint32_t lkey) { return mrs_.dereg(pds_, lkey); }
+int EngineImpl::dereg_mr(uint32_t lkey) {
+  if (mws_.mr_has_windows(lkey)) return EINVAL;  // rxe_dereg_mr(): windows still bound
+  return mrs_.dereg(pds_, lkey);
+}
+
+Result<uint32_t> EngineImpl::alloc_mw(PdHandle pd, int type) {
+  return mws_.alloc(config_.device, pds_, pd, type, [this](uint32_t k) { return key_in_use(k); });
+}
+
+int EngineImpl::dealloc_mw(uint32_t rkey) { return mws_.dealloc(pds_, rkey); }
+
+verbs::MrCheck EngineImpl::check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len,
+                                      uint32_t needed) const {
+  if (mrs_.find_rkey(rkey) != nullptr) return mrs_.check_remote(q.pd, rkey, va, len, needed);
+  if (const verbs::Mw* w = mws_.find(rkey)) return mws_.check(mrs_, *w, q.pd, q.qp.qpn().value(), va, len, needed);
+  return verbs::MrCheck::kInvalidKey;
+}
+
+const verbs::Mr* EngineImpl::rkey_mr(uint32_t rkey) const {
+  if (const verbs::Mr* mr = mrs_.find_rkey(rkey)) return mr;
+  const verbs::Mw* w = mws_.find(rkey);
+  if (w == nullptr || w->length == 0) return nullptr;
+  const verbs::Mr* mr = mrs_.find_lkey(w->mr_lkey);
+  return mr != nullptr && mr->id == w->mr_id ? mr : nullptr;
+}
 
 // ---- CQ ------------------------------------------------------------------
 
@@ -150,6 +179,8 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
     case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
     case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    case IBV_WR_BIND_MW: return IBV_WC_BIND_MW;
+    case IBV_WR_LOCAL_INV: return IBV_WC_LOCAL_INV;
     default: return IBV_WC_SEND;
   }
 }

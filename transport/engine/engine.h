@@ -32,6 +32,7 @@
 #include "transport/dcqcn/params.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/mr_table.h"
+#include "transport/verbs/mw_table.h"
 #include "transport/verbs/pd_table.h"
 #include "transport/verbs/qp.h"
 #include "transport/verbs/result.h"
@@ -93,6 +94,8 @@ struct SendWr {
   AhHandle ah = 0;
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
+  verbs::MwBind bind{};          // IBV_WR_BIND_MW
+  uint32_t invalidate_rkey = 0;  // IBV_WR_LOCAL_INV, IBV_WR_SEND_WITH_INV
 };
 
 struct RecvWr {
@@ -254,7 +257,14 @@ class Engine {
   virtual int dealloc_pd(PdHandle pd) = 0;
   virtual Result<verbs::MrKeys> reg_mr(PdHandle pd, void* addr, uint64_t length, uint64_t iova,
                                        uint32_t access) = 0;
+  // EINVAL while a memory window is bound to the MR (as rxe).
   virtual int dereg_mr(uint32_t lkey) = 0;
+  // Memory windows (IBTA 10.6.7, docs/engine.md): ibv_alloc_mw() gives the
+  // window's R_Key (type 1 or 2); ibv_dealloc_mw(). A window is bound by an
+  // IBV_WR_BIND_MW work request (SendWr::bind) and a type 2 one invalidated by
+  // IBV_WR_LOCAL_INV or a peer's IBV_WR_SEND_WITH_INV (SendWr::invalidate_rkey).
+  virtual Result<uint32_t> alloc_mw(PdHandle pd, int type) = 0;
+  virtual int dealloc_mw(uint32_t rkey) = 0;
   virtual Result<CqHandle> create_cq(int cqe) = 0;
   virtual int destroy_cq(CqHandle cq) = 0;
   // Returns the number of completions written to out (ibv_poll_cq), or -EINVAL.

@@ -29,6 +29,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   Result<verbs::MrKeys> reg_mr(PdHandle pd, void* addr, uint64_t length, uint64_t iova,
                                uint32_t access) override;
   int dereg_mr(uint32_t lkey) override;
+  Result<uint32_t> alloc_mw(PdHandle pd, int type) override;
+  int dealloc_mw(uint32_t rkey) override;
   Result<CqHandle> create_cq(int cqe) override;
   int destroy_cq(CqHandle cq) override;
   int poll_cq(CqHandle cq, std::span<ibv_wc> out) override;
@@ -104,6 +106,13 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void reset_qp(QpCtx& q);
   void on_state_change(Picos now, QpCtx& q, ibv_qp_state from);
   bool resolve_peer(const AhAttr& ah, Peer* peer) const;
+  // An R_Key of an MR or of a valid memory window, checked for q (PD, type 2
+  // window's QP, access, bounds), and the MR its bytes are in (nullptr: none).
+  verbs::MrCheck check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed) const;
+  const verbs::Mr* rkey_mr(uint32_t rkey) const;
+  bool key_in_use(uint32_t key) const { return mrs_.find_rkey(key) || mrs_.find_lkey(key); }
+  // BIND_MW and LOCAL_INV at the requester's cursor run now (requester.cc).
+  void run_local_ops(Picos now, QpCtx& q);
 
   // ---- post.cc
   // verbs::check_send_wr() and the checks that need the engine's tables.
@@ -233,6 +242,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   EngineCounters counters_;
   verbs::PdTable pds_;
   verbs::MrTable mrs_;
+  verbs::MwTable mws_;
   std::map<wire::IpAddr, wire::MacAddr> neighbors_;
   std::unordered_map<CqHandle, std::unique_ptr<CqCtx>> cqs_;
   std::unordered_map<SrqHandle, std::unique_ptr<SrqCtx>> srqs_;

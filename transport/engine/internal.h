@@ -66,6 +66,8 @@ struct SendWqe {
   uint32_t msg_id = 0;        // the QP's post count at post time (trace message id)
   bool signaled = false;
   bool is_inline = false;
+  verbs::MwBind bind;           // IBV_WR_BIND_MW
+  uint32_t invalidate_rkey = 0; // IBV_WR_LOCAL_INV, IBV_WR_SEND_WITH_INV
   // UD addressing.
   Peer ud_peer;
   uint32_t ud_qpn = 0;
@@ -86,6 +88,8 @@ struct SendWqe {
            opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
   }
   wire::Psn last_psn() const { return first_psn + (npkts - 1); }
+  // Runs on the requester without a packet (10.6.7, 10.7.2.3).
+  bool is_local_op() const { return opcode == IBV_WR_BIND_MW || opcode == IBV_WR_LOCAL_INV; }
 };
 
 struct RecvWqe {

@@ -71,6 +71,8 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
+  w.bind = wr.bind;
+  w.invalidate_rkey = wr.invalidate_rkey;
   w.signaled = q.qp.sq_sig_all() || (wr.send_flags & IBV_SEND_SIGNALED);
   w.is_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
   w.length = 0;

@@ -14,11 +14,11 @@ namespace {
 // Unacknowledged PSNs at most in flight: far inside the 2^23 window of 9.7.2.
 constexpr int32_t kMaxOutstanding = 1 << 16;
 
-uint8_t send_opcode(bool first, bool last, bool imm) {
-  if (first && last) return imm ? wire::op::kRcSendOnlyImm : wire::op::kRcSendOnly;
+uint8_t send_opcode(bool first, bool last, bool imm, bool inv) {
+  if (first && last) return inv ? wire::op::kRcSendOnlyInv : imm ? wire::op::kRcSendOnlyImm : wire::op::kRcSendOnly;
   if (first) return wire::op::kRcSendFirst;
   if (!last) return wire::op::kRcSendMiddle;
-  return imm ? wire::op::kRcSendLastImm : wire::op::kRcSendLast;
+  return inv ? wire::op::kRcSendLastInv : imm ? wire::op::kRcSendLastImm : wire::op::kRcSendLast;
 }
 
 uint8_t write_opcode(bool first, bool last, bool imm) {
@@ -39,6 +39,7 @@ TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
   if (psn_diff(q.req.psn, q.comp.psn) >= kMaxOutstanding) return d;
   SendWqe& w = q.sq[q.req.wqe];
   if (w.local_error != IBV_WC_SUCCESS) return d;  // datapath completes it in error outside the scheduler
+  if (w.is_local_op()) return d;                   // run by run_local_ops(), no packet
   if (q.req.pkt == 0) {
     // SQD: WRs not yet started wait (IBTA 10.3.1, send queue drain).
     if (st == IBV_QPS_SQD && w.state == WqeState::kQueued) return d;
@@ -75,7 +76,8 @@ TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
       const bool first = q.req.pkt == 0, last = q.req.pkt + 1 == n;
       const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
       const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
-      d.opcode = write ? write_opcode(first, last, imm) : send_opcode(first, last, imm);
+      const bool inv = w.opcode == IBV_WR_SEND_WITH_INV;
+      d.opcode = write ? write_opcode(first, last, imm) : send_opcode(first, last, imm, inv);
       d.offset = static_cast<uint64_t>(q.req.pkt) * mtu;
       d.length = static_cast<uint32_t>(std::min<uint64_t>(mtu, w.length - std::min(w.length, d.offset)));
       d.ack_req = last || (q.req.pkt + 1) % config_.ack_req_every == 0;
@@ -132,6 +134,7 @@ size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> o
                                  static_cast<uint32_t>(w.length - d.offset)};
   }
   if (op.has(wire::kHdrImmDt)) spec.imm = wire::load_be32(reinterpret_cast<const uint8_t*>(&w.imm_data));
+  if (op.has(wire::kHdrIeth)) spec.ieth = w.invalidate_rkey;
   if (op.has(wire::kHdrAtomicEth)) {
     const bool cas = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
     spec.atomic = wire::AtomicFields{w.remote_addr, w.rkey, cas ? w.swap : w.compare_add,
@@ -148,6 +151,44 @@ size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> o
   }
   const wire::BuildResult r = wire::build_frame_gather(spec, payload_scratch_, out);
   return r.ok() ? r.len : 0;
+}
+
+void EngineImpl::run_local_ops(Picos now, QpCtx& q) {
+  // BIND_MW and LOCAL_INV act when the requester reaches them, in order with
+  // the requests before them (IBV_SEND_FENCE: after every earlier READ and
+  // atomic completed, 10.8.3.3), and complete in order like the WRs around
+  // them: they take no PSN (npkts 0, so last_psn() is the PSN before theirs
+  // and complete_done_wqes() retires them once everything before is
+  // acknowledged). A failure completes the WR with IBV_WC_MW_BIND_ERR
+  // (bind) or IBV_WC_LOC_QP_OP_ERR (invalidate) when it is the oldest and
+  // moves the QP to ERR, as rxe. One run again after a rewind is skipped.
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) return;
+  bool ran = false;
+  while (q.req.pkt == 0 && q.req.wqe < q.sq.tail()) {
+    SendWqe& w = q.sq[q.req.wqe];
+    if (!w.is_local_op() || w.local_error != IBV_WC_SUCCESS) break;
+    if (w.state == WqeState::kStarted) {
+      ++q.req.wqe;
+      continue;
+    }
+    if (st == IBV_QPS_SQD) break;
+    if ((w.send_flags & IBV_SEND_FENCE) && q.req.rd_atomic_inflight > 0) break;
+    const uint32_t qpn = q.qp.qpn().value();
+    const int rc = w.opcode == IBV_WR_BIND_MW
+                       ? mws_.bind(mrs_, q.pd, qpn, w.bind, [this](uint32_t k) { return key_in_use(k); })
+                       : mws_.invalidate(q.pd, 0, w.invalidate_rkey);
+    if (rc != 0) {
+      w.local_error = w.opcode == IBV_WR_BIND_MW ? IBV_WC_MW_BIND_ERR : IBV_WC_LOC_QP_OP_ERR;
+      break;
+    }
+    w.state = WqeState::kStarted;
+    w.first_psn = q.req.psn;
+    w.npkts = 0;
+    ++q.req.wqe;
+    ran = true;
+  }
+  if (ran) complete_done_wqes(now, q);
 }
 
 void EngineImpl::lose_local_mr(QpCtx& q, const TxDesc& d) {

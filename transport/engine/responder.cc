@@ -28,7 +28,7 @@ constexpr uint8_t kAckSyndrome = 0x1f;
 }  // namespace
 
 uint8_t* EngineImpl::write_target(const QpCtx& q) const {
-  const verbs::Mr* mr = mrs_.find_rkey(q.resp.write_rkey);
+  const verbs::Mr* mr = rkey_mr(q.resp.write_rkey);
   if (mr == nullptr || mr->id != q.resp.write_mr_id) return nullptr;
   return mr_ptr(*mr, q.resp.write_va);
 }
@@ -198,7 +198,7 @@ RespStep EngineImpl::resp_check_rkey(const QpCtx& q, const RespPacket& r) {
       if (op.is_first()) {
         const wire::RethFields& reth = *r.pkt.reth;
         c = (access & IBV_ACCESS_REMOTE_WRITE)
-                ? mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE)
+                ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE)
                 : verbs::MrCheck::kAccessViolation;
       } else if (!r.payload.empty() && write_target(q) == nullptr) {
         c = verbs::MrCheck::kInvalidKey;
@@ -207,14 +207,16 @@ RespStep EngineImpl::resp_check_rkey(const QpCtx& q, const RespPacket& r) {
     case OpKind::kReadRequest: {
       const wire::RethFields& reth = *r.pkt.reth;
       c = (access & IBV_ACCESS_REMOTE_READ)
-              ? mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ)
+              ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ)
               : verbs::MrCheck::kAccessViolation;
       break;
     }
     case OpKind::kCompareSwap:
     case OpKind::kFetchAdd:
-      c = (access & IBV_ACCESS_REMOTE_ATOMIC) ? mrs_.check_atomic(q.pd, r.pkt.atomic->rkey, r.pkt.atomic->va)
-                                              : verbs::MrCheck::kAccessViolation;
+      c = (access & IBV_ACCESS_REMOTE_ATOMIC)
+              ? check_rkey(q, r.pkt.atomic->rkey, r.pkt.atomic->va, verbs::kAtomicSize, IBV_ACCESS_REMOTE_ATOMIC)
+              : verbs::MrCheck::kAccessViolation;
+      if (c == verbs::MrCheck::kOk && (r.pkt.atomic->va & (verbs::kAtomicSize - 1))) c = verbs::MrCheck::kMisaligned;
       break;
     default:
       break;
@@ -289,6 +291,17 @@ RespStep EngineImpl::resp_execute_send(QpCtx& q, const RespPacket& r) {
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = htonl(*r.pkt.imm);  // ibv_wc carries it in network order
   }
+  if (r.pkt.ieth) {
+    // Send with Invalidate (9.4.1.1, 10.6.7.2.4): the R_Key names a valid type
+    // 2 window of this QP's PD bound by this QP; otherwise the receive
+    // completes with IBV_WC_REM_INV_REQ_ERR and the QP fails (rxe: class J).
+    if (mws_.invalidate(q.pd, q.qp.qpn().value(), *r.pkt.ieth) != 0) {
+      fail_recv(q, IBV_WC_REM_INV_REQ_ERR);
+      return RespStep::kNakInvalidRequest;
+    }
+    wc.wc_flags |= IBV_WC_WITH_INV;
+    wc.invalidated_rkey = *r.pkt.ieth;
+  }
   q.resp.have_recv = false;
   q.resp.in_msg = ResponderState::InMsg::kNone;
   ++q.resp.msn;
@@ -300,7 +313,7 @@ RespStep EngineImpl::resp_execute_write(QpCtx& q, const RespPacket& r) {
   const wire::OpcodeInfo& op = *r.pkt.op;
   if (op.is_first()) {
     q.resp.write_rkey = r.pkt.reth->rkey;
-    q.resp.write_mr_id = mrs_.find_rkey(r.pkt.reth->rkey)->id;
+    q.resp.write_mr_id = rkey_mr(r.pkt.reth->rkey)->id;
     q.resp.write_va = r.pkt.reth->va;
     q.resp.write_left = r.pkt.reth->dma_len;
     q.resp.write_total = r.pkt.reth->dma_len;
@@ -349,7 +362,7 @@ RespStep EngineImpl::resp_execute_atomic(Picos now, QpCtx& q, RespPacket& r) {
   // 9.4.5: the 8 bytes are read, modified and written as one operation; the
   // original value is kept in the resource for duplicates (9.7.5.1.1).
   const wire::AtomicFields& a = *r.pkt.atomic;
-  uint8_t* p = mr_ptr(*mrs_.find_rkey(a.rkey), a.va);
+  uint8_t* p = mr_ptr(*rkey_mr(a.rkey), a.va);
   uint64_t orig;
   std::memcpy(&orig, p, 8);
   uint64_t next = orig;
@@ -385,7 +398,7 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
       const int32_t k = psn_diff(pkt.psn, r.first_psn);
       if (k < 0 || static_cast<uint32_t>(k) >= r.npkts) continue;
       const wire::RethFields& reth = *pkt.reth;
-      if (mrs_.check_remote(q.pd, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ) !=
+      if (check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ) !=
           verbs::MrCheck::kOk) {
         return;
       }
@@ -533,12 +546,12 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
     // Checked again for every packet: the region may have been deregistered
     // since the request. Then the rest of the READ is a Remote Access Error
     // (9.7.5.2, 9.9.3; rxe read_reply() answers a lost MR the same way).
-    if (mrs_.check_remote(q.pd, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ) !=
+    if (check_rkey(q, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ) !=
         verbs::MrCheck::kOk) [[unlikely]] {
       if (!q.resp.failed) fatal_nak(tx_now_, q, NakCode::kRemoteAccessError, d.psn);
       return 0;
     }
-    payload_scratch_.emplace_back(mr_ptr(*mrs_.find_rkey(r.rkey), r.va + d.offset), d.length);
+    payload_scratch_.emplace_back(mr_ptr(*rkey_mr(r.rkey), r.va + d.offset), d.length);
   }
   const wire::BuildResult res = wire::build_frame_gather(spec, payload_scratch_, out);
   return res.ok() ? res.len : 0;

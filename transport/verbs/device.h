@@ -21,6 +21,7 @@ struct Device {
   uint32_t max_mr = 0x80000 - 1;
   uint32_t max_pd = 0x100000;
   uint32_t max_ah = 0x4000 - 1;
+  uint32_t max_mw = 0x40000 - 1;   // rxe: RXE_MAX_MW
   // Responder resources per QP (bounds max_dest_rd_atomic, IBTA 11.2.5.2).
   uint32_t max_qp_rd_atom = 128;
   // Initiator depth per QP (bounds max_rd_atomic).

@@ -15,8 +15,14 @@ int check_send_wr(const SendQueueLimits& q, const SendWrShape& wr) {
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_SEND_WITH_INV:
       if (ud) return EINVAL;
       break;
+    case IBV_WR_BIND_MW:
+    case IBV_WR_LOCAL_INV:
+      // Local operations (10.6.7, 10.7.2.3): RC only, no data.
+      if (ud || wr.num_sge != 0 || (wr.send_flags & IBV_SEND_INLINE)) return EINVAL;
+      return 0;
     default:
       return EINVAL;
   }

@@ -449,8 +449,10 @@ TEST(EngineRc, InvalidWorkRequestsAreRejectedAtPost) {
   wr.opcode = IBV_WR_RDMA_READ;
   wr.send_flags = IBV_SEND_INLINE;
   EXPECT_EQ(p.net[0].post_send(0, p.s[0].qpn, wr), EINVAL);
-  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.opcode = IBV_WR_TSO;  // not an RC opcode
   wr.send_flags = 0;
+  EXPECT_EQ(p.net[0].post_send(0, p.s[0].qpn, wr), EINVAL);
+  wr.opcode = IBV_WR_BIND_MW;  // a local operation carries no data
   EXPECT_EQ(p.net[0].post_send(0, p.s[0].qpn, wr), EINVAL);
   wr.opcode = IBV_WR_SEND;
   EXPECT_EQ(p.net[0].post_send(0, wire::Qpn(0xabcdef), wr), EINVAL);

@@ -21,8 +21,15 @@ TEST(WrCheck, OpcodesByQpType) {
   for (ibv_wr_opcode op : {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ, IBV_WR_ATOMIC_FETCH_AND_ADD}) {
     EXPECT_EQ(check_send_wr(ud(), {op, 0, 1, 8, 0}), EINVAL) << op;
   }
-  for (ibv_wr_opcode op : {IBV_WR_SEND_WITH_INV, IBV_WR_LOCAL_INV, IBV_WR_BIND_MW, IBV_WR_TSO}) {
+  EXPECT_EQ(check_send_wr(rc(), {IBV_WR_TSO, 0, 1, 8, 0}), EINVAL);
+  // Memory windows (10.6.7): RC only; BIND_MW and LOCAL_INV carry no data.
+  EXPECT_EQ(check_send_wr(rc(), {IBV_WR_SEND_WITH_INV, 0, 1, 8, 0}), 0);
+  EXPECT_EQ(check_send_wr(ud(), {IBV_WR_SEND_WITH_INV, 0, 1, 8, 0}), EINVAL);
+  for (ibv_wr_opcode op : {IBV_WR_LOCAL_INV, IBV_WR_BIND_MW}) {
+    EXPECT_EQ(check_send_wr(rc(), {op, 0, 0, 0, 0}), 0) << op;
     EXPECT_EQ(check_send_wr(rc(), {op, 0, 1, 8, 0}), EINVAL) << op;
+    EXPECT_EQ(check_send_wr(rc(), {op, IBV_SEND_INLINE, 0, 0, 0}), EINVAL) << op;
+    EXPECT_EQ(check_send_wr(ud(), {op, 0, 0, 0, 0}), EINVAL) << op;
   }
 }
 
