@@ -6,6 +6,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/wire_json.h"
+#include "sched/policy_registry.h"
 
 namespace isoroce::ctrl {
 namespace {
@@ -38,7 +39,8 @@ void Daemon::start_reference_flow(DeviceEntry& d) {
   const dataplane::DeviceConfig& c = d.config();
   d.ref_note.clear();
   if (!d.echo) start_echo(d);  // every device's; with a ref_peer, also the probes
-  if (c.policy != sched::Policy::kJustitia || d.ref) return;
+  const sched::PolicyOps* policy = sched::find_policy(c.policy);
+  if (policy == nullptr || !policy->has(sched::kCapReferenceLatency) || d.ref) return;
   if (d.ref_peer_ip) {
     if (!d.echo) {
       d.ref_note = "no reference flow: the reference echo QP could not be made; SafeUtil stays at MaxRate";

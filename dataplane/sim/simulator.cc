@@ -6,6 +6,7 @@
 
 #include "dataplane/sim/reference_flow.h"
 #include "dataplane/sim/sim_internal.h"
+#include "sched/policy_registry.h"
 
 namespace isoroce::sim {
 
@@ -59,7 +60,8 @@ std::unique_ptr<Simulator> Simulator::create(const Scenario& scenario, ScenarioE
   // justitia hosts run their reference flow to ref_peer (default: the first other host).
   for (size_t i = 0; i < w->hosts.size(); ++i) {
     const HostConfig& h = scenario.hosts[i];
-    if (h.policy != sched::Policy::kJustitia) continue;
+    const sched::PolicyOps* policy = sched::find_policy(h.policy);
+    if (policy == nullptr || !policy->has(sched::kCapReferenceLatency)) continue;
     size_t peer = w->hosts.size();
     for (size_t j = 0; j < w->hosts.size() && peer == w->hosts.size(); ++j)
       if (j != i && (h.ref_peer.empty() ? wire::is_ipv4_mapped(scenario.hosts[j].ip) == wire::is_ipv4_mapped(h.ip)

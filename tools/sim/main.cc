@@ -2,6 +2,8 @@
 //
 //   isoroce-sim SCENARIO.toml [--json] [--seed N] [--no-wall] [--check]
 //               [--pcap FILE] [--pcap-rx FILE] [--dump] [--policy P] [--only FLOW,...]
+//               [--policy-plugin SO]...
+//   isoroce-sim --policies [--policy-plugin SO]...
 //
 // Exit status: 0 the run completed with every flow's integrity intact; 1 bad
 // scenario or arguments; 3 some flow's integrity check failed.
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include "dataplane/sim/simulator.h"
+#include "sched/policy_plugin.h"
+#include "sched/policy_registry.h"
 #include "tools/sim/pcap_writer.h"
 #include "tools/sim/report_format.h"
 #include "tools/sim/scenario_toml.h"
@@ -28,14 +32,17 @@ int main(int argc, char** argv) {
   std::string pcap_tx, pcap_rx;
   std::optional<uint64_t> seed;
   std::string policy_override;
-  std::vector<std::string> only;
-  app.add_option("scenario", path, "scenario file (TOML)")->required();
+  std::vector<std::string> only, plugins;
+  bool list_policies = false;
+  app.add_option("scenario", path, "scenario file (TOML)");
+  app.add_option("--policy-plugin", plugins, "load a policy plugin (a shared object, sched/policy_api.h; repeat)");
+  app.add_flag("--policies", list_policies, "list the policies (built-in and loaded) and exit");
   app.add_flag("--json", json, "print the report as JSON");
   app.add_option("--seed", seed, "override the scenario's seed");
   app.add_flag("--no-wall", no_wall, "leave the wall-clock time out (byte-identical output per seed)");
   app.add_flag("--check", check, "validate the scenario and exit");
   app.add_flag("--dump", dump, "print the scenario with every default filled in, and exit");
-  app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia)");
+  app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia, or a plugin's)");
   app.add_option("--only", only, "keep only these flows (by name; repeat or comma-separate)")->delimiter(',');
   app.add_option("--pcap", pcap_tx, "write every frame the hosts send to FILE (pcap, virtual ns)");
   app.add_option("--pcap-rx", pcap_rx, "write every frame the hosts receive (after faults) to FILE");
@@ -45,6 +52,23 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
 
+  for (const std::string& so : plugins) {
+    const sched::PluginLoad load = sched::load_policy_plugin(so);
+    if (!load.error.empty()) {
+      fmt::print(stderr, "isoroce-sim: --policy-plugin: {}\n", load.error);
+      return 1;
+    }
+  }
+  if (list_policies) {
+    for (const sched::PolicyOps* p : sched::policies())
+      fmt::print("{:<20} v{:<3} {:<10} {}\n", p->name, p->version, p->origin == "built-in" ? "built-in" : "plugin",
+                 p->description);
+    return 0;
+  }
+  if (path.empty()) {
+    fmt::print(stderr, "isoroce-sim: a scenario file is required (--help)\n");
+    return 1;
+  }
   tools::ScenarioParse parsed = tools::load_scenario(path);
   if (!parsed.ok()) {
     fmt::print(stderr, "isoroce-sim: {}\n", parsed.error->to_string());
@@ -56,12 +80,11 @@ int main(int argc, char** argv) {
   }
   if (seed) parsed.scenario.seed = *seed;
   if (!policy_override.empty()) {
-    sched::Policy p;
-    if (!sched::parse_policy(policy_override, &p)) {
-      fmt::print(stderr, "isoroce-sim: --policy: unknown policy \"{}\" (fifo, tassel, justitia)\n", policy_override);
+    if (sched::find_policy(policy_override) == nullptr) {
+      fmt::print(stderr, "isoroce-sim: --policy: unknown policy \"{}\" ({})\n", policy_override, sched::policy_names());
       return 1;
     }
-    for (auto& h : parsed.scenario.hosts) h.policy = p;
+    for (auto& h : parsed.scenario.hosts) h.policy = policy_override;
   }
   if (!only.empty()) {
     std::vector<sim::FlowConfig> kept;
