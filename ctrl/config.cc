@@ -1,5 +1,8 @@
 #include "ctrl/config.h"
 
+#include "ctrl/log.h"
+#include "sched/policy_plugin.h"
+#include "sched/policy_registry.h"
 #include "transport/wire/packet.h"
 
 #include <arpa/inet.h>
@@ -89,13 +92,13 @@ std::string fmt_double(double v) {
 }
 
 std::optional<ConfigError> read_policy(const toml::table& t, const std::string& path,
-                                       std::optional<sched::Policy>* out) {
+                                       std::optional<std::string>* out) {
   std::string s;
   if (!t.contains("policy")) return std::nullopt;
   if (auto e = read(t, path, "policy", &s)) return e;
-  sched::Policy p;
-  if (!sched::parse_policy(s, &p)) return ConfigError{path + "policy", "'" + s + "' is not a policy (fifo, tassel, justitia)"};
-  *out = p;
+  if (sched::find_policy(s) == nullptr)
+    return ConfigError{path + "policy", "'" + s + "' is not a policy (" + sched::policy_names() + ")"};
+  *out = s;
   return std::nullopt;
 }
 
@@ -282,6 +285,13 @@ std::optional<uint32_t> parse_mode(const std::string& text) {
   return m <= 0777 ? std::optional<uint32_t>(m) : std::nullopt;
 }
 
+std::optional<ConfigError> load_policy_plugin(const std::string& path) {
+  const sched::PluginLoad load =
+      sched::load_policy_plugin(path, [](std::string_view m) { log(LogLevel::kError, "{}", m); });
+  if (!load.error.empty()) return ConfigError{"policy_plugins", load.error};
+  return std::nullopt;
+}
+
 std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfig* c) {
   toml::table t;
   try {
@@ -294,9 +304,19 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
                                   "file_prefix", "idle_sleep_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
                                   "justitia", "limits", "admin_group", "socket_group",
-                                  "socket_mode"}))
+                                  "socket_mode", "policy_plugins"}))
     return e;
-  std::optional<sched::Policy> policy;
+  // Plugins first: the policy names below may be theirs.
+  if (const toml::node* n = t.get("policy_plugins")) {
+    const toml::array* a = n->as_array();
+    if (a == nullptr) return ConfigError{"policy_plugins", "must be an array of paths"};
+    for (const auto& v : *a) {
+      if (!v.is_string()) return ConfigError{"policy_plugins", "must be an array of paths"};
+      if (auto e = load_policy_plugin(*v.value<std::string>())) return e;
+      c->policy_plugins.push_back(*v.value<std::string>());
+    }
+  }
+  std::optional<std::string> policy;
   for (auto e : {read(t, "", "socket", &c->socket), read(t, "", "link_gbps", &c->link_gbps),
                  read(t, "", "mtu", &c->mtu), read(t, "", "ref_peer", &c->ref_peer), read(t, "", "lcores", &c->lcores),
                  read(t, "", "log_level", &c->log_level), read(t, "", "file_prefix", &c->file_prefix),
@@ -458,8 +478,9 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
       if (peer == p.ip) return ConfigError{path + "ref_peer", "is the port's own address"};
       p.ref_peer = peer;
     }
-    if (c->dcqcn.enabled && *p.policy == sched::Policy::kFifo)
-      return ConfigError{path + "policy", "DCQCN (dcqcn.enabled) needs a rate-limiting policy (tassel, justitia), not fifo"};
+    if (c->dcqcn.enabled && !sched::find_policy(*p.policy)->has(sched::kCapEnforcesRates))
+      return ConfigError{path + "policy", "DCQCN (dcqcn.enabled) needs a rate-limiting policy (tassel, justitia), not " +
+                                              *p.policy};
   }
   return std::nullopt;
 }

@@ -23,7 +23,7 @@ struct PortConfig {
   wire::IpAddr ip{};
   uint8_t prefix_len = 0;
   double link_gbps = 0;     // 0: the daemon's link_gbps
-  std::optional<sched::Policy> policy;  // none: the daemon's policy
+  std::optional<std::string> policy;  // none: the daemon's policy
   uint32_t mtu = 0;         // 0: the daemon's mtu
   // justitia: the reference flow's peer in another isoroced (ctrl/reference_echo.h);
   // empty: the daemon's ref_peer.
@@ -64,7 +64,7 @@ struct DaemonConfig {
   // Every device's reference echo (UD QPN 15, ctrl/reference_echo.h): false makes the
   // daemon a peer that answers no probe (as rxe or a hardware RNIC), and it probes none.
   bool reference_echo = true;
-  sched::Policy policy = sched::Policy::kFifo;
+  std::string policy = "fifo";  // a registered policy (sched/policy_registry.h)
   double link_gbps = 10;
   uint32_t mtu = 1024;      // RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096
   std::string ref_peer;     // every port's justitia reference peer (an address), unless its own
@@ -75,6 +75,9 @@ struct DaemonConfig {
   std::vector<std::string> eal_args;  // given after `--` or as eal_args = [...]
   dcqcn::Params dcqcn;      // [dcqcn] table / --dcqcn NAME=VALUE (docs/dcqcn.md)
   sched::JustitiaParams justitia;  // [justitia] table / --justitia NAME=VALUE (docs/sched.md)
+  // policy_plugins = [...] / --policy-plugin PATH: loaded at start (sched/policy_plugin.h),
+  // only ever from here: no client request loads code (docs/security.md).
+  std::vector<std::string> policy_plugins;
   ClientLimits limits;      // [limits] table / --limit NAME=VALUE
   // Members (a group name or number) are privileged clients besides root and
   // the daemon's user: device-wide settings, every QP (docs/security.md).
@@ -109,6 +112,9 @@ struct ConfigError {
 
 // Reads the TOML file into *config (on top of what it holds).
 std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfig* config);
+// Loads and registers one policy plugin (its faults go to the daemon's log). Loading
+// a file again is a no-op (SIGHUP re-reads the configuration file).
+std::optional<ConfigError> load_policy_plugin(const std::string& path);
 
 // "0660" -> 0660; nullopt unless octal digits up to 0777.
 std::optional<uint32_t> parse_mode(const std::string& text);

@@ -44,11 +44,27 @@ DeviceEntry* Control::find_device(const std::string& name) {
   return nullptr;
 }
 
-DeviceEntry* Control::find_qp(uint32_t qpn) {
+DeviceEntry* Control::find_qp(uint32_t qpn, const std::string& device, int* err, std::string* error) {
+  std::vector<DeviceEntry*> found;
   for (auto& d : devices_) {
-    bool found = false;
-    d->run([&](sched::Picos) { found = d->engine().query_qp(wire::Qpn(qpn)) != nullptr; });
-    if (found) return d.get();
+    if (!device.empty() && d->name() != device) continue;
+    bool has = false;
+    d->run([&](sched::Picos) { has = d->engine().query_qp(wire::Qpn(qpn)) != nullptr; });
+    if (has) found.push_back(d.get());
+  }
+  if (found.size() == 1) return found[0];
+  const std::string name = (device.empty() ? "" : device + "/") + std::to_string(qpn);
+  if (!device.empty() && find_device(device) == nullptr) {
+    *err = ENODEV;
+    *error = "no device '" + device + "'";
+  } else if (found.empty()) {
+    *err = ENOENT;
+    *error = "no QP " + name + (device.empty() ? " on any device" : "");
+  } else {
+    *err = EINVAL;
+    *error = "QP " + name + " is ambiguous: " + std::to_string(found.size()) + " devices have one (";
+    for (size_t i = 0; i < found.size(); ++i) *error += (i ? ", " : "") + found[i]->name() + "/" + std::to_string(qpn);
+    *error += "); name one as DEVICE/QPN";
   }
   return nullptr;
 }

@@ -50,8 +50,12 @@ class Control {
 
   std::vector<std::unique_ptr<DeviceEntry>>& devices() { return devices_; }
   DeviceEntry* find_device(const std::string& name);
-  // The device of a QP the daemon knows (first match over devices).
-  DeviceEntry* find_qp(uint32_t qpn);
+  // The device of QP `qpn`: the device named `device` if not empty (it must have
+  // the QP), else the only device that has it. QPNs repeat across devices (every
+  // device's reference echo is QPN 15), so a bare QPN that several devices have is
+  // ambiguous. nullptr and *err, *error otherwise: ENODEV (no device `device`),
+  // ENOENT (no such QP), EINVAL (ambiguous: the candidates, "isoroce0/15, isoroce1/15").
+  DeviceEntry* find_qp(uint32_t qpn, const std::string& device, int* err, std::string* error);
   // ARP/ND for ip on d; waits up to one second for the answer.
   bool resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip);
   QpRegistry& registry() { return registry_; }
@@ -74,7 +78,7 @@ class Control {
   json devices_view();
   json device_view(DeviceEntry& d);
   json qps_view(const Session* viewer = nullptr);
-  std::optional<json> qp_view(uint32_t qpn);
+  std::optional<json> qp_view(DeviceEntry& d, uint32_t qpn);
   json stats_view();
   json sched_view();
 

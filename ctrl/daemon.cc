@@ -28,7 +28,7 @@ namespace {
 
 // What apply_engine_settings changes, as text, to tell whether a reload changes anything.
 std::string engine_settings(const dataplane::DeviceConfig& c) {
-  std::string t = std::string(sched::to_string(c.policy));
+  std::string t = c.policy;
   for (const auto& p : dcqcn::param_table()) t += " " + std::string(p.name) + "=" + dcqcn::get_param(c.dcqcn, p.name);
   for (const auto& [k, v] : justitia_param_values(c.justitia)) t += " " + k + "=" + std::to_string(v);
   for (const auto& [k, v] : justitia_param_words(c.justitia)) t += " " + k + "=" + v;
@@ -109,7 +109,7 @@ void Daemon::log_devices() {
     const auto& m = dev.port().mac();
     log(LogLevel::kInfo, "{}: {} ({}), MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, {}, {} Gb/s, policy {}",
         c.name, c.devargs, dev.port().driver(), m[0], m[1], m[2], m[3], m[4], m[5], d->ip_text,
-        static_cast<double>(c.link_bps) / 1e9, sched::to_string(c.policy));
+        static_cast<double>(c.link_bps) / 1e9, c.policy);
   }
   log(LogLevel::kInfo, "listening on {} ({} device(s), {} worker lcore(s))", config_.socket, devices_.size(),
       set_.workers_view().size());

@@ -5,6 +5,7 @@
 #include "ctrl/config.h"
 #include "ctrl/control.h"
 #include "ctrl/wire_json.h"
+#include "sched/policy_registry.h"
 #include "transport/verbs/mtu.h"
 
 namespace isoroce::ctrl {
@@ -88,7 +89,7 @@ json Control::device_view(DeviceEntry& d) {
   j["gid_type"] = "RoCE v2";
   j["link_gbps"] = static_cast<double>(c.link_bps) / 1e9;
   j["active_mtu"] = verbs::mtu_bytes(c.mtu);
-  j["policy"] = sched::to_string(c.policy);
+  j["policy"] = c.policy;
   j["dcqcn"] = c.dcqcn.enabled;
   j["qps"] = qps;
   j["clients"] = d.sessions;
@@ -115,10 +116,8 @@ json Control::qps_view(const Session* viewer) {
   return list;
 }
 
-std::optional<json> Control::qp_view(uint32_t qpn) {
-  DeviceEntry* d = find_qp(qpn);
-  if (d == nullptr) return std::nullopt;
-  json j = qp_json(*d, qpn);
+std::optional<json> Control::qp_view(DeviceEntry& d, uint32_t qpn) {
+  json j = qp_json(d, qpn);
   if (j.is_null()) return std::nullopt;
   return j;
 }
@@ -144,8 +143,10 @@ json Control::sched_view() {
   for (auto& d : devices_) {
     const auto& c = d->config();
     size_t qps = 0, limited = 0;
+    std::string fault;  // a plugin's policy that was replaced by fifo
     d->run([&](sched::Picos) {
       const transport::Engine& e = d->engine();
+      fault = e.scheduler().fault();
       for (wire::Qpn q : e.qp_numbers()) {
         ++qps;
         if (e.qp_rate(q) != 0) ++limited;
@@ -153,14 +154,16 @@ json Control::sched_view() {
     });
     json dcqcn = json::object();
     for (const auto& p : dcqcn::param_table()) dcqcn[std::string(p.name)] = dcqcn::get_param(c.dcqcn, p.name);
-    out[c.name] = {{"policy", sched::to_string(c.policy)},
+    out[c.name] = {{"policy", c.policy},
                    {"dcqcn", dcqcn},
                    {"link_gbps", static_cast<double>(c.link_bps) / 1e9},
                    {"lookahead_us", static_cast<double>(c.lookahead) / 1e6},
                    {"qps", qps},
                    {"rate_limited_qps", limited},
                    {"async_events", d->async_events.load()}};
-    if (c.policy == sched::Policy::kJustitia) out[c.name]["justitia"] = justitia_json(*d);
+    if (!fault.empty()) out[c.name]["policy_fault"] = fault;
+    if (const sched::PolicyOps* p = sched::find_policy(c.policy); p && p->has(sched::kCapReferenceLatency))
+      out[c.name]["justitia"] = justitia_json(*d);
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/sd_notify.h"
+#include "sched/policy_registry.h"
 
 using namespace isoroce;
 
@@ -14,12 +15,12 @@ namespace {
 
 // --check: the configuration as the daemon would run it.
 int print_check(const ctrl::DaemonConfig& c) {
-  std::printf("socket %s, policy %s, lcores %s\n", c.socket.c_str(), std::string(sched::to_string(c.policy)).c_str(),
+  std::printf("socket %s, policy %s, lcores %s\n", c.socket.c_str(), c.policy.c_str(),
               c.lcores.c_str());
   for (size_t i = 0; i < c.ports.size(); ++i)
     std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
                 c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
-                std::string(sched::to_string(*c.ports[i].policy)).c_str());
+                c.ports[i].policy->c_str());
   std::string eal_line;
   for (const auto& a : ctrl::eal_arguments(c)) eal_line += " " + a;
   std::printf("EAL:%s\n", eal_line.c_str());
@@ -51,7 +52,10 @@ int main(int argc, char** argv) {
   app.add_option("--mtu", mtu, "RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096 (default 1024)");
   app.add_option("--ref-peer", ref_peer,
                  "justitia: probe this address (a port of another isoroced) as the reference flow (docs/isoroced.md)");
-  app.add_option("--policy", policy, "transmit scheduler: fifo, tassel or justitia");
+  app.add_option("--policy", policy, "transmit scheduler: fifo, tassel, justitia or a plugin's policy");
+  std::vector<std::string> plugins;
+  app.add_option("--policy-plugin", plugins,
+                 "load a policy plugin (shared object, sched/policy_api.h) before anything names its policy; repeat");
   app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports (default 0,1)");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
   app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");
@@ -89,13 +93,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "isoroced: bad configuration: %s\n", e.text().c_str());
     return 2;
   };
+  for (const std::string& so : plugins) {
+    if (auto e = ctrl::load_policy_plugin(so)) return bad({"--policy-plugin", e->message});
+    c.policy_plugins.push_back(so);
+  }
   if (!config_file.empty()) {
     if (auto e = ctrl::load_config_file(config_file, &c)) return bad(*e);
     c.config_file = config_file;
   }
   if (!socket.empty()) c.socket = socket;
   if (!policy.empty()) {
-    if (!sched::parse_policy(policy, &c.policy)) return bad({"--policy", "'" + policy + "' is not a policy (fifo, tassel, justitia)"});
+    if (sched::find_policy(policy) == nullptr)
+      return bad({"--policy", "'" + policy + "' is not a policy (" + sched::policy_names() + ")"});
+    c.policy = policy;
   }
   if (mtu != 0) {
     c.mtu = mtu;

@@ -6,6 +6,7 @@
 #include "ctrl/config.h"
 #include "ctrl/control.h"
 #include "ctrl/log.h"
+#include "sched/policy_registry.h"
 
 namespace isoroce::ctrl {
 namespace {
@@ -23,8 +24,10 @@ DeviceEntry* target_qp(OpContext& c, uint32_t* qpn, json* failure) {
     return *failure = op_fail(EPERM, c.op + ": QP " + std::to_string(*q) +
                                          " is every device's reference echo (the daemon's own)"),
            nullptr;
-  DeviceEntry* d = c.ctl.find_qp(static_cast<uint32_t>(*q));
-  if (d == nullptr) return *failure = op_fail(ENOENT, c.op + ": no QP " + std::to_string(*q) + " on any device"), nullptr;
+  int err = 0;
+  std::string error;
+  DeviceEntry* d = *q > 0xffffff ? nullptr : c.ctl.find_qp(static_cast<uint32_t>(*q), c.req.value("device", ""), &err, &error);
+  if (d == nullptr) return *failure = op_fail(err ? err : EINVAL, c.op + ": " + (err ? error : "not a QPN")), nullptr;
   // A client steers its own user's QPs; privileged clients every QP (docs/security.md).
   if (!c.ctl.may_see(c.s, *d, static_cast<uint32_t>(*q)))
     return *failure = op_fail(EPERM, c.op + ": QP " + std::to_string(*q) + " belongs to another user"), nullptr;
@@ -84,8 +87,10 @@ std::string apply_params(OpContext& c, dataplane::DeviceConfig* cfg) {
 json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::DeviceConfig& cfg, const std::string& op) {
   DeviceEntry* d = &dev;
   const std::string& name = d->config().name;
-  if (cfg.dcqcn.enabled && cfg.policy == sched::Policy::kFifo)
-    return op_fail(EINVAL, op + " " + name + ": DCQCN needs a rate-limiting policy (tassel or justitia), not fifo");
+  const sched::PolicyOps* policy = sched::find_policy(cfg.policy);
+  if (policy == nullptr) return op_fail(EINVAL, op + " " + name + ": no policy '" + cfg.policy + "'");
+  if (cfg.dcqcn.enabled && !policy->has(sched::kCapEnforcesRates))
+    return op_fail(EINVAL, op + " " + name + ": DCQCN needs a rate-limiting policy (tassel or justitia), not " + cfg.policy);
   // Reference flows with an end in this engine go first (the engine must have no
   // QPs), and start again afterwards on whichever devices run justitia.
   std::vector<DeviceEntry*> restart = ctl.stop_reference_flows(*d);
@@ -102,8 +107,8 @@ json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::Devi
   });
   for (DeviceEntry* e : restart) ctl.start_reference_flow(*e);
   if (busy) return op_fail(EBUSY, op + " " + name + ": " + error);
-  json state = {{"policy", sched::to_string(cfg.policy)}, {"dcqcn", cfg.dcqcn.enabled}};
-  if (cfg.policy == sched::Policy::kJustitia) {
+  json state = {{"policy", cfg.policy}, {"dcqcn", cfg.dcqcn.enabled}};
+  if (policy->has(sched::kCapReferenceLatency)) {
     json params = json::object();
     for (const auto& [k, v] : justitia_param_values(cfg.justitia)) params[k] = v;
     for (const auto& [k, v] : justitia_param_words(cfg.justitia)) params[k] = v;
@@ -127,8 +132,10 @@ json reconfigure(OpContext& c) {
                               " client(s) have it open; change it while it is unused");
   dataplane::DeviceConfig cfg = d->config();
   if (op == "set_policy") {
-    if (!sched::parse_policy(c.req.value("policy", ""), &cfg.policy))
-      return op_fail(EINVAL, "set_policy: policy '" + c.req.value("policy", "") + "' (fifo, tassel, justitia)");
+    // Only registered policies: a client names one, it never loads code (docs/security.md).
+    cfg.policy = c.req.value("policy", "");
+    if (sched::find_policy(cfg.policy) == nullptr)
+      return op_fail(EINVAL, "set_policy: policy '" + cfg.policy + "' (" + sched::policy_names() + ")");
   } else if (std::string e = apply_params(c, &cfg); !e.empty()) {
     return op_fail(EINVAL, op + ": " + e);
   }
@@ -140,7 +147,7 @@ json reconfigure(OpContext& c) {
 void register_admin_ops(OpTable& t) {
   t.add({"set_rate", set_rate, false, "limit a QP's transmit rate: qpn, bps (0 removes the limit)"});
   t.add({"set_class", set_class, false, "a QP's justitia class: qpn, class (latency, throughput, bandwidth, auto: none declared)"});
-  t.add({"set_policy", reconfigure, false, "an unused device's scheduler: device, policy (fifo, tassel, justitia)", true});
+  t.add({"set_policy", reconfigure, false, "an unused device's scheduler: device, policy (a registered name: fifo, tassel, justitia, plugins)", true});
   t.add({"set_dcqcn", reconfigure, false, "an unused device's DCQCN parameters: device, params [NAME=VALUE]", true});
   t.add({"set_justitia", reconfigure, false, "an unused device's justitia parameters: device, params [NAME=VALUE]", true});
 }

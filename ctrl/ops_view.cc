@@ -22,12 +22,15 @@ json help(OpContext& c) { return op_ok({{"ops", c.ctl.ops().help()}}); }
 
 json qp(OpContext& c) {
   auto qpn = field_u64(c.req, "qpn");
-  if (!qpn) return op_fail(EINVAL, "qp: \"qpn\" missing");
-  auto v = c.ctl.qp_view(static_cast<uint32_t>(*qpn));
-  if (!v) return op_fail(ENOENT, "qp: no QP " + std::to_string(*qpn) + " on any device");
-  DeviceEntry* d = c.ctl.find_device((*v)["device"].get<std::string>());
-  if (d == nullptr || !c.ctl.may_see(c.s, *d, static_cast<uint32_t>(*qpn)))
+  if (!qpn || *qpn > 0xffffff) return op_fail(EINVAL, "qp: \"qpn\" missing or not a QPN");
+  int err = 0;
+  std::string error;
+  DeviceEntry* d = c.ctl.find_qp(static_cast<uint32_t>(*qpn), c.req.value("device", ""), &err, &error);
+  if (d == nullptr) return op_fail(err, "qp: " + error);
+  if (!c.ctl.may_see(c.s, *d, static_cast<uint32_t>(*qpn)))
     return op_fail(EPERM, "qp: QP " + std::to_string(*qpn) + " belongs to another user");
+  auto v = c.ctl.qp_view(*d, static_cast<uint32_t>(*qpn));
+  if (!v) return op_fail(ENOENT, "qp: no QP " + d->name() + "/" + std::to_string(*qpn));
   return op_ok({{"qp", *v}});
 }
 
@@ -64,7 +67,7 @@ void register_view_ops(OpTable& t) {
   t.add({"status", status, false, "the daemon: pid, version, uptime, clients, workers"});
   t.add({"devices", devices, false, "every device: port, addresses, link, policy, QPs, clients"});
   t.add({"qps", qps, false, "every QP (unprivileged: its own user's) with its owner, class, rate and counters"});
-  t.add({"qp", qp, false, "one QP: qpn"});
+  t.add({"qp", qp, false, "one QP: qpn, device (needed where several devices have the QPN)"});
   t.add({"stats", stats, false, "per-device counters: engine, port, IP stack, shared-memory queues"});
   t.add({"sched", sched_op, false, "per-device scheduler: policy, DCQCN, justitia state"});
   t.add({"open", open, false, "open a device for verbs: device, async_events (an eventfd is returned)"});

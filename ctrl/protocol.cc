@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace isoroce::ctrl {
@@ -94,6 +95,21 @@ size_t json_depth(std::string_view text, size_t limit) {
 nlohmann::json parse_request(std::string_view text) {
   if (json_depth(text) > kMaxDepth) return nlohmann::json(nlohmann::json::value_t::discarded);
   return nlohmann::json::parse(text, nullptr, false);
+}
+
+bool parse_qp_name(std::string_view text, std::string* device, uint32_t* qpn) {
+  const size_t slash = text.rfind('/');
+  const std::string_view dev = slash == std::string_view::npos ? std::string_view{} : text.substr(0, slash);
+  const std::string num(slash == std::string_view::npos ? text : text.substr(slash + 1));
+  if (slash != std::string_view::npos && dev.empty()) return false;
+  if (num.empty() || num[0] == '-' || num[0] == '+') return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(num.c_str(), &end, 0);
+  if (errno != 0 || *end != '\0' || v > 0xffffff) return false;
+  *device = std::string(dev);
+  *qpn = static_cast<uint32_t>(v);
+  return true;
 }
 
 }  // namespace isoroce::ctrl

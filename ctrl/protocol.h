@@ -40,4 +40,9 @@ size_t json_depth(std::string_view text, size_t limit = kMaxDepth);
 // discarded (is_discarded()) when it is not JSON or nests deeper than kMaxDepth.
 nlohmann::json parse_request(std::string_view text);
 
+// A QP's name where QPNs repeat across devices: "DEVICE/QPN" ("isoroce0/15") or a
+// bare QPN ("15", "0x1f"), which names it only where one device has it. false if
+// the text is neither (QPNs are 24 bits).
+bool parse_qp_name(std::string_view text, std::string* device, uint32_t* qpn);
+
 }  // namespace isoroce::ctrl

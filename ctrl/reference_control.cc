@@ -6,6 +6,7 @@
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/wire_json.h"
+#include "sched/policy_registry.h"
 
 namespace isoroce::ctrl {
 namespace {
@@ -40,7 +41,8 @@ void Daemon::start_reference_flow(DeviceEntry& d) {
   // Every device's echo (with a ref_peer, also the probes), unless reference_echo is
   // off: then the daemon is a peer that answers no probe, as rxe or an RNIC.
   if (!d.echo && config_.reference_echo) start_echo(d);
-  if (c.policy != sched::Policy::kJustitia || d.ref) return;
+  const sched::PolicyOps* policy = sched::find_policy(c.policy);
+  if (policy == nullptr || !policy->has(sched::kCapReferenceLatency) || d.ref) return;
   const char* fallback = c.justitia.signal == sched::LatencySignal::kProbe
                              ? "SafeUtil stays at MaxRate"
                              : "Current99 from the latency-class QPs' round trips only";

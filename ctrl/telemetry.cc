@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ctrl/daemon.h"
+#include "ctrl/protocol.h"
 
 namespace isoroce::ctrl {
 namespace {
@@ -69,7 +70,7 @@ Daemon* daemon_or_stopping(rte_tel_data* d) {
   return dm;
 }
 
-// Lists keyed by name (devices) or QPN (qps), so each entry is one container.
+// Lists keyed by name (devices), so each entry is one container.
 json keyed(const json& list, const char* key) {
   json out = json::object();
   for (const json& e : list) out[e[key].is_string() ? e[key].get<std::string>() : e[key].dump()] = e;
@@ -86,15 +87,22 @@ int cmd_devices(const char*, const char*, rte_tel_data* d) {
 }
 int cmd_qps(const char*, const char*, rte_tel_data* d) {
   Daemon* dm = daemon_or_stopping(d);
-  return dm ? answer(d, keyed(dm->qps_view(), "qpn")) : 0;
+  if (dm == nullptr) return 0;
+  json out = json::object();  // keyed DEVICE/QPN: QPNs repeat across devices
+  for (const json& q : dm->qps_view()) out[q.value("device", "?") + "/" + q["qpn"].dump()] = q;
+  return answer(d, out);
 }
 int cmd_qp(const char*, const char* params, rte_tel_data* d) {
   Daemon* dm = daemon_or_stopping(d);
   if (dm == nullptr) return 0;
-  char* end = nullptr;
-  const unsigned long qpn = params ? std::strtoul(params, &end, 0) : 0;
-  if (params == nullptr || end == params || *end != '\0' || qpn > 0xffffff) return -EINVAL;
-  auto v = dm->qp_view(static_cast<uint32_t>(qpn));
+  // "QPN" or "DEVICE/QPN" (QPNs repeat across devices: /isoroce/qp,isoroce1/15).
+  std::string device, error;
+  uint32_t qpn = 0;
+  int err = 0;
+  if (params == nullptr || !parse_qp_name(params, &device, &qpn)) return -EINVAL;
+  DeviceEntry* e = dm->find_qp(qpn, device, &err, &error);
+  if (e == nullptr) return -err;
+  auto v = dm->qp_view(*e, qpn);
   if (!v) return -ENOENT;
   return answer(d, *v);
 }

@@ -18,7 +18,7 @@ class FifoScheduler final : public Scheduler {
  public:
   explicit FifoScheduler(const Config& config);
 
-  Policy policy() const override { return Policy::kFifo; }
+  std::string_view name() const override { return "fifo"; }
   void activate(Picos now, QpId qp, Packet pkt) override;
   bool enqueue_control(Picos now, QpId qp, std::uint32_t bytes) override;
   void set_rate(Picos now, QpId qp, std::uint64_t bps) override;

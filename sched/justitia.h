@@ -60,7 +60,7 @@ class JustitiaScheduler final : public Scheduler {
  public:
   explicit JustitiaScheduler(const Config& config);
 
-  Policy policy() const override { return Policy::kJustitia; }
+  std::string_view name() const override { return "justitia"; }
   void activate(Picos now, QpId qp, Packet pkt) override;
   bool enqueue_control(Picos now, QpId qp, std::uint32_t bytes) override;
   void set_rate(Picos now, QpId qp, std::uint64_t bps) override;

@@ -1,35 +1,8 @@
 #include "sched/scheduler.h"
 
-#include "sched/fifo.h"
-#include "sched/justitia.h"
-#include "sched/tassel.h"
+#include "sched/index_list.h"  // kNil
 
 namespace isoroce::sched {
-
-std::string_view to_string(Policy policy) {
-  switch (policy) {
-    case Policy::kFifo:
-      return "fifo";
-    case Policy::kTassel:
-      return "tassel";
-    case Policy::kJustitia:
-      return "justitia";
-  }
-  return "?";
-}
-
-bool parse_policy(std::string_view text, Policy* policy) {
-  if (text == "fifo") {
-    *policy = Policy::kFifo;
-  } else if (text == "tassel") {
-    *policy = Policy::kTassel;
-  } else if (text == "justitia") {
-    *policy = Policy::kJustitia;
-  } else {
-    return false;
-  }
-  return true;
-}
 
 std::string_view validate(const Config& config) {
   if (config.link_bps == 0) return "link_bps must be positive";
@@ -39,20 +12,6 @@ std::string_view validate(const Config& config) {
     return "control_capacity must be in 1 .. 2^30";
   }
   return {};
-}
-
-std::unique_ptr<Scheduler> make_scheduler(Policy policy, const Config& config) {
-  if (!validate(config).empty()) return nullptr;
-  switch (policy) {
-    case Policy::kFifo:
-      return std::make_unique<FifoScheduler>(config);
-    case Policy::kTassel:
-      return std::make_unique<TasselScheduler>(config);
-    case Policy::kJustitia:
-      if (!validate(config.justitia).empty()) return nullptr;
-      return std::make_unique<JustitiaScheduler>(config);
-  }
-  return nullptr;
 }
 
 }  // namespace isoroce::sched

@@ -30,16 +30,6 @@ namespace isoroce::sched {
 
 using QpId = std::uint32_t;  // dense index, 0 .. Config::max_qps - 1
 
-enum class Policy : std::uint8_t {
-  kFifo,    // hardware RNIC baseline: round robin over QPs, one whole message each
-  kTassel,  // per-QP rate limits (WF2Q+ on a timing wheel), work-conserving otherwise
-  kJustitia,  // Justitia isolation: latency QPs unpaced, the others on multi-resource tokens
-};
-
-std::string_view to_string(Policy policy);
-// Parses "fifo", "tassel" or "justitia"; false if none.
-bool parse_policy(std::string_view text, Policy* policy);
-
 // A QP's next packet: its size on the link, and whether it ends a message (WQE).
 struct Packet {
   std::uint32_t bytes = 0;  // 0: the QP has nothing more to send
@@ -76,7 +66,7 @@ struct Config {
   // packet that starts a message waits for it); 0 = no limit. fifo and justitia
   // model it; tassel does not.
   std::uint64_t max_msgs_per_sec = 0;
-  JustitiaParams justitia{};  // Policy::kJustitia only
+  JustitiaParams justitia{};  // policy "justitia" only
 };
 
 // Empty if `config` is usable, else what is wrong with it.
@@ -90,7 +80,8 @@ class Scheduler {
  public:
   virtual ~Scheduler() = default;
 
-  virtual Policy policy() const = 0;
+  // The policy's registered name (policy_registry.h): "fifo", "tassel", ...
+  virtual std::string_view name() const = 0;
 
   // `qp`, idle in the scheduler, has `pkt` ready. Ignored if qp is out of range,
   // already active or pkt.bytes is 0.
@@ -124,7 +115,14 @@ class Scheduler {
   virtual std::size_t bytes_per_qp() const = 0;
   virtual std::size_t fixed_bytes() const = 0;
 
-  // ---- isolation (Policy::kJustitia; the other policies ignore these) ----
+  // ---- events for policies that use them (the built-in ones ignore a completion) ----
+  // A send WQE of `bytes` on `qp` completed (successfully or not).
+  virtual void on_completion(Picos /*now*/, QpId /*qp*/, std::uint64_t /*bytes*/) {}
+  // Why the policy was disabled and replaced by fifo (a plugin that failed,
+  // policy_plugin.h); empty while it runs.
+  virtual std::string_view fault() const { return {}; }
+
+  // ---- isolation (policy "justitia"; the other built-in policies ignore these) ----
   // `qp`'s flow class and application: QPs of one application and class form one
   // logical flow (kOwnApp: the QP alone, as before any call); weight (>= 1) is the
   // application's share of the tokens.
@@ -165,7 +163,9 @@ class Scheduler {
   trace::Tracer trace_;
 };
 
-// nullptr if validate(config) is not empty.
-std::unique_ptr<Scheduler> make_scheduler(Policy policy, const Config& config);
+// A scheduler of the registered policy called `name` (policy_registry.h: built-in
+// "fifo", "tassel", "justitia", and plugins); nullptr if there is no such policy or
+// it refuses `config` (validate(config) not empty, for one).
+std::unique_ptr<Scheduler> make_scheduler(std::string_view name, const Config& config);
 
 }  // namespace isoroce::sched

@@ -32,7 +32,7 @@ class TasselScheduler final : public Scheduler {
  public:
   explicit TasselScheduler(const Config& config);
 
-  Policy policy() const override { return Policy::kTassel; }
+  std::string_view name() const override { return "tassel"; }
   void activate(Picos now, QpId qp, Packet pkt) override;
   bool enqueue_control(Picos now, QpId qp, std::uint32_t bytes) override;
   void set_rate(Picos now, QpId qp, std::uint64_t bps) override;

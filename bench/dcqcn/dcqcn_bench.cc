@@ -77,7 +77,7 @@ const char* set_up(Side& s, int mode, uint32_t ip, uint8_t mac, uint64_t iova) {
   c.mac = {0x02, 0, 0, 0, 0, mac};
   c.ip = wire::ipv4_mapped(ip);
   c.key_seed = c.qpn_seed = mac;
-  c.policy = sched::Policy::kTassel;
+  c.policy = "tassel";
   c.link_bps = kLinkBps;
   c.sched_lookahead = 1'000'000;
   c.max_qps = 16;

@@ -104,7 +104,7 @@ EngineConfig engine_config(uint32_t ip, uint8_t mac_last, uint32_t seed) {
   c.ip = wire::ipv4_mapped(ip);
   c.key_seed = seed;
   c.qpn_seed = seed;
-  c.policy = sched::Policy::kFifo;
+  c.policy = "fifo";
   c.link_bps = kLinkBps;
   c.sched_lookahead = kLookahead;
   c.max_qps = 16;

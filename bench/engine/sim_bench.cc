@@ -33,7 +33,7 @@ Scenario scenario(bool lossy) {
     h.ip_text = std::string(ip);
     parse_ip(ip, &h.ip);
     h.link_bps = 100'000'000'000;
-    h.policy = sched::Policy::kFifo;
+    h.policy = "fifo";
     h.mtu = 1024;  // 1500-byte Ethernet, as rxe chooses
     s.hosts.push_back(std::move(h));
   }

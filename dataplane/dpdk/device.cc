@@ -77,7 +77,7 @@ unsigned Device::poll(sched::Picos now) {
   return hook_work + n + static_cast<unsigned>(sent) + (port_->tx_pending() ? 1u : 0u);
 }
 
-bool Device::set_policy(sched::Policy policy, std::string* error) {
+bool Device::set_policy(const std::string& policy, std::string* error) {
   DeviceConfig c = config_;
   c.policy = policy;
   return reconfigure(c, error);

@@ -24,7 +24,7 @@ struct DeviceConfig {
   wire::IpAddr ip{};
   uint8_t prefix_len = 24;
   uint64_t link_bps = 10'000'000'000;
-  sched::Policy policy = sched::Policy::kFifo;
+  std::string policy = "fifo";  // a registered policy (sched/policy_registry.h)
   ibv_mtu mtu = IBV_MTU_1024;
   sched::Picos lookahead = 20'000'000;  // grant this far ahead of now (one poll period)
   uint64_t key_seed = 1;
@@ -80,7 +80,7 @@ class Device {
 
   // Replaces the engine by one with `policy`. Only while the device has no
   // verbs objects at all (false and *error otherwise); neighbours are kept.
-  bool set_policy(sched::Policy policy, std::string* error);
+  bool set_policy(const std::string& policy, std::string* error);
   // The same for any engine setting of the configuration (policy, DCQCN, ...).
   bool reconfigure(const DeviceConfig& config, std::string* error);
 

@@ -46,11 +46,11 @@ struct HostConfig {
   std::string ip_text;
   wire::IpAddr ip{};
   uint64_t link_bps = 100'000'000'000;
-  sched::Policy policy = sched::Policy::kFifo;
+  std::string policy = "fifo";  // a registered policy (sched/policy_registry.h)
   Picos msg_cost = 0;  // between a flow deciding to post and the post, per message
   uint32_t mtu = 4096;  // the port's active MTU (jumbo frames on every link)
-  dcqcn::Params dcqcn;  // [host.dcqcn]; enabled needs policy tassel
-  uint64_t max_msgs_per_sec = 0;  // max_mops: the NIC's message rate (0: no limit; fifo, justitia)
+  dcqcn::Params dcqcn;  // [host.dcqcn]; enabled needs a policy that enforces rates
+  uint64_t max_msgs_per_sec = 0;  // max_mops: the NIC's message rate (0: no limit; policies with kCapMessageRate)
   sched::JustitiaParams justitia;  // [host.justitia], policy "justitia"
   std::string ref_peer;            // the reference flow's peer (empty: the first other host)
   // A live host (isoroce-ctl run): a device of a running isoroced instead of a
@@ -70,6 +70,9 @@ struct Scenario {
   std::vector<HostConfig> hosts;
   std::vector<FlowConfig> flows;
   PfcConfig pfc;  // [switch] pfc = { xoff_kb, xon_kb }
+  // [[plugin]] path = "...": policy plugins the scenario's tool loaded (sched/policy_plugin.h)
+  // before reading the hosts, as given (relative paths: to the scenario file's folder).
+  std::vector<std::string> plugins;
 };
 
 // Limits validate() enforces.

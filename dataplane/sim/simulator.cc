@@ -7,6 +7,7 @@
 
 #include "dataplane/sim/reference_flow.h"
 #include "dataplane/sim/sim_internal.h"
+#include "sched/policy_registry.h"
 
 namespace isoroce::sim {
 
@@ -60,8 +61,10 @@ std::unique_ptr<Simulator> Simulator::create(const Scenario& scenario, ScenarioE
   // justitia hosts run their reference flow to ref_peer (default: the first other host).
   for (size_t i = 0; i < w->hosts.size(); ++i) {
     const HostConfig& h = scenario.hosts[i];
+    const sched::PolicyOps* policy = sched::find_policy(h.policy);
+    if (policy == nullptr || !policy->has(sched::kCapReferenceLatency)) continue;
     // signal = passive: the transport's round trips only, no probe.
-    if (h.policy != sched::Policy::kJustitia || h.justitia.signal == sched::LatencySignal::kPassive) continue;
+    if (h.justitia.signal == sched::LatencySignal::kPassive) continue;
     size_t peer = w->hosts.size();
     for (size_t j = 0; j < w->hosts.size() && peer == w->hosts.size(); ++j)
       if (j != i && (h.ref_peer.empty() ? wire::is_ipv4_mapped(scenario.hosts[j].ip) == wire::is_ipv4_mapped(h.ip)

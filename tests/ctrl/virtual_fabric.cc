@@ -59,14 +59,14 @@ void VirtualDevice::tx_commit(sched::Picos departure, size_t len) {
   fabric_.send(*this, departure, buf_);
 }
 
-VirtualFabric::VirtualFabric(size_t n, sched::Policy policy) {
+VirtualFabric::VirtualFabric(size_t n, const std::string& policy, bool same_qpns) {
   for (size_t i = 0; i < n; ++i) {
     dataplane::DeviceConfig c;
     c.name = "isoroce" + std::to_string(i);
     c.ip = wire::ipv4_mapped(0x0a000001 + static_cast<uint32_t>(i));
     c.policy = policy;
     c.key_seed = 0x5eed + i;
-    c.first_qpn = static_cast<uint32_t>((i << 20) + 16);
+    c.first_qpn = static_cast<uint32_t>((same_qpns ? 0 : i << 20) + 16);
     const wire::MacAddr mac = {0x02, 0, 0, 0, 0, static_cast<uint8_t>(i + 1)};
     auto e = std::make_unique<DeviceEntry>();
     e->ip_text = "10.0.0." + std::to_string(i + 1) + "/24";

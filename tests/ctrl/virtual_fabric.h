@@ -55,7 +55,8 @@ class VirtualDevice final : public DeviceDriver, public Executor, private transp
 // A Control over n virtual devices (isoroce0 10.0.0.1, isoroce1 10.0.0.2, ...).
 class VirtualFabric {
  public:
-  explicit VirtualFabric(size_t n = 2, sched::Policy policy = sched::Policy::kFifo);
+  // same_qpns: every device numbers its QPs from 16, as separate daemons do.
+  explicit VirtualFabric(size_t n = 2, const std::string& policy = "fifo", bool same_qpns = false);
   Control& control() { return ctl_; }
   DeviceEntry& device(size_t i) { return *ctl_.devices()[i]; }
   sched::Picos now() const { return now_; }

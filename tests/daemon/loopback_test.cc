@@ -341,6 +341,11 @@ TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
       {{"--loopback", "--limit", "max_qps=0"}, "--limit max_qps=0: max_qps: must be in 1.."},
       {{"--loopback", "--limit", "max_things=3"}, "unknown limit 'max_things'"},
       {{"--loopback", "--admin-group", "no-such-group-here"}, "admin_group: 'no-such-group-here' is no group"},
+      {{"--loopback", "--policy-plugin", "/nonexistent/p.so"},
+       "--policy-plugin: policy plugin /nonexistent/p.so: No such file or directory"},
+      {{"--loopback", "--policy-plugin", ISOROCE_TEST_WRONG_ABI_SO}, "policy ABI version 2, this isoroce speaks"},
+      {{"--loopback", "--policy-plugin", ISOROCE_TEST_NO_SYMBOL_SO}, "no isoroce_policy_entry symbol"},
+      {{"--loopback", "--policy", "strict_priority"}, "'strict_priority' is not a policy ("},
   };
   for (const Case& c : cases) {
     DaemonProcess d(c.args);
@@ -349,6 +354,13 @@ TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
     EXPECT_NE(log.find(c.says), std::string::npos) << log;
     EXPECT_TRUE(log.find("bad configuration") != std::string::npos ||
                 log.find("cannot start") != std::string::npos) << log;
+  }
+  // A plugin's policy, named on the command line: the ports run it; a client
+  // cannot load code, only name a registered policy.
+  {
+    DaemonProcess d({"--loopback", "--policy-plugin", ISOROCE_TEST_STRICT_PRIORITY_SO, "--policy", "strict_priority"});
+    ASSERT_TRUE(d.ok()) << d.log();
+    EXPECT_NE(d.log().find("policy strict_priority"), std::string::npos) << d.log();
   }
   // A config file with an unknown key.
   const std::string path = "/tmp/isoroce-bad-" + std::to_string(getpid()) + ".toml";

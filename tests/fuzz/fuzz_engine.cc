@@ -129,7 +129,7 @@ void make_node(Node& n, uint32_t host, bool dcqcn) {
   c.qpn_seed = host;
   c.key_seed = host;
   if (dcqcn) {
-    c.policy = sched::Policy::kTassel;
+    c.policy = "tassel";
     c.dcqcn.enabled = true;
     c.dcqcn.byte_counter_bytes = 4096;
     c.dcqcn.min_time_between_cnps_us = 0;

@@ -93,7 +93,7 @@ TEST(FlowClassifier, QueuedSmallMessagesAreThroughputAndAlternationDoesNotFlap) 
 // 16th packet of the third), two reclassifications; the declared QP never changes.
 TEST(JustitiaClassify, AQpThatSwitchesFrom16BTo1MBIsReclassified) {
   Config config = config_with(2, Classify::kAuto);
-  auto sched = make_scheduler(Policy::kJustitia, config);
+  auto sched = make_scheduler("justitia", config);
   JustitiaScheduler& j = justitia(sched);
   sched->set_class(0, 0, FlowClass::kBandwidth, 1, 1);
   sched->set_class(0, 1, FlowClass::kAuto, 2, 1);
@@ -140,7 +140,7 @@ TEST(JustitiaClassify, AQpThatSwitchesFrom16BTo1MBIsReclassified) {
 // and the two split the last 4 ms evenly (each 50% +- 5%).
 double liar_share(Classify mode, FlowClass* final_class) {
   Config config = config_with(2, mode);
-  auto sched = make_scheduler(Policy::kJustitia, config);
+  auto sched = make_scheduler("justitia", config);
   sched->set_class(0, 0, FlowClass::kBandwidth, 1, 1);
   sched->set_class(0, 1, FlowClass::kLatency, 2, 1);
   FakeLink link(*sched, config, [](QpId, std::uint64_t i) { return Packet{kPkt, i % kBigPkts == kBigPkts - 1}; });
@@ -174,7 +174,7 @@ TEST(JustitiaSignal, EachSignalTakesItsOwnSamples) {
   for (LatencySignal sig : {LatencySignal::kProbe, LatencySignal::kPassive, LatencySignal::kBoth}) {
     Config config{.link_bps = kLink, .max_qps = 2};
     config.justitia.signal = sig;
-    auto sched = make_scheduler(Policy::kJustitia, config);
+    auto sched = make_scheduler("justitia", config);
     sched->set_class(0, 0, FlowClass::kLatency, 1, 1);
     sched->set_class(0, 1, FlowClass::kBandwidth, 2, 1);
     for (int k = 0; k < 4; ++k) sched->on_reference_latency(k * kUs, 3 * kUs);
@@ -196,7 +196,7 @@ TEST(JustitiaSignal, PassiveSamplesDriveSafeUtilAsProbesDo) {
   for (bool passive : {false, true}) {
     Config config{.link_bps = kLink, .max_qps = 2};
     config.justitia.signal = passive ? LatencySignal::kPassive : LatencySignal::kProbe;
-    auto sched = make_scheduler(Policy::kJustitia, config);
+    auto sched = make_scheduler("justitia", config);
     sched->set_class(0, 0, FlowClass::kBandwidth, 1, 1);
     sched->set_class(0, 1, FlowClass::kLatency, 2, 1);
     FakeLink link(*sched, config, [](QpId qp, std::uint64_t i) {

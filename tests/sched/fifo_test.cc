@@ -18,7 +18,7 @@ constexpr std::uint64_t kLink = 100'000'000'000;
 // Expect: all of A's message leaves before any of B's, back to back on the link.
 TEST(Fifo, OneMessageLeavesWhole) {
   Config config{.link_bps = kLink, .max_qps = 2};
-  auto sched = make_scheduler(Policy::kFifo, config);
+  auto sched = make_scheduler("fifo", config);
   FakeLink link(*sched, config, [](QpId, std::uint64_t i) {
     return i < 256 ? Packet{4'096, i == 255} : Packet{};
   });
@@ -38,7 +38,7 @@ TEST(Fifo, OneMessageLeavesWhole) {
 // Receive: QPs A, B, C, each with messages of 3 packets. Expect: AAA BBB CCC AAA ...
 TEST(Fifo, RoundRobinByMessage) {
   Config config{.link_bps = kLink, .max_qps = 3};
-  auto sched = make_scheduler(Policy::kFifo, config);
+  auto sched = make_scheduler("fifo", config);
   FakeLink link(*sched, config, [](QpId, std::uint64_t i) {
     return i < 12 ? Packet{1'000, i % 3 == 2} : Packet{};
   });
@@ -53,7 +53,7 @@ TEST(Fifo, RoundRobinByMessage) {
 // Receive: a rate limit of 1 Mb/s on a fifo QP. Expect: ignored, line rate.
 TEST(Fifo, IgnoresRateLimits) {
   Config config{.link_bps = kLink, .max_qps = 1};
-  auto sched = make_scheduler(Policy::kFifo, config);
+  auto sched = make_scheduler("fifo", config);
   sched->set_rate(0, 0, 1'000'000);
   EXPECT_EQ(sched->rate(0), 1'000'000u);
   FakeLink link(*sched, config, [](QpId, std::uint64_t i) { return i < 1'000 ? Packet{1'000, true} : Packet{}; });
@@ -66,7 +66,7 @@ TEST(Fifo, IgnoresRateLimits) {
 // resumes its message.
 TEST(Fifo, ControlGoesFirst) {
   Config config{.link_bps = kLink, .max_qps = 2};
-  auto sched = make_scheduler(Policy::kFifo, config);
+  auto sched = make_scheduler("fifo", config);
   FakeLink link(*sched, config, [](QpId, std::uint64_t i) { return i < 10 ? Packet{1'000, i == 9} : Packet{}; });
   link.keep_log(true);
   link.start(0);
@@ -84,7 +84,7 @@ TEST(Fifo, ControlGoesFirst) {
 // Receive: deactivate a QP mid-message. Expect: the next QP goes on.
 TEST(Fifo, DeactivateMidMessage) {
   Config config{.link_bps = kLink, .max_qps = 2};
-  auto sched = make_scheduler(Policy::kFifo, config);
+  auto sched = make_scheduler("fifo", config);
   FakeLink link(*sched, config, [](QpId, std::uint64_t i) { return i < 10 ? Packet{1'000, i == 9} : Packet{}; });
   link.keep_log(true);
   link.start(0);

@@ -41,7 +41,7 @@ TEST_P(SingleQpRate, WithinHalfPercent) {
   const SingleCase c = GetParam();
   constexpr std::uint64_t kPackets = 2'000;
   Config config{.link_bps = kLink, .max_qps = 1};
-  auto sched = make_scheduler(Policy::kTassel, config);
+  auto sched = make_scheduler("tassel", config);
   ASSERT_NE(sched, nullptr);
   sched->set_rate(0, 0, c.bps);
   FakeLink link(*sched, config, [&](QpId, std::uint64_t i) {
@@ -142,7 +142,7 @@ template <class Want>
 ManyResult run_many(const QpSet& set, double scale, Picos duration, Want want, std::uint64_t seed) {
   const std::uint32_t n = static_cast<std::uint32_t>(set.bps.size());
   Config config{.link_bps = kLink, .max_qps = n};
-  auto sched = make_scheduler(Policy::kTassel, config);
+  auto sched = make_scheduler("tassel", config);
   for (std::uint32_t i = 0; i < n; ++i) {
     sched->set_rate(0, i, static_cast<std::uint64_t>(static_cast<double>(set.bps[i]) * scale));
   }
@@ -233,7 +233,7 @@ INSTANTIATE_TEST_SUITE_P(Sets, ManyQps,
 TEST(TasselAccuracy, MixedPacketSizes) {
   const std::vector<std::uint64_t> rates = {300'000'000, 1'000'000'000, 5'000'000'000, 20'000'000'000};
   Config config{.link_bps = kLink, .max_qps = 4};
-  auto sched = make_scheduler(Policy::kTassel, config);
+  auto sched = make_scheduler("tassel", config);
   std::vector<std::vector<std::uint32_t>> sizes(4);
   std::mt19937_64 rng(5);
   for (auto& s : sizes) {

@@ -30,7 +30,7 @@ TEST(SchedTrace, TasselOneQpAtAKnownRate) {
   Config c;
   c.link_bps = 100'000'000'000;
   c.max_qps = 4;
-  auto s = make_scheduler(Policy::kTassel, c);
+  auto s = make_scheduler("tassel", c);
   Recorder rec;
   s->attach_trace(&rec, trace::kAllEvents, 7);
   FakeLink link(*s, c, [](QpId, std::uint64_t i) { return Packet{i < 4 ? 1000u : 0u, true}; });
@@ -66,7 +66,7 @@ TEST(SchedTrace, TasselOneQpAtAKnownRate) {
 TEST(SchedTrace, OffByDefaultAndMaskFilters) {
   Config c;
   c.max_qps = 4;
-  auto s = make_scheduler(Policy::kFifo, c);
+  auto s = make_scheduler("fifo", c);
   EXPECT_EQ(s->tracer().mask(), 0u);
   Recorder rec;
   s->attach_trace(&rec, trace::bit(Event::kGrant), 0);
@@ -93,7 +93,7 @@ TEST(SchedTrace, JustitiaTokensAndChunks) {
   c.max_qps = 4;
   c.justitia.token_bytes = 4000;
   c.justitia.split_bytes = 4000;
-  auto s = make_scheduler(Policy::kJustitia, c);
+  auto s = make_scheduler("justitia", c);
   Recorder rec;
   s->attach_trace(&rec, trace::kAllEvents, 0);
   // One 10-packet message of 1000 B.

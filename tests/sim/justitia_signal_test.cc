@@ -26,7 +26,7 @@ Scenario load(const std::string& file) {
   return p.scenario;
 }
 
-Scenario with(Scenario s, sched::Policy policy, const std::string& param = "") {
+Scenario with(Scenario s, const std::string& policy, const std::string& param = "") {
   for (auto& h : s.hosts) {
     h.policy = policy;
     if (!param.empty()) EXPECT_TRUE(sched::set(h.justitia, param)) << param;
@@ -43,7 +43,7 @@ Scenario only(Scenario s, const std::string& name) {
 }
 
 double alone_p99(const Scenario& s) {
-  const SimReport r = run_scenario(only(with(s, sched::Policy::kFifo), "lat"));
+  const SimReport r = run_scenario(only(with(s, "fifo"), "lat"));
   EXPECT_GT(flow(r, "lat").messages, 500u);
   return flow(r, "lat").lat.p99_us;
 }
@@ -56,9 +56,9 @@ double alone_p99(const Scenario& s) {
 TEST(JustitiaPassive, CuresTheAnomalyAsTheEchoDoes) {
   const Scenario s = load("fig01_latency_vs_bandwidth.toml");
   const double alone = alone_p99(s);
-  const SimReport fifo = run_scenario(with(s, sched::Policy::kFifo));
-  const SimReport probe = run_scenario(with(s, sched::Policy::kJustitia, "signal=probe"));
-  const SimReport passive = run_scenario(with(s, sched::Policy::kJustitia, "signal=passive"));
+  const SimReport fifo = run_scenario(with(s, "fifo"));
+  const SimReport probe = run_scenario(with(s, "justitia", "signal=probe"));
+  const SimReport passive = run_scenario(with(s, "justitia", "signal=passive"));
   EXPECT_GE(flow(fifo, "lat").lat.p99_us, 5 * alone);
   for (const SimReport* r : {&probe, &passive}) {
     EXPECT_LE(flow(*r, "lat").lat.p99_us, 1.5 * alone);
@@ -81,8 +81,8 @@ TEST(JustitiaPassive, CuresTheAnomalyAsTheEchoDoes) {
 TEST(JustitiaClassifySim, UndeclaredFlowsAreClassified) {
   const Scenario s = load("classify_fig01_undeclared.toml");
   const double alone = alone_p99(s);
-  const SimReport autod = run_scenario(with(s, sched::Policy::kJustitia, "classify=auto"));
-  const SimReport declared = run_scenario(with(s, sched::Policy::kJustitia, "classify=declared"));
+  const SimReport autod = run_scenario(with(s, "justitia", "classify=auto"));
+  const SimReport declared = run_scenario(with(s, "justitia", "classify=declared"));
   EXPECT_LE(flow(autod, "lat").lat.p99_us, 1.5 * alone);
   EXPECT_EQ(autod.hosts[0].justitia.reclassified, 1u);
   EXPECT_GE(flow(autod, "bw").goodput_gbps, 45.0);
@@ -99,13 +99,13 @@ TEST(JustitiaClassifySim, ALiarIsCaughtUnderVerifyAndBelievedUnderDeclared) {
   const Scenario s = load("classify_liar.toml");
   const double alone = alone_p99(s);
   for (const char* mode : {"classify=declared", "classify=auto"}) {
-    const SimReport r = run_scenario(with(s, sched::Policy::kJustitia, mode));
+    const SimReport r = run_scenario(with(s, "justitia", mode));
     EXPECT_GT(flow(r, "liar").goodput_gbps, 90.0) << mode;
     EXPECT_LT(flow(r, "bw").goodput_gbps, 1.0) << mode;
     EXPECT_GE(flow(r, "lat").lat.p99_us, 5 * alone) << mode;
     EXPECT_EQ(r.hosts[0].justitia.reclassified, 0u) << mode;
   }
-  const SimReport v = run_scenario(with(s, sched::Policy::kJustitia, "classify=verify"));
+  const SimReport v = run_scenario(with(s, "justitia", "classify=verify"));
   EXPECT_EQ(v.hosts[0].justitia.reclassified, 1u);
   EXPECT_LE(flow(v, "lat").lat.p99_us, 1.5 * alone);
   const double liar = flow(v, "liar").goodput_gbps, bw = flow(v, "bw").goodput_gbps;

@@ -28,7 +28,7 @@ Scenario load(const std::string& file) {
   return p.scenario;
 }
 
-Scenario with_policy(Scenario s, sched::Policy p) {
+Scenario with_policy(Scenario s, const std::string& p) {
   for (auto& h : s.hosts) h.policy = p;
   return s;
 }
@@ -66,11 +66,11 @@ void expect_clean(const SimReport& r) {
 TEST(JustitiaAcceptance, LatencyFlowBesideBandwidthFlow) {
   Scenario s = load("fig01_latency_vs_bandwidth.toml");
   s.duration = 4'000 * kUs;
-  const SimReport alone = run_scenario(only(with_policy(s, sched::Policy::kFifo), {"lat"}));
-  const SimReport fifo = run_scenario(with_policy(s, sched::Policy::kFifo));
+  const SimReport alone = run_scenario(only(with_policy(s, "fifo"), {"lat"}));
+  const SimReport fifo = run_scenario(with_policy(s, "fifo"));
   const double alone_p99 = flow(alone, "lat").lat.p99_us;
   set_target(s, alone_p99 * 1.2);
-  const SimReport just = run_scenario(with_policy(s, sched::Policy::kJustitia));
+  const SimReport just = run_scenario(with_policy(s, "justitia"));
   expect_clean(fifo);
   expect_clean(just);
   ASSERT_GT(flow(alone, "lat").messages, 500u);
@@ -106,11 +106,11 @@ TEST(JustitiaAcceptance, LooseTargetGivesBandwidthBack) {
 TEST(JustitiaAcceptance, ThroughputFlowBesideBandwidthFlow) {
   Scenario s = load("fig02_throughput_vs_bandwidth.toml");
   s.duration = 3'000 * kUs;
-  const Scenario f = with_policy(s, sched::Policy::kFifo);
+  const Scenario f = with_policy(s, "fifo");
   const double tput_alone = flow(run_scenario(only(f, {"tput"})), "tput").msgs_per_sec;
   const double bw_alone = flow(run_scenario(only(f, {"bw"})), "bw").goodput_gbps;
   const SimReport fifo = run_scenario(f);
-  const SimReport just = run_scenario(with_policy(s, sched::Policy::kJustitia));
+  const SimReport just = run_scenario(with_policy(s, "justitia"));
   expect_clean(just);
   EXPECT_GT(tput_alone, 9e6);  // the NIC's message rate (max_mops = 10) is the limit
   EXPECT_GE(flow(just, "tput").msgs_per_sec, 0.45 * tput_alone);
@@ -134,8 +134,8 @@ TEST(JustitiaAcceptance, SharesIndependentOfMessageSizeAndQps) {
   Scenario qps = load("fig11_qps.toml");
   qps.duration = 3'000 * kUs;
   for (auto [s, x, y] : {std::tuple{&sizes, "small", "big"}, std::tuple{&qps, "one_qp", "four_qps"}}) {
-    const SimReport just = run_scenario(with_policy(*s, sched::Policy::kJustitia));
-    const SimReport fifo = run_scenario(with_policy(*s, sched::Policy::kFifo));
+    const SimReport just = run_scenario(with_policy(*s, "justitia"));
+    const SimReport fifo = run_scenario(with_policy(*s, "fifo"));
     expect_clean(just);
     EXPECT_LE(share_gap(just, x, y), 0.05) << x << " " << flow(just, x).wire_gbps << " vs " << flow(just, y).wire_gbps;
     EXPECT_GT(share_gap(fifo, x, y), 0.5) << x;
@@ -155,14 +155,14 @@ TEST(JustitiaAcceptance, SharesIndependentOfMessageSizeAndQps) {
 TEST(JustitiaAcceptance, ManyBandwidthFlows) {
   Scenario s = load("fig03_04_many_bandwidth.toml");
   s.duration = 20'000 * kUs;
-  const SimReport four_fifo = run_scenario(only(with_policy(s, sched::Policy::kFifo), {"bw1", "bw2", "bw3", "bw4"}));
-  const SimReport four_just = run_scenario(only(with_policy(s, sched::Policy::kJustitia), {"bw1", "bw2", "bw3", "bw4"}));
+  const SimReport four_fifo = run_scenario(only(with_policy(s, "fifo"), {"bw1", "bw2", "bw3", "bw4"}));
+  const SimReport four_just = run_scenario(only(with_policy(s, "justitia"), {"bw1", "bw2", "bw3", "bw4"}));
   EXPECT_GE(total_goodput(four_just), 0.97 * total_goodput(four_fifo));
   s.duration = 2'000 * kUs;
   std::vector<std::string> names = {"lat"};
   for (int i = 1; i <= 16; ++i) names.push_back("bw" + std::to_string(i));
-  const SimReport fifo = run_scenario(only(with_policy(s, sched::Policy::kFifo), names));
-  const SimReport just = run_scenario(only(with_policy(s, sched::Policy::kJustitia), names));
+  const SimReport fifo = run_scenario(only(with_policy(s, "fifo"), names));
+  const SimReport just = run_scenario(only(with_policy(s, "justitia"), names));
   expect_clean(just);
   EXPECT_GE(flow(fifo, "lat").lat.p99_us, 100.0);
   EXPECT_LE(flow(just, "lat").lat.p99_us, 2.5 * 4.032);
@@ -182,11 +182,11 @@ TEST(JustitiaAcceptance, ReadResponsesArePacedAtTheResponder) {
     if (f.name == "lat") std::swap(f.src, f.dst[0]);
     if (f.name == "bw") f.verb = Verb::kRead;
   }
-  const SimReport alone = run_scenario(only(with_policy(s, sched::Policy::kFifo), {"lat"}));
+  const SimReport alone = run_scenario(only(with_policy(s, "fifo"), {"lat"}));
   const double alone_p99 = flow(alone, "lat").lat.p99_us;
   set_target(s, alone_p99 * 1.2);
-  const SimReport fifo = run_scenario(with_policy(s, sched::Policy::kFifo));
-  const SimReport just = run_scenario(with_policy(s, sched::Policy::kJustitia));
+  const SimReport fifo = run_scenario(with_policy(s, "fifo"));
+  const SimReport just = run_scenario(with_policy(s, "justitia"));
   expect_clean(just);
   EXPECT_GE(flow(fifo, "lat").lat.p99_us, 5 * alone_p99);
   EXPECT_LE(flow(just, "lat").lat.p99_us, 1.5 * alone_p99);
@@ -279,7 +279,7 @@ weight = 3
   const Scenario s = parse_ok(base);
   ASSERT_EQ(s.hosts.size(), 2u);
   const auto& h = s.hosts[0];
-  EXPECT_EQ(h.policy, sched::Policy::kJustitia);
+  EXPECT_EQ(h.policy, "justitia");
   EXPECT_EQ(h.max_msgs_per_sec, 2'500'000u);
   EXPECT_EQ(h.justitia.target99, 7'500'000u);
   EXPECT_EQ(h.justitia.ref_period, 100 * kUs);

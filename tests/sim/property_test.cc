@@ -38,7 +38,7 @@ Scenario random_scenario(uint64_t seed) {
     h.ip = wire::ipv4_mapped(0x0a000001u + static_cast<uint32_t>(i));
     const uint64_t rates[] = {10, 25, 40, 100};
     h.link_bps = rates[r.below(4)] * 1'000'000'000ull;
-    h.policy = r.chance(0.5) ? sched::Policy::kFifo : sched::Policy::kTassel;
+    h.policy = r.chance(0.5) ? "fifo" : "tassel";
     if (r.chance(0.2)) h.msg_cost = r.between(0, 2000) * 1000;
     s.hosts.push_back(h);
   }
@@ -76,7 +76,7 @@ Scenario random_scenario(uint64_t seed) {
     f.qps = static_cast<uint32_t>(r.between(1, 4));
     f.start = r.below(20) * 1'000'000;
     f.timeout = static_cast<uint8_t>(r.between(5, 9));
-    if (r.chance(0.2) && s.hosts[src].policy == sched::Policy::kTassel)
+    if (r.chance(0.2) && s.hosts[src].policy == "tassel")
       f.rate_bps = r.between(1, 20) * 1'000'000'000ull;
     s.flows.push_back(f);
   }

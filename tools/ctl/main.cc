@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ctrl/client.h"
+#include "ctrl/protocol.h"
 #include "tools/ctl/live_run.h"
 #include "tools/ctl/live_trace.h"
 #include "tools/ctl/rate.h"
@@ -81,15 +82,18 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "daemon, workers, clients");
   auto* devices = app.add_subcommand("devices", "the emulated RNIC devices");
   auto* qps = app.add_subcommand("qps", "every QP with its owner and counters");
-  uint32_t qpn = 0;
+  // A QP is DEVICE/QPN (isoroce0/15) or a bare QPN where one device has it; QPNs
+  // repeat across devices (every device's reference echo is 15).
+  std::string qp_name, qp_device;
+  const char* kQpHelp = "DEVICE/QPN (isoroce0/15), or a QPN that only one device has";
   auto* qp = app.add_subcommand("qp", "one QP");
-  qp->add_option("QPN", qpn, "QP number")->required();
+  qp->add_option("QP", qp_name, kQpHelp)->required();
   auto* stats = app.add_subcommand("stats", "per-device counters (engine, port, ARP/ND/ping)");
   auto* sched = app.add_subcommand("sched", "per-device transmit scheduler");
   std::string dev, policy, rate_text, cls;
-  auto* set_policy = app.add_subcommand("set-policy", "a device's transmit scheduler (fifo, tassel, justitia); the device must be unused");
+  auto* set_policy = app.add_subcommand("set-policy", "a device's transmit scheduler (a registered policy: fifo, tassel, justitia, or a plugin's the daemon loaded); the device must be unused");
   set_policy->add_option("DEVICE", dev, "isoroce0, ...")->required();
-  set_policy->add_option("POLICY", policy, "fifo, tassel or justitia")->required();
+  set_policy->add_option("POLICY", policy, "fifo, tassel, justitia, ...")->required();
   std::vector<std::string> dcqcn_params;
   auto* set_dcqcn = app.add_subcommand("set-dcqcn", "a device's DCQCN parameters NAME=VALUE (docs/dcqcn.md); the device must be unused");
   set_dcqcn->add_option("DEVICE", dev, "isoroce0, ...")->required();
@@ -100,10 +104,12 @@ int main(int argc, char** argv) {
   set_justitia->add_option("DEVICE", dev, "isoroce0, ...")->required();
   set_justitia->add_option("PARAM", justitia_params, "NAME=VALUE, e.g. target99_us=50 ref_period_us=200")->required();
   auto* set_rate = app.add_subcommand("set-rate", "a QP's rate limit (10G, 500M, 100K bits/s; 0 or none: unlimited)");
-  set_rate->add_option("QPN", qpn, "QP number")->required();
+  set_rate->add_option("QP", qp_name, kQpHelp)->required();
   set_rate->add_option("RATE", rate_text, "bits per second with an optional K/M/G suffix")->required();
   auto* set_class = app.add_subcommand("set-class", "a QP's flow class (latency, throughput, bandwidth)");
-  set_class->add_option("QPN", qpn, "QP number")->required();
+  set_class->add_option("QP", qp_name, kQpHelp)->required();
+  for (auto* sub : {qp, set_rate, set_class})
+    sub->add_option("--device", qp_device, "the QP's device (the same as DEVICE/ in QP)");
   set_class->add_option("CLASS", cls, "latency, throughput or bandwidth")->required();
   std::string scenario_path;
   auto* run = app.add_subcommand("run", "run a scenario of isoroce-sim on live daemons (its hosts name socket and device)");
@@ -149,6 +155,20 @@ int main(int argc, char** argv) {
     return isoroce::tools::run_live_trace(ta);
   }
 
+  uint32_t qpn = 0;
+  if (*qp || *set_rate || *set_class) {
+    std::string named;
+    if (!isoroce::ctrl::parse_qp_name(qp_name, &named, &qpn)) {
+      std::fprintf(stderr, "isoroce-ctl: '%s' is not a QP (DEVICE/QPN, e.g. isoroce0/15, or a QPN)\n", qp_name.c_str());
+      return 2;
+    }
+    if (!named.empty() && !qp_device.empty() && named != qp_device) {
+      std::fprintf(stderr, "isoroce-ctl: QP %s and --device %s name different devices\n", qp_name.c_str(),
+                   qp_device.c_str());
+      return 2;
+    }
+    if (qp_device.empty()) qp_device = named;
+  }
   json req;
   if (*status) req = {{"op", "status"}};
   if (*devices) req = {{"op", "devices"}};
@@ -168,6 +188,7 @@ int main(int argc, char** argv) {
     req = {{"op", "set_rate"}, {"qpn", qpn}, {"bps", bps}};
   }
   if (*set_class) req = {{"op", "set_class"}, {"qpn", qpn}, {"class", cls}};
+  if ((*qp || *set_rate || *set_class) && !qp_device.empty()) req["device"] = qp_device;
 
   std::string error;
   auto client = Client::connect(socket, &error);

@@ -90,7 +90,7 @@ void Builder::names() {
   for (size_t h = 0; h < s.hosts.size(); ++h) {
     const auto pid = static_cast<uint32_t>(h + 1);
     out_.push_back({{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_name"},
-                    {"args", {{"name", fmt::format("host {} ({})", s.hosts[h].name, sched::to_string(s.hosts[h].policy))}}}});
+                    {"args", {{"name", fmt::format("host {} ({})", s.hosts[h].name, s.hosts[h].policy)}}}});
     out_.push_back({{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "process_sort_index"}, {"args", {{"sort_index", h}}}});
     out_.push_back({{"ph", "M"}, {"pid", pid}, {"tid", 0}, {"name", "thread_name"}, {"args", {{"name", "scheduler (port)"}}}});
   }

@@ -5,6 +5,8 @@
 //               [--only FLOW,...] [--trace FILE] [--trace-events LIST]
 //               [--timeseries FILE.csv] [--period-us N]
 //               [--justitia NAME=VALUE ...]
+//               [--policy-plugin SO]...
+//   isoroce-sim --policies [--policy-plugin SO]...
 //
 // Exit status: 0 the run completed with every flow's integrity intact; 1 bad
 // scenario or arguments, or an output file that cannot be written; 2 a bad
@@ -23,6 +25,8 @@
 
 #include "dataplane/sim/simulator.h"
 #include "tools/sim/chrome_trace.h"
+#include "sched/policy_plugin.h"
+#include "sched/policy_registry.h"
 #include "tools/sim/pcap_writer.h"
 #include "tools/sim/pcapng_writer.h"
 #include "tools/sim/sim_trace.h"
@@ -40,15 +44,18 @@ int main(int argc, char** argv) {
   std::string pcap_tx, pcap_rx;
   std::optional<uint64_t> seed;
   std::string policy_override;
-  std::vector<std::string> only;
+  std::vector<std::string> only, plugins;
   std::vector<std::string> justitia;
-  app.add_option("scenario", path, "scenario file (TOML)")->required();
+  bool list_policies = false;
+  app.add_option("scenario", path, "scenario file (TOML)");
+  app.add_option("--policy-plugin", plugins, "load a policy plugin (a shared object, sched/policy_api.h; repeat)");
+  app.add_flag("--policies", list_policies, "list the policies (built-in and loaded) and exit");
   app.add_flag("--json", json, "print the report as JSON");
   app.add_option("--seed", seed, "override the scenario's seed");
   app.add_flag("--no-wall", no_wall, "leave the wall-clock time out (byte-identical output per seed)");
   app.add_flag("--check", check, "validate the scenario and exit");
   app.add_flag("--dump", dump, "print the scenario with every default filled in, and exit");
-  app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia)");
+  app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia, or a plugin's)");
   app.add_option("--justitia", justitia,
                  "set a [host.justitia] parameter NAME=VALUE on every host, e.g. signal=passive, classify=verify (repeat)");
   app.add_option("--only", only, "keep only these flows (by name; repeat or comma-separate)")->delimiter(',');
@@ -71,6 +78,23 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
 
+  for (const std::string& so : plugins) {
+    const sched::PluginLoad load = sched::load_policy_plugin(so);
+    if (!load.error.empty()) {
+      fmt::print(stderr, "isoroce-sim: --policy-plugin: {}\n", load.error);
+      return 1;
+    }
+  }
+  if (list_policies) {
+    for (const sched::PolicyOps* p : sched::policies())
+      fmt::print("{:<20} v{:<3} {:<10} {}\n", p->name, p->version, p->origin == "built-in" ? "built-in" : "plugin",
+                 p->description);
+    return 0;
+  }
+  if (path.empty()) {
+    fmt::print(stderr, "isoroce-sim: a scenario file is required (--help)\n");
+    return 1;
+  }
   tools::ScenarioParse parsed = tools::load_scenario(path);
   if (!parsed.ok()) {
     fmt::print(stderr, "isoroce-sim: {}\n", parsed.error->to_string());
@@ -82,12 +106,11 @@ int main(int argc, char** argv) {
   }
   if (seed) parsed.scenario.seed = *seed;
   if (!policy_override.empty()) {
-    sched::Policy p;
-    if (!sched::parse_policy(policy_override, &p)) {
-      fmt::print(stderr, "isoroce-sim: --policy: unknown policy \"{}\" (fifo, tassel, justitia)\n", policy_override);
+    if (sched::find_policy(policy_override) == nullptr) {
+      fmt::print(stderr, "isoroce-sim: --policy: unknown policy \"{}\" ({})\n", policy_override, sched::policy_names());
       return 1;
     }
-    for (auto& h : parsed.scenario.hosts) h.policy = p;
+    for (auto& h : parsed.scenario.hosts) h.policy = policy_override;
   }
   for (const std::string& kv : justitia) {
     for (auto& h : parsed.scenario.hosts) {

@@ -7,6 +7,9 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "sched/policy_plugin.h"
+#include "sched/policy_registry.h"
+
 namespace isoroce::tools {
 
 namespace {
@@ -270,7 +273,7 @@ void parse_host(const toml::table& raw, size_t i, sim::Scenario& s) {
   if (!sim::parse_ip(h.ip_text, &h.ip))
     fail(t.key("ip"), "\"" + h.ip_text + "\" is not an IPv4 or IPv6 address", t.get("ip"));
   h.link_bps = static_cast<uint64_t>(std::llround(t.number("link_gbps", 100, 0.001, 1600) * 1e9));
-  h.policy = enum_value<sched::Policy>(t, "policy", "fifo", sched::parse_policy, "fifo, tassel, justitia");
+  h.policy = t.string("policy", "fifo");  // sim::validate checks it against the registry
   h.msg_cost = to_picos(t.number("msg_cost_ns", 0, 0, 1e9), 1e3);
   h.mtu = static_cast<uint32_t>(t.integer("mtu", 4096, 256, 4096));
   h.max_msgs_per_sec = static_cast<uint64_t>(std::llround(t.number("max_mops", 0, 0, 1e6) * 1e6));
@@ -345,6 +348,20 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
 }
 
 // [[host]] / [[flow]]: an array of tables.
+// [[plugin]] path = "x.so": loads a policy plugin (relative to the scenario's folder).
+void parse_plugin(const toml::table& raw, size_t i, std::string_view source, sim::Scenario& s) {
+  Table t(raw, "plugin[" + std::to_string(i) + "]", {"path"});
+  if (!t.has("path")) fail(t.key("path"), "missing (the plugin's shared object)", &raw);
+  const std::string path = t.string("path");
+  std::string file = path;
+  const size_t slash = source.rfind('/');
+  if (!path.empty() && path[0] != '/' && slash != std::string_view::npos)
+    file = std::string(source.substr(0, slash + 1)) + path;
+  const sched::PluginLoad load = sched::load_policy_plugin(file);
+  if (!load.error.empty()) fail(t.key("path"), load.error, t.get("path"));
+  s.plugins.push_back(path);
+}
+
 const toml::array* table_array(const Table& top, std::string_view k) {
   const toml::node* n = top.get(k);
   if (!n) return nullptr;
@@ -384,8 +401,10 @@ ScenarioParse parse_scenario(std::string_view text, std::string_view source) {
       out.error = pe;
       return out;
     }
-    Table top(root, "", {"seed", "duration_us", "link_delay_ns", "switch", "faults", "host", "flow"});
+    Table top(root, "", {"seed", "duration_us", "link_delay_ns", "switch", "faults", "plugin", "host", "flow"});
     sim::Scenario& s = out.scenario;
+    if (const toml::array* plugins = table_array(top, "plugin"))  // before the hosts name their policies
+      for (size_t i = 0; i < plugins->size(); ++i) parse_plugin(*plugins->get(i)->as_table(), i, source, s);
     s.seed = static_cast<uint64_t>(top.integer("seed", 1, 0, INT64_MAX));
     s.duration = to_picos(top.number("duration_us", 20000, 0.001, 1e8), 1e6);
     s.link_delay = to_picos(top.number("link_delay_ns", 1000, 0, 1e9), 1e3);
@@ -465,6 +484,7 @@ std::string scenario_to_toml(const sim::Scenario& s) {
   if (s.pfc.enabled)
     o << "pfc = { xoff_kb = " << num(static_cast<double>(s.pfc.xoff_bytes) / 1024)
       << ", xon_kb = " << num(static_cast<double>(s.pfc.xon_bytes) / 1024) << " }\n";
+  for (const std::string& p : s.plugins) o << "\n[[plugin]]\npath = " << q(p) << "\n";
   o << "\n[faults]\n";
   const std::pair<const char*, const sim::FaultRate*> faults[] = {
       {"loss", &s.faults.loss}, {"reorder", &s.faults.reorder},
@@ -473,7 +493,7 @@ std::string scenario_to_toml(const sim::Scenario& s) {
   o << "reorder_delay_ns = " << num(static_cast<double>(s.faults.reorder_delay) / 1e3) << "\n";
   for (const auto& h : s.hosts) {
     o << "\n[[host]]\nname = " << q(h.name) << "\nip = " << q(h.ip_text)
-      << "\nlink_gbps = " << num(static_cast<double>(h.link_bps) / 1e9) << "\npolicy = " << q(sched::to_string(h.policy))
+      << "\nlink_gbps = " << num(static_cast<double>(h.link_bps) / 1e9) << "\npolicy = " << q(h.policy)
       << "\nmsg_cost_ns = " << num(static_cast<double>(h.msg_cost) / 1e3) << "\nmtu = " << h.mtu << "\n";
     if (h.max_msgs_per_sec) o << "max_mops = " << num(static_cast<double>(h.max_msgs_per_sec) / 1e6) << "\n";
     bool custom = h.dcqcn.enabled;
@@ -483,7 +503,7 @@ std::string scenario_to_toml(const sim::Scenario& s) {
       o << "[host.dcqcn]\n";
       for (const auto& i : dcqcn::param_table()) o << i.name << " = " << dcqcn::get_param(h.dcqcn, i.name) << "\n";
     }
-    if (h.policy == sched::Policy::kJustitia) {
+    if (const sched::PolicyOps* ops = sched::find_policy(h.policy); ops && ops->has(sched::kCapReferenceLatency)) {
       const sched::JustitiaParams& p = h.justitia;
       o << "\n[host.justitia]\ntarget99_us = " << us(p.target99) << "\nref_period_us = " << us(p.ref_period)
         << "\nwindow = " << p.window << "\ntoken_bytes = " << p.token_bytes << "\nsplit_bytes = " << p.split_bytes

@@ -57,21 +57,21 @@ void SimTrace::follow(const trace::Record& r) {
     }
     case Event::kFrameTx: {
       while (!h.grants.empty() && h.grants.front().qp != r.qp) h.grants.pop_front();
-      const sched::Policy policy = scenario_.hosts[r.port].policy;
+      const std::string& policy = scenario_.hosts[r.port].policy;
       if (h.grants.empty()) {
-        h.comment = fmt::format("isoroce policy={}; no grant seen", sched::to_string(policy));
+        h.comment = fmt::format("isoroce policy={}; no grant seen", policy);
         break;
       }
       const PendingGrant g = h.grants.front();
       h.grants.pop_front();
       if (g.control) {
-        h.comment = fmt::format("isoroce policy={}; control packet, sent ahead of data", sched::to_string(policy));
+        h.comment = fmt::format("isoroce policy={}; control packet, sent ahead of data", policy);
         break;
       }
       h.comment = fmt::format("isoroce policy={}; waited {:.3f} us in the scheduler; rate limit {}",
-                              sched::to_string(policy), static_cast<double>(g.waited) / 1e6,
+                              policy, static_cast<double>(g.waited) / 1e6,
                               rate_text(qps_[key].rate_bps));
-      if (policy == sched::Policy::kJustitia && h.tokens >= 0) h.comment += fmt::format("; tokens {}", h.tokens);
+      if (h.tokens >= 0)  // justitia's token events seen h.comment += fmt::format("; tokens {}", h.tokens);
       break;
     }
     default:

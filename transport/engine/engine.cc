@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "sched/policy_registry.h"
 #include "transport/engine/engine_impl.h"
 #include "transport/engine/memory.h"
 #include "transport/verbs/ah.h"
@@ -22,12 +23,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
       config.max_qps > config.device.max_qp || verbs::mtu_bytes(config.active_mtu) == 0) {
     return Result<std::unique_ptr<Engine>>::error(EINVAL);
   }
+  const sched::PolicyOps* policy = sched::find_policy(config.policy);
+  if (policy == nullptr) return Result<std::unique_ptr<Engine>>::error(EINVAL);
   // DCQCN's rates need a policy that enforces them (fifo records and ignores limits).
   if (config.dcqcn.enabled &&
-      (config.policy == sched::Policy::kFifo || !dcqcn::validate(config.dcqcn).empty())) {
+      (!policy->has(sched::kCapEnforcesRates) || !dcqcn::validate(config.dcqcn).empty())) {
     return Result<std::unique_ptr<Engine>>::error(EINVAL);
   }
-  auto sched = sched::make_scheduler(config.policy, sc);
+  auto sched = policy->create(sc);
   if (!sched) return Result<std::unique_ptr<Engine>>::error(EINVAL);
   return std::unique_ptr<Engine>(new EngineImpl(config, std::move(sched)));
 }
@@ -188,6 +191,7 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
 }  // namespace
 
 void EngineImpl::complete_send(QpCtx& q, const SendWqe& w, ibv_wc_status status) {
+  sched_->on_completion(tx_now_, q.slot, w.length);  // every WQE, signaled or not (a policy event)
   if (status == IBV_WC_SUCCESS && !w.signaled) return;  // errors always complete (IBTA 10.7.2.2)
   ibv_wc wc{};
   wc.wr_id = w.wr_id;

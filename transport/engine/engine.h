@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "sched/scheduler.h"
@@ -54,7 +55,7 @@ struct EngineConfig {
   uint64_t key_seed = 1;         // MR keys (verbs::MrKeyGen)
   uint32_t qpn_seed = 1;         // first QPN is derived from it; QPNs are never 0 or 1
   uint32_t first_qpn = 0;        // if not 0, the first QPN (a daemon keeps its devices' QPNs apart)
-  sched::Policy policy = sched::Policy::kFifo;
+  std::string policy = "fifo";   // a registered policy (sched/policy_registry.h)
   uint64_t link_bps = 100'000'000'000;
   Picos sched_lookahead = 0;     // see sched::Config::lookahead
   uint32_t max_qps = 4096;       // QPs alive at once (scheduler ids)
@@ -66,11 +67,11 @@ struct EngineConfig {
   // Requester: ask for an ACK at least every this many packets of a message.
   uint32_t ack_req_every = 16;
   // DCQCN congestion control (docs/dcqcn.md). Enabled needs a policy that
-  // enforces rate limits: create() refuses it with fifo (EINVAL).
+  // enforces rate limits (sched::kCapEnforcesRates): create() refuses it with fifo (EINVAL).
   dcqcn::Params dcqcn;
   // The emulated NIC's message rate (sched::Config::max_msgs_per_sec; 0: no limit).
   uint64_t max_msgs_per_sec = 0;
-  sched::JustitiaParams justitia;  // policy kJustitia only
+  sched::JustitiaParams justitia;  // policy "justitia" only
 };
 
 struct Sge {
@@ -309,7 +310,7 @@ class Engine {
   // Asynchronous events since the last call (ibv_get_async_event).
   virtual std::vector<AsyncEvent> take_async_events() = 0;
 
-  // ---- isolation (sched::Policy::kJustitia; other policies ignore it) ----
+  // ---- isolation (policy "justitia"; fifo and tassel ignore it) ----
   // The QP's flow class and application (QPs of one application and class are one
   // logical flow) and the application's weight (>= 1). A latency-class QP set while
   // Current99 > Target99 raises kLatencyTargetMissed. 0 or EINVAL (unknown QP).

@@ -39,7 +39,7 @@ class Capture : public TxSink {
 
 EngineConfig dcqcn_config(bool enabled = true) {
   EngineConfig c;
-  c.policy = sched::Policy::kTassel;
+  c.policy = "tassel";
   c.dcqcn.enabled = enabled;
   return c;
 }
@@ -268,11 +268,11 @@ TEST(EngineDcqcnRp, CnpFromAnotherAddressIsDropped) {
 
 TEST(EngineDcqcn, CreateRefusesDcqcnWithFifo) {
   EngineConfig c = dcqcn_config();
-  c.policy = sched::Policy::kFifo;
+  c.policy = "fifo";
   auto e = Engine::create(c);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.err(), EINVAL);
-  c.policy = sched::Policy::kTassel;
+  c.policy = "tassel";
   c.dcqcn.g = 0;
   EXPECT_FALSE(Engine::create(c).ok());
   c.dcqcn.g = 0.5;

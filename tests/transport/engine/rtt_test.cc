@@ -104,7 +104,7 @@ TEST(EnginePassiveRtt, RoundTripsReachTheJustitiaScheduler) {
   for (auto sig : {sched::LatencySignal::kProbe, sched::LatencySignal::kPassive, sched::LatencySignal::kBoth}) {
     for (auto cls : {sched::FlowClass::kLatency, sched::FlowClass::kBandwidth}) {
       EngineConfig base;
-      base.policy = sched::Policy::kJustitia;
+      base.policy = "justitia";
       base.justitia.signal = sig;
       RcPair p({}, base);
       ASSERT_EQ(p.net[0].set_qp_class(0, p.s[0].qpn, cls, 1, 1), 0);
