@@ -2,6 +2,7 @@
 
 #include "sched/fifo.h"
 #include "sched/justitia.h"
+#include "sched/rnic.h"
 #include "sched/tassel.h"
 
 namespace isoroce::sched {
@@ -14,6 +15,8 @@ std::string_view to_string(Policy policy) {
       return "tassel";
     case Policy::kJustitia:
       return "justitia";
+    case Policy::kRnic:
+      return "rnic";
   }
   return "?";
 }
@@ -25,6 +28,8 @@ bool parse_policy(std::string_view text, Policy* policy) {
     *policy = Policy::kTassel;
   } else if (text == "justitia") {
     *policy = Policy::kJustitia;
+  } else if (text == "rnic") {
+    *policy = Policy::kRnic;
   } else {
     return false;
   }
@@ -51,6 +56,9 @@ std::unique_ptr<Scheduler> make_scheduler(Policy policy, const Config& config) {
     case Policy::kJustitia:
       if (!validate(config.justitia).empty()) return nullptr;
       return std::make_unique<JustitiaScheduler>(config);
+    case Policy::kRnic:
+      if (!validate(config.rnic).empty()) return nullptr;
+      return std::make_unique<RnicScheduler>(config);
   }
   return nullptr;
 }

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "sched/justitia_params.h"
+#include "sched/rnic_params.h"
 #include "sched/time.h"
 
 namespace isoroce::sched {
@@ -33,10 +34,11 @@ enum class Policy : std::uint8_t {
   kFifo,    // hardware RNIC baseline: round robin over QPs, one whole message each
   kTassel,  // per-QP rate limits (WF2Q+ on a timing wheel), work-conserving otherwise
   kJustitia,  // Justitia isolation: latency QPs unpaced, the others on multi-resource tokens
+  kRnic,      // hardware RNIC arbitration: packet round robin, fetch batch, pipeline (rnic.h)
 };
 
 std::string_view to_string(Policy policy);
-// Parses "fifo", "tassel" or "justitia"; false if none.
+// Parses "fifo", "tassel", "justitia" or "rnic"; false if none.
 bool parse_policy(std::string_view text, Policy* policy);
 
 // A QP's next packet: its size on the link, and whether it ends a message (WQE).
@@ -76,6 +78,7 @@ struct Config {
   // model it; tassel does not.
   std::uint64_t max_msgs_per_sec = 0;
   JustitiaParams justitia{};  // Policy::kJustitia only
+  RnicParams rnic{};          // Policy::kRnic only
 };
 
 // Empty if `config` is usable, else what is wrong with it.
