@@ -9,7 +9,8 @@ RnicScheduler::RnicScheduler(const Config& config)
       params_(config.rnic),
       qps_(config.max_qps),
       link_(config.link_bps),
-      control_(config.control_capacity) {
+      control_(config.control_capacity),
+      rng_(config.rnic.seed) {
   const std::uint64_t mps = params_.max_msgs_per_sec != 0 ? params_.max_msgs_per_sec : config.max_msgs_per_sec;
   if (mps != 0) msg_cost_ = std::max<Picos>(1, (kPicosPerSecond + mps / 2) / mps);
 }
@@ -24,12 +25,19 @@ void RnicScheduler::activate(Picos, QpId qp, Packet pkt) {
   s.bytes_ = pkt.bytes;
   s.ends_message_ = pkt.ends_message;
   ++active_;
-  if (params_.pipeline_packets == 0 || ring_.empty()) {
+  if ((params_.pipeline_packets == 0 && params_.pipeline_jitter_packets == 0) || ring_.empty()) {
     ring_.push_back(qps_.data(), qp);
     return;
   }
   s.pending_ = true;
   s.ticket_ = data_grants_ + params_.pipeline_packets;
+  if (params_.pipeline_jitter_packets != 0) {  // splitmix64 (Steele et al., 2014)
+    std::uint64_t z = (rng_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    s.ticket_ += z % (std::uint64_t{params_.pipeline_jitter_packets} + 1);
+  }
   pending_.push_back(qps_.data(), qp);
 }
 

@@ -10,8 +10,9 @@
 // - A transmit pipeline of `pipeline_packets`: arbitration runs that many data
 //   packets ahead of the link, so a QP that becomes ready joins the round robin only
 //   after that many more data packets of the QPs already in it (at once when there
-//   are none). Its first packet therefore waits for the pipeline, then for the rest
-//   of the current turn.
+//   are none), plus a uniform 0 .. `pipeline_jitter_packets` drawn per activation
+//   (seeded: deterministic). Its first packet therefore waits for the pipeline, then
+//   for the rest of the current turn.
 // - The message processor (Config::max_msgs_per_sec or the params' own) as in fifo.
 // - Control packets go first; rate limits are recorded and ignored, as in fifo.
 //
@@ -74,6 +75,7 @@ class RnicScheduler final : public Scheduler {
   std::uint64_t data_grants_ = 0;   // data packets granted since the start
   std::uint32_t turn_packets_ = 0;  // packets the head QP has sent in this turn
   std::uint64_t burst_left_ = 0;    // bytes of the head's message burst still due
+  std::uint64_t rng_ = 0;           // splitmix64 state (pipeline jitter)
   Picos msg_cost_ = 0;              // 1 / max messages per second; 0: no limit
   Picos proc_free_ = 0;             // the message processor is busy until then
 };

@@ -24,6 +24,11 @@ struct RnicParams {
   // link, so a QP that becomes ready is seen only after that many more packets of the
   // QPs already served (a QP with nobody ahead of it is seen at once).
   std::uint32_t pipeline_packets = 0;
+  // The pipeline's occupancy varies (DMA reads in flight): each QP that becomes ready
+  // waits for pipeline_packets plus a uniform 0 .. pipeline_jitter_packets more,
+  // drawn from a generator seeded with `seed` (deterministic per seed).
+  std::uint32_t pipeline_jitter_packets = 0;
+  std::uint64_t seed = 1;
   // A QP that starts a message keeps its turn until this many bytes of the message
   // have been granted (the NIC's first read of a new WQE's payload), then the batch
   // rule applies. 0: none; kWholeMessage: the whole message.
@@ -35,8 +40,8 @@ struct RnicParams {
 // Empty if `p` is usable, else what is wrong (naming the parameter).
 std::string_view validate(const RnicParams& p);
 
-// Sets `name` (batch_packets, pipeline_packets, message_burst_bytes (a number or
-// "whole"), max_mops, preset (a preset's name: every parameter at once)) from text.
+// Sets `name` (batch_packets, pipeline_packets, pipeline_jitter_packets, seed,
+// message_burst_bytes (a number or "whole"), max_mops, preset (a preset's name: every parameter but the seed)) from text.
 // False if the name or the value is bad; `p` is then unchanged.
 bool set(RnicParams& p, std::string_view name, std::string_view value);
 bool set(RnicParams& p, std::string_view assignment);  // "name=value"

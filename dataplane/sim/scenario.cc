@@ -150,15 +150,16 @@ std::optional<ScenarioError> validate(const Scenario& s) {
       return err(host_key(i, "name"),
                  "must be 1 to 64 letters, digits, '_', '-' or '.' (got " + quoted(h.name) + ")");
     if (h.link_bps == 0) return err(host_key(i, "link_gbps"), "must be above 0");
-    if (h.dcqcn.enabled && h.policy == sched::Policy::kFifo)
+    if (h.dcqcn.enabled && (h.policy == sched::Policy::kFifo || h.policy == sched::Policy::kRnic))
       return err(host_key(i, "dcqcn.enabled"),
-                 "DCQCN needs a rate-limiting policy: set policy = \"tassel\" (fifo ignores rate limits)");
+                 "DCQCN needs a rate-limiting policy: set policy = \"tassel\" (fifo and rnic ignore rate limits)");
     if (auto e = dcqcn::validate(h.dcqcn); !e.empty()) return err(host_key(i, "dcqcn"), e);
     if (h.link_bps > 1'600'000'000'000ull) return err(host_key(i, "link_gbps"), "above 1600");
     if (!valid_mtu(h.mtu)) return err(host_key(i, "mtu"), "must be 256, 512, 1024, 2048 or 4096");
     if (h.max_msgs_per_sec != 0 && h.policy == sched::Policy::kTassel)
       return err(host_key(i, "max_mops"), "the tassel policy does not model the message rate (use fifo or justitia)");
     if (auto why = sched::validate(h.justitia); !why.empty()) return err(host_key(i, "justitia"), std::string(why));
+    if (auto why = sched::validate(h.rnic); !why.empty()) return err(host_key(i, "rnic"), std::string(why));
     if (h.live() != s.hosts[0].live())
       return err(host_key(i, "socket"), "either every host names a daemon (socket) or none does");
     for (size_t j = 0; j < i; ++j) {

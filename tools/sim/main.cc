@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-wall", no_wall, "leave the wall-clock time out (byte-identical output per seed)");
   app.add_flag("--check", check, "validate the scenario and exit");
   app.add_flag("--dump", dump, "print the scenario with every default filled in, and exit");
-  app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia)");
+  app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia, rnic)");
   app.add_option("--only", only, "keep only these flows (by name; repeat or comma-separate)")->delimiter(',');
   app.add_option("--pcap", pcap_tx, "write every frame the hosts send to FILE (pcap, virtual ns)");
   app.add_option("--pcap-rx", pcap_rx, "write every frame the hosts receive (after faults) to FILE");
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   if (!policy_override.empty()) {
     sched::Policy p;
     if (!sched::parse_policy(policy_override, &p)) {
-      fmt::print(stderr, "isoroce-sim: --policy: unknown policy \"{}\" (fifo, tassel, justitia)\n", policy_override);
+      fmt::print(stderr, "isoroce-sim: --policy: unknown policy \"{}\" (fifo, tassel, justitia, rnic)\n", policy_override);
       return 1;
     }
     for (auto& h : parsed.scenario.hosts) h.policy = p;

@@ -18,13 +18,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.lookahead = config.sched_lookahead;
   sc.max_msgs_per_sec = config.max_msgs_per_sec;
   sc.justitia = config.justitia;
+  sc.rnic = config.rnic;
   if (!sched::validate(sc).empty() || config.max_qps == 0 ||
       config.max_qps > config.device.max_qp || verbs::mtu_bytes(config.active_mtu) == 0) {
     return Result<std::unique_ptr<Engine>>::error(EINVAL);
   }
-  // DCQCN's rates need a policy that enforces them (fifo records and ignores limits).
-  if (config.dcqcn.enabled &&
-      (config.policy == sched::Policy::kFifo || !dcqcn::validate(config.dcqcn).empty())) {
+  // DCQCN's rates need a policy that enforces them (fifo and rnic record and ignore limits).
+  if (config.dcqcn.enabled && (config.policy == sched::Policy::kFifo || config.policy == sched::Policy::kRnic ||
+                               !dcqcn::validate(config.dcqcn).empty())) {
     return Result<std::unique_ptr<Engine>>::error(EINVAL);
   }
   auto sched = sched::make_scheduler(config.policy, sc);
