@@ -165,3 +165,39 @@ TEST(RnicParams, PresetsAndSet) {
 
 }  // namespace
 }  // namespace isoroce::sched
+
+namespace isoroce::sched {
+namespace {
+
+// Receive: B becomes ready beside a backlogged A, pipeline 2 with jitter 3, 64 seeds.
+// Expect: B's first packet always 2 .. 5 packets after it was ready (beyond the one on
+// the link), every wait in that range seen, and the same seed gives the same wait.
+TEST(Rnic, PipelineJitterIsBoundedAndSeeded) {
+  auto first_b = [](std::uint64_t seed) {
+    const Config config = rnic_config(2, {.pipeline_packets = 2, .pipeline_jitter_packets = 3, .seed = seed});
+    auto sched = make_scheduler(Policy::kRnic, config);
+    FakeLink link(*sched, config, [](QpId q, std::uint64_t i) {
+      return i < (q == 0 ? 40u : 1u) ? Packet{1'000, true} : Packet{};
+    });
+    link.keep_log(true);
+    link.start(0);
+    link.run_until(0);  // A's packet 0 on the link
+    link.start(1);
+    link.run_until(kNever - 1);
+    for (std::size_t i = 0; i < link.log().size(); ++i)
+      if (link.log()[i].qp == 1) return i - 1;  // A's packets between
+    return std::size_t{999};
+  };
+  std::vector<int> seen(6);
+  for (std::uint64_t seed = 1; seed <= 64; ++seed) {
+    const std::size_t w = first_b(seed);
+    ASSERT_GE(w, 2u);
+    ASSERT_LE(w, 5u);
+    ++seen[w];
+    EXPECT_EQ(first_b(seed), w);
+  }
+  for (std::size_t w = 2; w <= 5; ++w) EXPECT_GT(seen[w], 0) << w;
+}
+
+}  // namespace
+}  // namespace isoroce::sched

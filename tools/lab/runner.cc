@@ -183,12 +183,16 @@ std::optional<SweepError> plan_sweep(const Sweep& sweep, Plan* plan) {
             d << *sweep.duration_us;
             all.push_back({"duration_us", d.str()});
           }
-          std::string why = sc.only.empty() ? std::string{} : keep_only(root, sc.only);
+          // Overrides first, then `only`: a grid axis may name a flow some scenarios leave out.
+          std::string why;
           for (const Override& o : all) {
-            if (!why.empty()) break;
             why = apply(root, o);
-            if (!why.empty()) why = o.path + ": " + why;
+            if (!why.empty()) {
+              why = o.path + ": " + why;
+              break;
+            }
           }
+          if (why.empty() && !sc.only.empty()) why = keep_only(root, sc.only);
           if (why.empty()) {
             std::ostringstream text;
             text << root;

@@ -58,6 +58,7 @@ Stat stat(const std::vector<double>& xs) {
   const double sd = std::sqrt(ss / static_cast<double>(s.n - 1));
   const double t = s.n - 1 <= std::size(kT95) ? kT95[s.n - 2] : 1.96;
   s.ci95 = t * sd / std::sqrt(static_cast<double>(s.n));
+  if (s.ci95 < 1e-9 * std::abs(s.mean)) s.ci95 = 0;  // identical samples summed in another order
   return s;
 }
 
