@@ -15,6 +15,7 @@ packages=(
   libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   # interop checks and fault injection
   python3 python3-scapy tshark tcpdump iproute2 iputils-ping ethtool
+  python3-matplotlib                   # tools/lab/plot.py (isoroce-lab plots)
   # packaging and the service (tests/install)
   ccache dpkg-dev systemd
 )
