@@ -17,7 +17,7 @@ struct Preset {
 constexpr Preset kPresets[] = {
     // 40 Gb/s, MTU 1024: 3.84x median / 4.05x p99 (paper 3.82x / 4x).
     {"cx4-roce", {.batch_packets = 2, .pipeline_packets = 22, .pipeline_jitter_packets = 4}},
-    // 56 Gb/s, MTU 4096: 1.89x / 2.33x (paper 1.85x / 2.23x); 5.4 M msgs/s gives
+    // 56 Gb/s, MTU 4096: 1.85x / 2.33x (paper 1.85x / 2.23x); 5.4 M msgs/s gives
     // Fig. 2's 69.5% message-rate loss.
     {"cx3-ib", {.batch_packets = 1, .pipeline_packets = 0, .pipeline_jitter_packets = 3,
                 .max_msgs_per_sec = 5'400'000}},
