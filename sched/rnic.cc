@@ -59,7 +59,10 @@ void RnicScheduler::deactivate(Picos, QpId qp) {
     pending_.remove(qps_.data(), qp);
     s.pending_ = false;
   } else {
-    if (ring_.head == qp) turn_packets_ = 0, burst_left_ = 0;
+    if (ring_.head == qp) {  // its turn ends with it
+      turn_packets_ = 0;
+      burst_left_ = 0;
+    }
     ring_.remove(qps_.data(), qp);
   }
   s.bytes_ = 0;

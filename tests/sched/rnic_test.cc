@@ -201,3 +201,31 @@ TEST(Rnic, PipelineJitterIsBoundedAndSeeded) {
 
 }  // namespace
 }  // namespace isoroce::sched
+
+namespace isoroce::sched {
+namespace {
+
+// Receive: A in the middle of a 3-packet batch is deactivated (reset), B pending
+// behind the pipeline is deactivated too. Expect: C's turn starts afresh, nothing of
+// A or B leaves, and the counts follow.
+TEST(Rnic, DeactivateMidTurnAndWhilePending) {
+  const Config config = rnic_config(3, {.batch_packets = 3, .pipeline_packets = 2});
+  auto sched = make_scheduler(Policy::kRnic, config);
+  FakeLink link(*sched, config, [](QpId, std::uint64_t i) { return i < 6 ? Packet{1'000, true} : Packet{}; });
+  link.keep_log(true);
+  link.start(0);
+  link.run_until(0);  // A: packet 0 on the link
+  link.start(1);      // B pending (pipeline 2)
+  EXPECT_EQ(sched->active_qps(), 2u);
+  sched->deactivate(link.now(), 1);
+  sched->deactivate(link.now(), 0);
+  EXPECT_EQ(sched->active_qps(), 0u);
+  EXPECT_FALSE(sched->active(0));
+  EXPECT_EQ(sched->next_deadline(), kNever);
+  link.start(2);
+  link.run_until(kNever - 1);
+  EXPECT_EQ(order(link), "A" "CCCCCC");
+}
+
+}  // namespace
+}  // namespace isoroce::sched
