@@ -72,6 +72,7 @@ struct DaemonConfig {
   std::vector<std::string> eal_args;  // given after `--` or as eal_args = [...]
   dcqcn::Params dcqcn;      // [dcqcn] table / --dcqcn NAME=VALUE (docs/dcqcn.md)
   sched::JustitiaParams justitia;  // [justitia] table / --justitia NAME=VALUE (docs/sched.md)
+  sched::RnicParams rnic;          // [rnic] table / --rnic NAME=VALUE, e.g. preset=cx4-roce (docs/sched.md)
   ClientLimits limits;      // [limits] table / --limit NAME=VALUE
   // Members (a group name or number) are privileged clients besides root and
   // the daemon's user: device-wide settings, every QP (docs/security.md).

@@ -20,6 +20,11 @@ int print_check(const ctrl::DaemonConfig& c) {
     std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
                 c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
                 std::string(sched::to_string(*c.ports[i].policy)).c_str());
+  const sched::RnicParams& r = c.rnic;
+  std::printf("rnic: batch_packets %u, pipeline_packets %u, pipeline_jitter_packets %u, message_burst_bytes %s, "
+              "max_mops %g\n", r.batch_packets, r.pipeline_packets, r.pipeline_jitter_packets,
+              r.message_burst_bytes == sched::kWholeMessage ? "whole" : std::to_string(r.message_burst_bytes).c_str(),
+              static_cast<double>(r.max_msgs_per_sec) / 1e6);
   std::string eal_line;
   for (const auto& a : ctrl::eal_arguments(c)) eal_line += " " + a;
   std::printf("EAL:%s\n", eal_line.c_str());
@@ -48,13 +53,15 @@ int main(int argc, char** argv) {
   app.add_option("--mtu", mtu, "RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096 (default 1024)");
   app.add_option("--ref-peer", ref_peer,
                  "justitia: probe this address (a port of another isoroced) as the reference flow (docs/isoroced.md)");
-  app.add_option("--policy", policy, "transmit scheduler: fifo, tassel or justitia");
+  app.add_option("--policy", policy, "transmit scheduler: fifo, tassel, justitia or rnic");
   app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports (default 0,1)");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
   app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");
   std::vector<std::string> dcqcn;
   app.add_option("--dcqcn", dcqcn, "a DCQCN parameter NAME=VALUE, e.g. enabled=true (repeat; docs/dcqcn.md)");
   std::vector<std::string> justitia;
+  std::vector<std::string> rnic;
+  app.add_option("--rnic", rnic, "an rnic parameter NAME=VALUE: preset=cx4-roce|cx3-ib|t6-iwarp|fifo, batch_packets=4 (repeat; docs/sched.md#rnic)");
   app.add_option("--justitia", justitia, "a justitia parameter NAME=VALUE, e.g. target99_us=50 (repeat; docs/isoroced.md)");
   std::vector<std::string> limits;
   app.add_option("--limit", limits, "a per-client limit NAME=VALUE, e.g. max_qps=64 (repeat; docs/isoroced.md)");
@@ -92,7 +99,7 @@ int main(int argc, char** argv) {
   }
   if (!socket.empty()) c.socket = socket;
   if (!policy.empty()) {
-    if (!sched::parse_policy(policy, &c.policy)) return bad({"--policy", "'" + policy + "' is not a policy (fifo, tassel, justitia)"});
+    if (!sched::parse_policy(policy, &c.policy)) return bad({"--policy", "'" + policy + "' is not a policy (fifo, tassel, justitia, rnic)"});
   }
   if (mtu != 0) {
     c.mtu = mtu;
@@ -112,6 +119,9 @@ int main(int argc, char** argv) {
   }
   for (const std::string& kv : justitia) {
     if (std::string e = ctrl::set_justitia_param(c.justitia, kv); !e.empty()) return bad({"--justitia " + kv, e});
+  }
+  for (const std::string& kv : rnic) {
+    if (!sched::set(c.rnic, kv)) return bad({"--rnic " + kv, "unknown parameter or bad value (docs/sched.md#rnic)"});
   }
   for (const std::string& kv : limits) {
     if (std::string e = ctrl::set_limit(c.limits, kv); !e.empty()) return bad({"--limit " + kv, e});

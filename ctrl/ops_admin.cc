@@ -84,8 +84,9 @@ std::string apply_params(OpContext& c, dataplane::DeviceConfig* cfg) {
 json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::DeviceConfig& cfg, const std::string& op) {
   DeviceEntry* d = &dev;
   const std::string& name = d->config().name;
-  if (cfg.dcqcn.enabled && cfg.policy == sched::Policy::kFifo)
-    return op_fail(EINVAL, op + " " + name + ": DCQCN needs a rate-limiting policy (tassel or justitia), not fifo");
+  if (cfg.dcqcn.enabled && (cfg.policy == sched::Policy::kFifo || cfg.policy == sched::Policy::kRnic))
+    return op_fail(EINVAL, op + " " + name + ": DCQCN needs a rate-limiting policy (tassel or justitia), not " +
+                               std::string(sched::to_string(cfg.policy)));
   // Reference flows with an end in this engine go first (the engine must have no
   // QPs), and start again afterwards on whichever devices run justitia.
   std::vector<DeviceEntry*> restart = ctl.stop_reference_flows(*d);
