@@ -303,7 +303,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
   }
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
                                   "file_prefix", "idle_sleep_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
-                                  "justitia", "limits", "admin_group", "socket_group",
+                                  "justitia", "rnic", "limits", "admin_group", "socket_group",
                                   "socket_mode", "policy_plugins"}))
     return e;
   // Plugins first: the policy names below may be theirs.
@@ -353,6 +353,26 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
       else return ConfigError{key, "must be a number"};
       if (std::string e = set_justitia_param(c->justitia, std::string(k.str()), text); !e.empty())
         return ConfigError{key, e};
+    }
+  }
+  if (const toml::node* n = t.get("rnic")) {
+    const toml::table* d = n->as_table();
+    if (d == nullptr) return ConfigError{"rnic", "must be a table of rnic parameters (docs/sched.md#rnic)"};
+    if (const toml::node* p = d->get("preset")) {  // first: the other keys override it
+      const std::string name = p->value<std::string>().value_or("");
+      if (!sched::set(c->rnic, "preset", name))
+        return ConfigError{"rnic.preset", "'" + name + "' is not a preset (cx4-roce, cx3-ib, t6-iwarp, fifo)"};
+    }
+    for (auto&& [k, v] : *d) {
+      const std::string key = "rnic." + std::string(k.str());
+      if (k.str() == "preset") continue;
+      std::string text;
+      if (v.is_integer()) text = std::to_string(*v.value<int64_t>());
+      else if (v.is_floating_point()) text = fmt_double(*v.value<double>());
+      else if (v.is_string()) text = *v.value<std::string>();
+      else return ConfigError{key, "must be a number"};
+      if (!sched::set(c->rnic, std::string(k.str()), text))
+        return ConfigError{key, "unknown parameter or bad value '" + text + "'"};
     }
   }
   if (auto e = read_limits(t, &c->limits)) return e;

@@ -78,6 +78,7 @@ struct DaemonConfig {
   // policy_plugins = [...] / --policy-plugin PATH: loaded at start (sched/policy_plugin.h),
   // only ever from here: no client request loads code (docs/security.md).
   std::vector<std::string> policy_plugins;
+  sched::RnicParams rnic;          // [rnic] table / --rnic NAME=VALUE, e.g. preset=cx4-roce (docs/sched.md)
   ClientLimits limits;      // [limits] table / --limit NAME=VALUE
   // Members (a group name or number) are privileged clients besides root and
   // the daemon's user: device-wide settings, every QP (docs/security.md).

@@ -32,6 +32,9 @@ std::string engine_settings(const dataplane::DeviceConfig& c) {
   for (const auto& p : dcqcn::param_table()) t += " " + std::string(p.name) + "=" + dcqcn::get_param(c.dcqcn, p.name);
   for (const auto& [k, v] : justitia_param_values(c.justitia)) t += " " + k + "=" + std::to_string(v);
   for (const auto& [k, v] : justitia_param_words(c.justitia)) t += " " + k + "=" + v;
+  t += " rnic=" + std::to_string(c.rnic.batch_packets) + "/" + std::to_string(c.rnic.pipeline_packets) + "/" +
+       std::to_string(c.rnic.pipeline_jitter_packets) + "/" + std::to_string(c.rnic.message_burst_bytes) + "/" +
+       std::to_string(c.rnic.max_msgs_per_sec) + "/" + std::to_string(c.rnic.seed);
   return t;
 }
 
@@ -55,6 +58,7 @@ void Daemon::reload() {
     cfg.policy = i < fresh.ports.size() && fresh.ports[i].policy ? *fresh.ports[i].policy : fresh.policy;
     cfg.dcqcn = fresh.dcqcn;
     cfg.justitia = fresh.justitia;
+    cfg.rnic = fresh.rnic;
     if (engine_settings(cfg) == engine_settings(d.config())) continue;
     if (d.sessions != 0) {
       // A new engine would drop the clients' QPs: they keep what they have.

@@ -163,6 +163,7 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     dc.mtu = verbs::mtu_from_bytes(pc.mtu).value_or(IBV_MTU_1024);  // validated
     dc.dcqcn = config_.dcqcn;
     dc.justitia = config_.justitia;
+    dc.rnic = config_.rnic;
     dc.key_seed = 0x15070ce000ull + i * 7919 + static_cast<uint64_t>(getpid());
     // QPNs unique across the daemon's devices (isoroce-ctl qp/set-rate name a QP
     // by number): device i starts at i * 2^20 + 16, a million QPNs apart.

@@ -21,6 +21,11 @@ int print_check(const ctrl::DaemonConfig& c) {
     std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
                 c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
                 c.ports[i].policy->c_str());
+  const sched::RnicParams& r = c.rnic;
+  std::printf("rnic: batch_packets %u, pipeline_packets %u, pipeline_jitter_packets %u, message_burst_bytes %s, "
+              "max_mops %g\n", r.batch_packets, r.pipeline_packets, r.pipeline_jitter_packets,
+              r.message_burst_bytes == sched::kWholeMessage ? "whole" : std::to_string(r.message_burst_bytes).c_str(),
+              static_cast<double>(r.max_msgs_per_sec) / 1e6);
   std::string eal_line;
   for (const auto& a : ctrl::eal_arguments(c)) eal_line += " " + a;
   std::printf("EAL:%s\n", eal_line.c_str());
@@ -62,6 +67,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> dcqcn;
   app.add_option("--dcqcn", dcqcn, "a DCQCN parameter NAME=VALUE, e.g. enabled=true (repeat; docs/dcqcn.md)");
   std::vector<std::string> justitia;
+  std::vector<std::string> rnic;
+  app.add_option("--rnic", rnic, "an rnic parameter NAME=VALUE: preset=cx4-roce|cx3-ib|t6-iwarp|fifo, batch_packets=4 (repeat; docs/sched.md#rnic)");
   app.add_option("--justitia", justitia, "a justitia parameter NAME=VALUE, e.g. target99_us=50 (repeat; docs/isoroced.md)");
   std::vector<std::string> limits;
   app.add_option("--limit", limits, "a per-client limit NAME=VALUE, e.g. max_qps=64 (repeat; docs/isoroced.md)");
@@ -126,6 +133,9 @@ int main(int argc, char** argv) {
   }
   for (const std::string& kv : justitia) {
     if (std::string e = ctrl::set_justitia_param(c.justitia, kv); !e.empty()) return bad({"--justitia " + kv, e});
+  }
+  for (const std::string& kv : rnic) {
+    if (!sched::set(c.rnic, kv)) return bad({"--rnic " + kv, "unknown parameter or bad value (docs/sched.md#rnic)"});
   }
   for (const std::string& kv : limits) {
     if (std::string e = ctrl::set_limit(c.limits, kv); !e.empty()) return bad({"--limit " + kv, e});

@@ -5,6 +5,7 @@
 #include "sched/fifo.h"
 #include "sched/justitia.h"
 #include "sched/policy_registry.h"
+#include "sched/rnic.h"
 #include "sched/tassel.h"
 
 namespace isoroce::sched::detail {
@@ -24,6 +25,16 @@ std::vector<PolicyOps> builtin_policies() {
                  [](const Config& c) -> std::unique_ptr<Scheduler> {
                    if (!validate(c.justitia).empty()) return nullptr;
                    return std::make_unique<JustitiaScheduler>(c);
+                 }});
+  // Its message rate is its own parameter (RnicParams::max_msgs_per_sec), not
+  // Config::max_msgs_per_sec; it records rate limits and ignores them, as fifo.
+  out.push_back({"rnic",
+                 "hardware RNIC arbitration: packet round robin with a WQE fetch batch and a bounded transmit "
+                 "pipeline, presets per NIC family (rnic.h)",
+                 1, 0, "built-in",
+                 [](const Config& c) -> std::unique_ptr<Scheduler> {
+                   if (!validate(c.rnic).empty()) return nullptr;
+                   return std::make_unique<RnicScheduler>(c);
                  }});
   return out;
 }

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "sched/justitia_params.h"
+#include "sched/rnic_params.h"
 #include "sched/time.h"
 #include "sched/trace.h"
 
@@ -67,6 +68,7 @@ struct Config {
   // model it; tassel does not.
   std::uint64_t max_msgs_per_sec = 0;
   JustitiaParams justitia{};  // policy "justitia" only
+  RnicParams rnic{};          // policy "rnic" only
 };
 
 // Empty if `config` is usable, else what is wrong with it.

@@ -18,6 +18,22 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCEN = os.path.join(ROOT, "bench", "scenarios", "justitia")
 NA = "—"
+# The paper's figure per row (docs/isolation.md, "The paper column"; justitia.md section 5).
+PAPER = {
+    ('1, 9', 'latency flow p99 (µs)'): 'RoCE 4x, IB 2.23x, iWARP 95x / Target99 = alone p99 met (Fig. 9)',
+    ('1, 9', 'latency flow p50 (µs)'): 'RoCE 3.82x, IB 1.85x, iWARP 1.11x / RoCE 1.06x, IB 1.00x (Fig. 9 labels: 1.8 and 1.3 µs)',
+    ('1, 9', 'bandwidth flow goodput (Gb/s)'): '1.00x (unaffected) / 0.50x',
+    ('10', 'latency flow p99 (µs), Target99 40 µs'): 'IB 14.1, RoCE 16.2 µs / IB 3.2, RoCE 7.1 µs (target 10 µs, 4 QPs)',
+    ('2, 12', 'throughput flow (million msgs/s)'): 'at most 0.35x (IB 0.305x) / 0.50x',
+    ('2, 12', 'bandwidth flow goodput (Gb/s)'): '— / 0.50x',
+    ('3', 'latency flow p99 (µs), 2 bandwidth flows'): 'IB: 3.79x the 1-flow p99 (2.65x median) / —',
+    ('3', 'latency flow p99 (µs), 16 bandwidth flows'): '"barely makes progress" / —',
+    ('4', 'throughput flow (million msgs/s), 16 bandwidth flows'): '0.10x (−90%) / —',
+    ('5, 11', '1 MB vs 256 MB messages: small / big'): '1 MB vs 1 GB: 0.82 RoCE, 0.70 IB, 0.66 iWARP / 1 ± 0.06',
+    ('5, 11', '1 QP vs 4 QPs: one_qp / four_qps'): 'per-QP split (1 vs 16 QPs, figure only) / equal',
+    ('16', "Jain's index over the 128 applications"): '— / equal shares (figure only)',
+    ('§6.5.1', 'worst p99 of the 8 latency flows (µs)'): 'without: ×79.8 p99 (≈112 µs) / 16.4x better (≈6.8 µs)',
+}
 
 
 def run(sim, scenario, policy, only=None, duration_us=None):
@@ -66,6 +82,9 @@ class Table:
             ours = f"{fifo / alone:.2f}x / {just / alone:.2f}x"
         else:
             ours = NA
+        paper = PAPER.get((fig, metric), paper)
+        if metric.startswith("bandwidth flow on the wire (Gb/s), Target99 40"):
+            paper = "— / IB 0.87x, RoCE 0.91x (4 QPs)"
         self.rows.append((fig, metric, f(fifo), f(just), f(alone), paper, ours))
 
     def markdown(self):

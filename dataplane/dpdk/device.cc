@@ -21,6 +21,7 @@ transport::EngineConfig engine_config(const DeviceConfig& config, const wire::Ma
   ec.active_mtu = config.mtu;
   ec.dcqcn = config.dcqcn;
   ec.justitia = config.justitia;
+  ec.rnic = config.rnic;
   return ec;
 }
 

@@ -33,6 +33,7 @@ struct DeviceConfig {
   uint32_t max_qps = 4096;
   dcqcn::Params dcqcn;
   sched::JustitiaParams justitia;  // policy justitia only
+  sched::RnicParams rnic;          // policy rnic only
 };
 
 // Work a device's owner runs on the device's worker at the start of every

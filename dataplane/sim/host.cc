@@ -33,6 +33,8 @@ std::optional<ScenarioError> Host::init() {
   ec.dcqcn = cfg_.dcqcn;
   ec.max_msgs_per_sec = cfg_.max_msgs_per_sec;
   ec.justitia = cfg_.justitia;
+  ec.rnic = cfg_.rnic;  // its pipeline jitter follows the scenario's seed and [host.rnic] seed
+  ec.rnic.seed = component_seed(w_.scenario.seed ^ cfg_.rnic.seed, component::kEngine + index_);
   const std::string key = "host[" + std::to_string(index_) + "]";
   auto engine = transport::Engine::create(ec);
   if (!engine.ok())

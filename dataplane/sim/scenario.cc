@@ -164,6 +164,7 @@ std::optional<ScenarioError> validate(const Scenario& s) {
     if (h.max_msgs_per_sec != 0 && !policy->has(sched::kCapMessageRate))
       return err(host_key(i, "max_mops"), "the " + h.policy + " policy does not model the message rate (use fifo or justitia)");
     if (auto why = sched::validate(h.justitia); !why.empty()) return err(host_key(i, "justitia"), std::string(why));
+    if (auto why = sched::validate(h.rnic); !why.empty()) return err(host_key(i, "rnic"), std::string(why));
     if (h.live() != s.hosts[0].live())
       return err(host_key(i, "socket"), "either every host names a daemon (socket) or none does");
     for (size_t j = 0; j < i; ++j) {

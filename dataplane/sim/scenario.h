@@ -52,6 +52,7 @@ struct HostConfig {
   dcqcn::Params dcqcn;  // [host.dcqcn]; enabled needs a policy that enforces rates
   uint64_t max_msgs_per_sec = 0;  // max_mops: the NIC's message rate (0: no limit; policies with kCapMessageRate)
   sched::JustitiaParams justitia;  // [host.justitia], policy "justitia"
+  sched::RnicParams rnic;          // [host.rnic], policy "rnic"
   std::string ref_peer;            // the reference flow's peer (empty: the first other host)
   // A live host (isoroce-ctl run): a device of a running isoroced instead of a
   // simulated one. Its address and MTU come from the daemon.

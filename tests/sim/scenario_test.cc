@@ -110,6 +110,9 @@ const BadCase kBad[] = {
     {"fault_wrong_type", "reorder = 0.02", "reorder = \"often\"", "faults.reorder"},
     {"unknown_host_key", "policy = \"fifo\"", "policy = \"fifo\"\ncolor = \"red\"", "host[0].color"},
     {"bad_policy", "policy = \"tassel\"", "policy = \"justice\"", "host[1].policy"},
+    {"rnic_bad_preset", "policy = \"fifo\"", "policy = \"rnic\"\n[host.rnic]\npreset = \"cx9\"", "host[0].rnic.preset"},
+    {"rnic_zero_batch", "policy = \"fifo\"", "policy = \"rnic\"\n[host.rnic]\nbatch_packets = 0", "host[0].rnic.batch_packets"},
+    {"rnic_unknown_key", "policy = \"fifo\"", "policy = \"rnic\"\n[host.rnic]\nbatch = 2", "host[0].rnic.batch"},
     {"bad_ip", "ip = \"10.0.0.2\"", "ip = \"10.0.0.256\"", "host[1].ip"},
     {"duplicate_ip", "ip = \"10.0.0.2\"", "ip = \"10.0.0.1\"", "host[1].ip"},
     {"duplicate_host_name", "name = \"b\"", "name = \"a\"", "host[1].name"},
@@ -188,6 +191,25 @@ TEST(ScenarioToml, DumpParsesBackToTheSameScenario) {
   EXPECT_EQ(back.flows[0].rate_bps, s.flows[0].rate_bps);
   EXPECT_EQ(back.faults.reorder_delay, s.faults.reorder_delay);
   EXPECT_EQ(back.hosts[1].msg_cost, s.hosts[1].msg_cost);
+}
+
+// Receive: [host.rnic] with a preset and one parameter over it. Expect: the preset's
+// values with the override, and --dump writes them back the same.
+TEST(ScenarioToml, RnicPresetAndOverride) {
+  std::string text = kBase;
+  text.replace(text.find("policy = \"fifo\""), 15,
+               "policy = \"rnic\"\n[host.rnic]\npreset = \"cx4-roce\"\nbatch_packets = 3\nmessage_burst_bytes = \"whole\"");
+  const Scenario s = testing::parse_ok(text);
+  EXPECT_EQ(s.hosts[0].policy, "rnic");
+  EXPECT_EQ(s.hosts[0].rnic.batch_packets, 3u);
+  EXPECT_EQ(s.hosts[0].rnic.pipeline_packets, 22u);
+  EXPECT_EQ(s.hosts[0].rnic.pipeline_jitter_packets, 4u);
+  EXPECT_EQ(s.hosts[0].rnic.message_burst_bytes, sched::kWholeMessage);
+  const std::string once = tools::scenario_to_toml(s);
+  const Scenario back = testing::parse_ok(once);
+  EXPECT_EQ(tools::scenario_to_toml(back), once);
+  EXPECT_EQ(back.hosts[0].rnic.batch_packets, 3u);
+  EXPECT_EQ(back.hosts[0].rnic.message_burst_bytes, sched::kWholeMessage);
 }
 
 TEST(ScenarioValidate, UdLimits) {

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-wall", no_wall, "leave the wall-clock time out (byte-identical output per seed)");
   app.add_flag("--check", check, "validate the scenario and exit");
   app.add_flag("--dump", dump, "print the scenario with every default filled in, and exit");
-  app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia, or a plugin's)");
+  app.add_option("--policy", policy_override, "set every host's policy (fifo, tassel, justitia, rnic, or a plugin's)");
   app.add_option("--justitia", justitia,
                  "set a [host.justitia] parameter NAME=VALUE on every host, e.g. signal=passive, classify=verify (repeat)");
   app.add_option("--only", only, "keep only these flows (by name; repeat or comma-separate)")->delimiter(',');

@@ -252,6 +252,31 @@ void parse_justitia(const Table& host, sim::HostConfig& h) {
   if (auto why = sched::validate(h.justitia); !why.empty()) fail(host.key("justitia"), std::string(why), raw);
 }
 
+// [host.rnic]: sched::RnicParams; `preset` first, then each parameter over it.
+void parse_rnic(const Table& host, sim::HostConfig& h) {
+  const toml::table* raw = host.table("rnic");
+  if (!raw) return;
+  Table t(*raw, host.key("rnic"),
+          {"preset", "batch_packets", "pipeline_packets", "pipeline_jitter_packets", "seed", "message_burst_bytes",
+           "max_mops"});
+  if (t.has("preset")) {
+    const std::string name = t.string("preset");
+    if (!sched::rnic_preset(name, &h.rnic)) {
+      std::string names;
+      for (std::string_view n : sched::rnic_preset_names()) names += (names.empty() ? "" : ", ") + std::string(n);
+      fail(t.key("preset"), "unknown preset \"" + name + "\" (" + names + ")", t.get("preset"));
+    }
+  }
+  for (auto&& [k, v] : *raw) {
+    const std::string name(k.str());
+    if (name == "preset") continue;
+    std::string text;
+    if (name == "message_burst_bytes" && v.is_string()) text = t.string(name);
+    else text = exact(t.number(name, 0, 0, 1e18));
+    if (!sched::set(h.rnic, name, text)) fail(t.key(name), "invalid value " + text, &v);
+  }
+}
+
 void parse_host(const toml::table& raw, size_t i, sim::Scenario& s) {
   if (raw.contains("socket")) {
     // A daemon's device (isoroce-ctl run): everything else is the daemon's.
@@ -266,7 +291,7 @@ void parse_host(const toml::table& raw, size_t i, sim::Scenario& s) {
     return;
   }
   Table t(raw, "host[" + std::to_string(i) + "]",
-          {"name", "ip", "link_gbps", "policy", "msg_cost_ns", "mtu", "max_mops", "justitia", "dcqcn"});
+          {"name", "ip", "link_gbps", "policy", "msg_cost_ns", "mtu", "max_mops", "justitia", "rnic", "dcqcn"});
   sim::HostConfig h;
   h.name = t.string("name");
   h.ip_text = t.string("ip");
@@ -278,6 +303,7 @@ void parse_host(const toml::table& raw, size_t i, sim::Scenario& s) {
   h.mtu = static_cast<uint32_t>(t.integer("mtu", 4096, 256, 4096));
   h.max_msgs_per_sec = static_cast<uint64_t>(std::llround(t.number("max_mops", 0, 0, 1e6) * 1e6));
   parse_justitia(t, h);
+  parse_rnic(t, h);
   parse_dcqcn(t, h);
   s.hosts.push_back(std::move(h));
 }
@@ -515,6 +541,14 @@ std::string scenario_to_toml(const sim::Scenario& s) {
         << "\nclassify = " << q(sched::to_string(p.classify)) << "\nclassify_bytes = " << p.classify_bytes
         << "\nclassify_messages = " << p.classify_messages << "\n";
       if (!h.ref_peer.empty()) o << "ref_peer = " << q(h.ref_peer) << "\n";
+    }
+    if (h.policy == "rnic") {
+      const sched::RnicParams& p = h.rnic;
+      o << "\n[host.rnic]\nbatch_packets = " << p.batch_packets << "\npipeline_packets = " << p.pipeline_packets
+        << "\npipeline_jitter_packets = " << p.pipeline_jitter_packets << "\nseed = " << p.seed
+        << "\nmessage_burst_bytes = "
+        << (p.message_burst_bytes == sched::kWholeMessage ? q("whole") : std::to_string(p.message_burst_bytes))
+        << "\nmax_mops = " << num(static_cast<double>(p.max_msgs_per_sec) / 1e6) << "\n";
     }
   }
   for (const auto& f : s.flows) {

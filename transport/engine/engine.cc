@@ -19,6 +19,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.lookahead = config.sched_lookahead;
   sc.max_msgs_per_sec = config.max_msgs_per_sec;
   sc.justitia = config.justitia;
+  sc.rnic = config.rnic;
   if (!sched::validate(sc).empty() || config.max_qps == 0 ||
       config.max_qps > config.device.max_qp || verbs::mtu_bytes(config.active_mtu) == 0) {
     return Result<std::unique_ptr<Engine>>::error(EINVAL);

@@ -72,6 +72,7 @@ struct EngineConfig {
   // The emulated NIC's message rate (sched::Config::max_msgs_per_sec; 0: no limit).
   uint64_t max_msgs_per_sec = 0;
   sched::JustitiaParams justitia;  // policy "justitia" only
+  sched::RnicParams rnic;          // policy "rnic" only
 };
 
 struct Sge {
