@@ -20,6 +20,12 @@ struct Recorder final : trace::Sink {
     for (const auto& r : records) s += std::string(trace::name(r.event)) + " ";
     return s;
   }
+  std::vector<trace::Record> of(Event e) const {
+    std::vector<trace::Record> out;
+    for (const auto& r : records)
+      if (r.event == e) out.push_back(r);
+    return out;
+  }
 };
 
 TEST(EngineTrace, SendOfThreePacketsGivesItsEventsInOrder) {
@@ -107,6 +113,69 @@ TEST(EngineTrace, RefusedFramesAreDropsWithTheirReason) {
   ASSERT_EQ(rec.records.size(), 1u);
   EXPECT_EQ(rec.records[0].a, static_cast<uint64_t>(DropReason::kBadIcrc));
   EXPECT_EQ(rec.records[0].qp, p.s[1].qpn.value());
+}
+
+// Sets CE on an ECN-capable IPv4 frame and fixes the header checksum.
+void mark_ce(std::vector<uint8_t>& f) {
+  uint8_t& tos = f[14 + 1];
+  if ((tos & 3) == 0) return;
+  tos |= 3;
+  f[14 + 10] = f[14 + 11] = 0;
+  uint32_t sum = 0;
+  for (int i = 0; i < 20; i += 2) sum += (f[14 + i] << 8) | f[14 + i + 1];
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  const uint16_t c = static_cast<uint16_t>(~sum);
+  f[14 + 10] = c >> 8;
+  f[14 + 11] = c & 0xff;
+}
+
+// DCQCN: the first 100 data frames marked CE. The receiver traces each CNP it
+// sends, the sender each CNP it gets, every cut (rate and alpha) and increase of
+// its reaction point, and the scheduler's rate changes that follow.
+TEST(EngineTrace, DcqcnCnpsCutsAndIncreases) {
+  EngineConfig c;
+  c.policy = sched::Policy::kTassel;
+  c.dcqcn.enabled = true;
+  c.dcqcn.min_rate_mbps = 1000;
+  RcOptions o;
+  o.buf_bytes = 1 << 20;
+  RcPair p(o, c);
+  Recorder tx, rx;
+  p.net[0].attach_trace(&tx, trace::kAllEvents, 0);
+  p.net[1].attach_trace(&rx, trace::bit(Event::kCnp), 1);
+  int marked = 0;
+  p.net.set_hook([&marked](int from, std::vector<uint8_t>& f) {
+    if (from == 0 && marked < 100) {
+      mark_ce(f);
+      ++marked;
+    }
+    return Fate::kDeliver;
+  });
+  ASSERT_EQ(p.post(0, IBV_WR_RDMA_WRITE, 0, 1 << 20, 0, 1), 0);
+  ASSERT_TRUE(p.net.run());
+  const auto sent = rx.records;
+  const auto got = tx.of(Event::kCnp);
+  ASSERT_GT(sent.size(), 0u);
+  EXPECT_EQ(sent.size(), p.net[1].counters().cnps_sent);
+  EXPECT_EQ(got.size(), p.net[0].counters().cnps_received);
+  for (const auto& r : sent) EXPECT_EQ(r.a, 0u);  // sent
+  for (const auto& r : got) EXPECT_EQ(r.a, 1u);   // received
+  const auto cuts = tx.of(Event::kDcqcnCut);
+  const auto ups = tx.of(Event::kDcqcnIncrease);
+  const QpDcqcnState st = p.net[0].qp_dcqcn(p.s[0].qpn);
+  EXPECT_EQ(cuts.size(), st.decreases);
+  EXPECT_GT(cuts.size(), 0u);
+  EXPECT_GT(ups.size(), 0u);
+  EXPECT_LT(cuts[0].a, 100'000'000'000u);
+  EXPECT_GT(cuts[0].b, 0u);  // alpha
+  // Every rate the reaction point chose reached the scheduler as a rate event.
+  const auto rates = tx.of(Event::kRate);
+  ASSERT_FALSE(rates.empty());
+  for (const auto& cut : cuts) {
+    bool found = false;
+    for (const auto& r : rates) found |= r.time == cut.time && r.a == cut.a;
+    EXPECT_TRUE(found) << "cut at " << cut.time << " to " << cut.a;
+  }
 }
 
 }  // namespace
