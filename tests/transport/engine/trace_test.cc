@@ -134,7 +134,7 @@ void mark_ce(std::vector<uint8_t>& f) {
 // its reaction point, and the scheduler's rate changes that follow.
 TEST(EngineTrace, DcqcnCnpsCutsAndIncreases) {
   EngineConfig c;
-  c.policy = sched::Policy::kTassel;
+  c.policy = "tassel";
   c.dcqcn.enabled = true;
   c.dcqcn.min_rate_mbps = 1000;
   RcOptions o;
