@@ -3,7 +3,10 @@
 # under LD_PRELOAD=libisoroce-verbs.so posts a 64-byte SEND isoroce0 -> isoroce1
 # and right after it a loopback SEND isoroce0 -> isoroce0, N times, alone and
 # beside a 1 MB RDMA WRITE flow isoroce0 -> isoroce1 (4 in flight), under fifo,
-# tassel and justitia; one markdown table (docs/profiling.md, "Latency breakdown").
+# tassel and justitia, and each SEND alone (--only wire, --only loopback); one
+# markdown table (docs/profiling.md, "Latency breakdown").
+# LINK=veth: the two devices are instead two af_packet ports of one isoroced
+# joined by a veth pair in a network namespace of their own (root).
 # The daemon's worker polls on lcore 1 (the default --lcores 0,1), the probe runs
 # pinned to CPU 0 (as bench/verbs/run.sh).
 # Usage: bench/rperf/probe.sh [BUILD_DIR]     ITERS=5000 pairs per case
@@ -18,16 +21,36 @@ for f in "$bin/isoroced" "$bin/isoroce-ctl" "$bin/isoroce-rperf-probe" "$preload
 done
 tmp=$(mktemp -d)
 daemon=
-cleanup() { [[ -n $daemon ]] && { kill -TERM "$daemon"; wait "$daemon" || true; }; rm -rf "$tmp"; }
+ns=
+cleanup() {
+  [[ -n $daemon ]] && { kill -TERM "$daemon"; wait "$daemon" || true; }
+  [[ -n $ns ]] && ip netns del "$ns"
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
+ports=(--loopback)
+run=()
+if [[ ${LINK:-ring} == veth ]]; then
+  ns=isoroce-rperf-$$
+  ip netns add "$ns"
+  ip -n "$ns" link add rpA$$ type veth peer name rpB$$
+  ip -n "$ns" link set rpA$$ up
+  ip -n "$ns" link set rpB$$ up
+  ports=(--port "net_af_packet0,iface=rpA$$,qdisc_bypass=0" --port "net_af_packet1,iface=rpB$$,qdisc_bypass=0"
+         --ip 10.9.0.11/24 10.9.0.12/24)
+  run=(ip netns exec "$ns")
+fi
 for policy in fifo tassel justitia; do
-  for case in alone with_bw; do
+  for case in alone wire_only loopback_only with_bw; do
     sock="$tmp/d.sock"
-    "$bin/isoroced" --loopback --policy "$policy" --link-gbps 10 --socket "$sock" --file-prefix "rperf_probe_$$" \
-      >"$tmp/d.log" 2>&1 &
+    "${run[@]}" "$bin/isoroced" "${ports[@]}" --policy "$policy" --link-gbps 10 --socket "$sock" --file-prefix "rperf_probe_$$" \
+      -- --no-huge -m 256 >"$tmp/d.log" 2>&1 &
     daemon=$!
     for _ in $(seq 100); do "$bin/isoroce-ctl" --socket "$sock" status >/dev/null 2>&1 && break; sleep 0.1; done
-    bg=(); [[ $case == with_bw ]] && bg=(--background-bytes 1048576)
+    bg=()
+    [[ $case == with_bw ]] && bg=(--background-bytes 1048576)
+    [[ $case == wire_only ]] && bg=(--only wire)
+    [[ $case == loopback_only ]] && bg=(--only loopback)
     ISOROCE_SOCKET="$sock" LD_PRELOAD="$preload" timeout 600 taskset -c 0 "$bin/isoroce-rperf-probe" \
       -n "$iters" --warmup 200 "${bg[@]}" --json >"$tmp/$policy.$case.json" || echo "{}" >"$tmp/$policy.$case.json"
     kill -TERM "$daemon"; wait "$daemon" || true; daemon=
@@ -36,18 +59,19 @@ done
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
-def ppp(s): return f"{s['p50_us']:.1f} / {s['p99_us']:.1f} / {s['p999_us']:.1f}"
+def ppp(s): return f"{s['p50_us']:.1f} / {s['p99_us']:.1f} / {s['p999_us']:.1f}" if s else "—"
 print("| policy | case | pairs | T_W p50 / p99 / p99.9 | T_L p50 / p99 / p99.9 | T_W − T_L p50 / p99 / p99.9 "
       "| T_L / T_W (means) | background |")
 print("|---|---|---|---|---|---|---|---|")
 for policy in ("fifo", "tassel", "justitia"):
-    for case in ("alone", "with_bw"):
+    for case in ("alone", "wire_only", "loopback_only", "with_bw"):
         j = json.load(open(f"{d}/{policy}.{case}.json"))
-        label = "alone" if case == "alone" else "beside 1 MB"
-        if "rtt" not in j:
+        label = {"alone": "alone", "wire_only": "wire SEND only", "loopback_only": "loopback SEND only",
+                 "with_bw": "beside 1 MB"}[case]
+        if "samples" not in j:
             print(f"| {policy} | {label} | failed | | | | | |"); continue
-        bg = f"{j['background']['gbps']:.2f} Gb/s" if case != "alone" else "—"
-        share = j["t_l"]["mean_us"] / j["t_w"]["mean_us"]
+        bg = f"{j['background']['gbps']:.2f} Gb/s" if case == "with_bw" else "—"
+        share = f"{j['t_l']['mean_us'] / j['t_w']['mean_us']:.0%}" if j["rtt"] else "—"
         print(f"| {policy} | {label} | {j['samples']} | {ppp(j['t_w'])} | {ppp(j['t_l'])} | {ppp(j['rtt'])} "
-              f"| {share:.0%} | {bg} |")
+              f"| {share} | {bg} |")
 PY

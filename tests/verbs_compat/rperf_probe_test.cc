@@ -132,6 +132,20 @@ TEST_F(RperfProbe, SchedulerWaitCancelsUnderFifo) {
   EXPECT_EQ(fifo.stop(), 0) << fifo.log();
 }
 
+// --only posts one of the two SENDs: that path's times alone, no T_W - T_L.
+TEST_F(RperfProbe, EachSendAlone) {
+  for (const std::string only : {"wire", "loopback"}) {
+    const ToolResult r = probe("-n 50 --warmup 5 --json --only " + only);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const json j = json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    EXPECT_EQ(j["samples"], 50);
+    expect_stats(j[only == "wire" ? "t_w" : "t_l"], true);
+    EXPECT_TRUE(j[only == "wire" ? "t_l" : "t_w"].is_null()) << j.dump();
+    EXPECT_TRUE(j["rtt"].is_null()) << j.dump();
+  }
+}
+
 TEST_F(RperfProbe, TextTable) {
   const ToolResult r = probe("-n 50 --warmup 0");
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -141,7 +155,7 @@ TEST_F(RperfProbe, TextTable) {
 }
 
 TEST_F(RperfProbe, BadArgumentsExit2WithAMessage) {
-  for (const char* args : {"--iters 0", "--bogus", "-n x", "--size 0", "extra", "--background-depth 0"}) {
+  for (const char* args : {"--iters 0", "--bogus", "-n x", "--size 0", "extra", "--background-depth 0", "--only both"}) {
     const ToolResult r = probe(args);
     EXPECT_EQ(r.rc, 2) << args << "\n" << r.out;
     EXPECT_NE(r.out.find("isoroce-rperf-probe:"), std::string::npos) << args << "\n" << r.out;

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "isoroce/verbs_ext.h"
@@ -35,7 +36,7 @@ constexpr int kExitSetup = 1, kExitUsage = 2;
 constexpr uint32_t kRecvDepth = 128;
 
 struct Options {
-  std::string device, peer_device, samples_path;
+  std::string device, peer_device, samples_path, only;
   int iters = 10000, warmup = 100, gid_index = 0, timeout_ms = 5000;
   uint32_t size = 64, bg_bytes = 0, bg_depth = 4;
   bool json = false, classes = true;
@@ -279,12 +280,14 @@ struct Sample {
 // ibv_poll_cq that returned it returned. (One CQ: with a CQ each, whichever is
 // polled first would gain one ibv_poll_cq call, about 0.07 µs here.) False on
 // a timeout.
+// With only one of them posted (--only, to see each path alone), the other's
+// time is 0.
 bool measure(ibv_qp* wire, ibv_qp* loop, ibv_cq* scq, Mem& m, uint32_t size, uint64_t id, int timeout_ms,
-             Sample* s) {
+             const std::string& only, Sample* s) {
   const uint64_t t_p = now_ns();
-  post_send(wire, m, size, id);
-  post_send(loop, m, size, id);
-  uint64_t t_w = 0, t_l = 0;
+  if (only != "loopback") post_send(wire, m, size, id);
+  if (only != "wire") post_send(loop, m, size, id);
+  uint64_t t_w = only == "loopback" ? t_p : 0, t_l = only == "wire" ? t_p : 0;
   const uint64_t until = t_p + static_cast<uint64_t>(timeout_ms) * 1000000ull;
   while (!t_w || !t_l) {
     ibv_wc wc[2];
@@ -347,6 +350,8 @@ int parse(int argc, char** argv, Options* o) {
   app.add_flag("!--no-classes", o->classes,
                "leave the QPs' flow classes as created (default: latency for the probe's QPs, bandwidth for the "
                "background, through isoroce/verbs_ext.h)");
+  app.add_option("--only", o->only, "post only the wire or only the loopback SEND (each path alone; no T_W - T_L)")
+      ->check(CLI::IsMember({"wire", "loopback"}));
   app.add_option("--samples", o->samples_path, "write every pair's T_W and T_L (ns) to this CSV file");
   app.add_flag("--json", o->json, "print JSON");
   try {
@@ -369,6 +374,7 @@ void print(const Options& o, const std::vector<Sample>& s, const Background* bg,
     r.push_back(static_cast<double>(x.t_w) - static_cast<double>(x.t_l));
   }
   const Stats sw = stats(w), sl = stats(l), sr = stats(r);
+  const bool has_w = o.only != "loopback", has_l = o.only != "wire", has_r = o.only.empty();
   const uint64_t bg_done = bg ? bg->done.load() : 0;
   const double bg_gbps = static_cast<double>(bg_done) * o.bg_bytes * 8 / secs / 1e9;
   if (o.json) {
@@ -376,16 +382,17 @@ void print(const Options& o, const std::vector<Sample>& s, const Background* bg,
                 "\"background\": {\"bytes\": %u, \"depth\": %u, \"messages\": %llu, \"gbps\": %.3f},\n"
                 " \"t_w\": %s,\n \"t_l\": %s,\n \"rtt\": %s}\n",
                 o.device.c_str(), o.peer_device.c_str(), o.size, s.size(), o.bg_bytes, bg ? o.bg_depth : 0,
-                static_cast<unsigned long long>(bg_done), bg_gbps, json_stats(sw).c_str(), json_stats(sl).c_str(),
-                json_stats(sr).c_str());
+                static_cast<unsigned long long>(bg_done), bg_gbps, has_w ? json_stats(sw).c_str() : "null",
+                has_l ? json_stats(sl).c_str() : "null", has_r ? json_stats(sr).c_str() : "null");
     return;
   }
   std::printf("%s -> %s, %u-byte SENDs, %zu pairs", o.device.c_str(), o.peer_device.c_str(), o.size, s.size());
   if (bg) std::printf(", beside %u-byte WRITEs (%llu done, %.2f Gb/s)", o.bg_bytes,
                       static_cast<unsigned long long>(bg_done), bg_gbps);
   std::printf("\n%-16s %10s %10s %10s %10s\n", "", "p50 us", "p99 us", "p99.9 us", "mean us");
-  for (auto [name, st] : {std::pair{"T_W (wire)", sw}, std::pair{"T_L (loopback)", sl}, std::pair{"T_W - T_L", sr}})
-    std::printf("%-16s %10.2f %10.2f %10.2f %10.2f\n", name, st.p50, st.p99, st.p999, st.mean);
+  for (auto [name, st, has] : {std::tuple{"T_W (wire)", sw, has_w}, std::tuple{"T_L (loopback)", sl, has_l},
+                               std::tuple{"T_W - T_L", sr, has_r}})
+    if (has) std::printf("%-16s %10.2f %10.2f %10.2f %10.2f\n", name, st.p50, st.p99, st.p999, st.mean);
 }
 
 }  // namespace
@@ -427,7 +434,7 @@ int main(int argc, char** argv) {
   const uint64_t t0 = now_ns();
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     Sample s;
-    if (!measure(wire, loop, scq, src, o.size, static_cast<uint64_t>(i), o.timeout_ms, &s)) {
+    if (!measure(wire, loop, scq, src, o.size, static_cast<uint64_t>(i), o.timeout_ms, o.only, &s)) {
       std::fprintf(stderr, "isoroce-rperf-probe: pair %d not completed within %d ms\n", i, o.timeout_ms);
       return kExitSetup;
     }
