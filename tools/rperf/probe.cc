@@ -13,7 +13,12 @@
 #include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -36,7 +41,8 @@ constexpr int kExitSetup = 1, kExitUsage = 2;
 constexpr uint32_t kRecvDepth = 128;
 
 struct Options {
-  std::string device, peer_device, samples_path, only;
+  std::string device, peer_device, samples_path, only, connect_to;
+  int serve_port = 0;
   int iters = 10000, warmup = 100, gid_index = 0, timeout_ms = 5000;
   uint32_t size = 64, bg_bytes = 0, bg_depth = 4;
   bool json = false, classes = true;
@@ -214,23 +220,31 @@ struct Background {
   ibv_cq *scq = nullptr, *pcq = nullptr;
   ibv_qp *qp = nullptr, *peer = nullptr;
   Mem src, dst;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> done{0};
   std::atomic<int> error{0};
   std::thread worker;
 
-  void start(const Options& o) {
+  // D's side; with local_peer also P's (else a --serve process's).
+  void open(const Options& o, bool local_peer) {
     d = open_dev(o.device, o.gid_index);
-    p = open_dev(o.peer_device, o.gid_index);
     scq = make_cq(d, static_cast<int>(o.bg_depth) * 2);
-    pcq = make_cq(p, 16);
     qp = make_qp(d, scq, scq, o.bg_depth);
-    peer = make_qp(p, pcq, pcq, 1);
     if (o.classes) isoroce_qp_set_class_if_present(qp, ISOROCE_CLASS_BANDWIDTH);
     reg(d, src, o.bg_bytes, IBV_ACCESS_LOCAL_WRITE);
+    if (!local_peer) return;
+    p = open_dev(o.peer_device, o.gid_index);
+    pcq = make_cq(p, 16);
+    peer = make_qp(p, pcq, pcq, 1);
     reg(p, dst, o.bg_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    connect(d, qp, p.gid, peer->qp_num, o.gid_index);
     connect(p, peer, d.gid, qp->qp_num, o.gid_index);
+    remote_addr = reinterpret_cast<uint64_t>(dst.bytes.data());
+    rkey = dst.mr->rkey;
+  }
+  void start(const Options& o, const ibv_gid& gid, uint32_t qpn) {
+    connect(d, qp, gid, qpn, o.gid_index);
     worker = std::thread([this, o] { run(o); });
   }
 
@@ -241,8 +255,8 @@ struct Background {
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(dst.bytes.data());
-    wr.wr.rdma.rkey = dst.mr->rkey;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
     if (int e = ibv_post_send(qp, &wr, &bad)) error = e;
   }
 
@@ -334,6 +348,131 @@ std::string json_stats(const Stats& s) {
   return buf;
 }
 
+// The responder in another process (--serve PORT on P's daemon, reached by
+// --connect HOST:PORT), so that P runs on another daemon's worker. One text
+// line each way over TCP, as perftest exchanges QP numbers:
+//   client: WIRE_QPN BG_QPN BG_BYTES SIZE GID      server: WIRE_QPN BG_QPN BG_ADDR BG_RKEY GID
+// (GID as 32 hex digits; BG_QPN 0: no background flow).
+struct Remote {
+  ibv_gid gid{};
+  uint32_t wire_qpn = 0, bg_qpn = 0, bg_rkey = 0, bg_bytes = 0, size = 0;
+  uint64_t bg_addr = 0;
+};
+
+std::string gid_hex(const ibv_gid& g) {
+  std::string out;
+  char b[3];
+  for (uint8_t x : g.raw) std::snprintf(b, sizeof b, "%02x", x), out += b;
+  return out;
+}
+
+bool parse_gid(const char* hex, ibv_gid* g) {
+  if (std::strlen(hex) != 32) return false;
+  for (int i = 0; i < 16; ++i)
+    if (std::sscanf(hex + 2 * i, "%2hhx", &g->raw[i]) != 1) return false;
+  return true;
+}
+
+std::string read_line(int fd) {
+  std::string line;
+  char c;
+  while (line.size() < 256 && read(fd, &c, 1) == 1 && c != '\n') line += c;
+  return line;
+}
+
+void write_line(int fd, const std::string& line) {
+  const std::string l = line + "\n";
+  if (write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size())) fail("write to the peer", errno);
+}
+
+// The client's side of the exchange: connects (retrying for 10 s while the
+// server is not listening yet), sends ours, returns the server's.
+Remote exchange(const std::string& host_port, const Remote& ours, int* fd_out) {
+  const auto colon = host_port.rfind(':');
+  const std::string host = host_port.substr(0, colon), port = host_port.substr(colon + 1);
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (int e = getaddrinfo(host.c_str(), port.c_str(), &hints, &res)) {
+    std::fprintf(stderr, "isoroce-rperf-probe: --connect %s: %s\n", host_port.c_str(), gai_strerror(e));
+    std::exit(kExitSetup);
+  }
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) break;
+    const int e = errno;
+    close(fd), fd = -1;
+    if (attempt == 99) fail("connect to " + host_port, e);
+    usleep(100000);
+  }
+  freeaddrinfo(res);
+  char line[256];
+  std::snprintf(line, sizeof line, "%u %u %u %u %s", ours.wire_qpn, ours.bg_qpn, ours.bg_bytes, ours.size,
+                gid_hex(ours.gid).c_str());
+  write_line(fd, line);
+  Remote r;
+  char gid[64] = "";
+  const std::string reply = read_line(fd);
+  if (std::sscanf(reply.c_str(), "%u %u %lu %u %63s", &r.wire_qpn, &r.bg_qpn, &r.bg_addr, &r.bg_rkey, gid) != 5 ||
+      !parse_gid(gid, &r.gid)) {
+    std::fprintf(stderr, "isoroce-rperf-probe: %s answered '%s', not a --serve reply\n", host_port.c_str(),
+                 reply.c_str());
+    std::exit(kExitSetup);
+  }
+  *fd_out = fd;
+  return r;
+}
+
+// --serve: P's side for one client: the wire responder (receives reposted as
+// they complete) and the background WRITE target, until the client hangs up.
+int serve(const Options& o) {
+  const int ls = socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(o.serve_port));
+  if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(ls, 1) != 0)
+    fail("listen on TCP port " + std::to_string(o.serve_port), errno);
+  Dev p = open_dev(o.device, o.gid_index);
+  const int fd = accept(ls, nullptr, nullptr);
+  if (fd < 0) fail("accept", errno);
+  Remote c;
+  char gid[64] = "";
+  const std::string req = read_line(fd);
+  if (std::sscanf(req.c_str(), "%u %u %u %u %63s", &c.wire_qpn, &c.bg_qpn, &c.bg_bytes, &c.size, gid) != 5 ||
+      !parse_gid(gid, &c.gid) || c.size == 0 || c.size > (1u << 20) || c.bg_bytes > (1u << 30)) {
+    std::fprintf(stderr, "isoroce-rperf-probe: the client sent '%s'\n", req.c_str());
+    return kExitSetup;
+  }
+  ibv_cq *rcq = make_cq(p, 2 * kRecvDepth), *scq = make_cq(p, 16);
+  ibv_qp* resp = make_qp(p, scq, rcq, 4);
+  if (o.classes) isoroce_qp_set_class_if_present(resp, ISOROCE_CLASS_LATENCY);
+  Mem sink, dst;
+  reg(p, sink, c.size, IBV_ACCESS_LOCAL_WRITE);
+  connect(p, resp, c.gid, c.wire_qpn, o.gid_index);
+  for (uint32_t i = 0; i < kRecvDepth; ++i) post_recv(resp, sink, c.size);
+  ibv_qp* bg = nullptr;
+  if (c.bg_qpn != 0) {
+    bg = make_qp(p, scq, scq, 1);
+    reg(p, dst, c.bg_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    connect(p, bg, c.gid, c.bg_qpn, o.gid_index);
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "%u %u %lu %u %s", resp->qp_num, bg ? bg->qp_num : 0,
+                bg ? reinterpret_cast<uint64_t>(dst.bytes.data()) : 0, bg ? dst.mr->rkey : 0, gid_hex(p.gid).c_str());
+  write_line(fd, line);
+  for (;;) {
+    refill(rcq, resp, sink, c.size);
+    pollfd pf{fd, POLLIN, 0};
+    if (::poll(&pf, 1, 0) > 0) break;  // the client's end of the run (or its death)
+    const timespec ts{0, 10000};
+    nanosleep(&ts, nullptr);
+  }
+  return 0;
+}
+
 int parse(int argc, char** argv, Options* o) {
   CLI::App app{"isoroce-rperf-probe: RPerf's RTT (T_W - T_L of a wire SEND and a loopback SEND posted right after "
                "it) on isoroced, through libisoroce-verbs.so (docs/profiling.md)"};
@@ -352,6 +491,9 @@ int parse(int argc, char** argv, Options* o) {
                "background, through isoroce/verbs_ext.h)");
   app.add_option("--only", o->only, "post only the wire or only the loopback SEND (each path alone; no T_W - T_L)")
       ->check(CLI::IsMember({"wire", "loopback"}));
+  app.add_option("--serve", o->serve_port, "be the responder P for a --connect probe: listen on this TCP port")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--connect", o->connect_to, "HOST:PORT of a --serve process on P's daemon (instead of --peer-device)");
   app.add_option("--samples", o->samples_path, "write every pair's T_W and T_L (ns) to this CSV file");
   app.add_flag("--json", o->json, "print JSON");
   try {
@@ -401,6 +543,13 @@ int main(int argc, char** argv) {
   Options o;
   if (int rc = parse(argc, argv, &o); rc >= 0) return rc;
   if (o.device.empty()) o.device = pick_device("");
+  if (o.serve_port != 0) return serve(o);
+  const bool local = o.connect_to.empty();
+  if (!local && o.connect_to.find(':') == std::string::npos) {
+    std::fprintf(stderr, "isoroce-rperf-probe: --connect '%s' is not HOST:PORT\n", o.connect_to.c_str());
+    return kExitUsage;
+  }
+  if (!local) o.peer_device = o.connect_to;
   if (o.peer_device.empty()) o.peer_device = pick_device(o.device);
   if (o.device.empty() || o.peer_device.empty() || o.device == o.peer_device) {
     std::fprintf(stderr, "isoroce-rperf-probe: needs two devices, D and P (%s%s%s): run it with "
@@ -408,27 +557,40 @@ int main(int argc, char** argv) {
                  o.device.c_str(), o.device.empty() ? "" : " and ", o.peer_device.c_str());
     return kExitSetup;
   }
-  Dev d = open_dev(o.device, o.gid_index), p = open_dev(o.peer_device, o.gid_index);
+  Dev d = open_dev(o.device, o.gid_index), p;
   ibv_cq* scq = make_cq(d, 16);  // the wire's and the loopback's send completions
-  ibv_cq *prcq = make_cq(p, 2 * kRecvDepth), *lrcq = make_cq(d, 2 * kRecvDepth), *pscq = make_cq(p, 16);
+  ibv_cq *lrcq = make_cq(d, 2 * kRecvDepth), *prcq = nullptr;
   ibv_qp* wire = make_qp(d, scq, scq, 4);
-  ibv_qp* resp = make_qp(p, pscq, prcq, 4);
   ibv_qp* loop = make_qp(d, scq, scq, 4);
   ibv_qp* loop_resp = make_qp(d, make_cq(d, 4), lrcq, 4);  // never sends
-  if (o.classes)
-    for (ibv_qp* q : {wire, resp, loop, loop_resp}) isoroce_qp_set_class_if_present(q, ISOROCE_CLASS_LATENCY);
+  ibv_qp* resp = nullptr;
   Mem src, psink, lsink;
   reg(d, src, o.size, IBV_ACCESS_LOCAL_WRITE);
-  reg(p, psink, o.size, IBV_ACCESS_LOCAL_WRITE);
   reg(d, lsink, o.size, IBV_ACCESS_LOCAL_WRITE);
-  connect(d, wire, p.gid, resp->qp_num, o.gid_index);
-  connect(p, resp, d.gid, wire->qp_num, o.gid_index);
+  Background* bg = nullptr;
+  if (o.bg_bytes > 0) (bg = new Background)->open(o, local);
+  Remote peer;
+  int peer_fd = -1;
+  if (local) {
+    p = open_dev(o.peer_device, o.gid_index);
+    prcq = make_cq(p, 2 * kRecvDepth);
+    resp = make_qp(p, make_cq(p, 4), prcq, 4);
+    reg(p, psink, o.size, IBV_ACCESS_LOCAL_WRITE);
+    connect(p, resp, d.gid, wire->qp_num, o.gid_index);
+    for (uint32_t i = 0; i < kRecvDepth; ++i) post_recv(resp, psink, o.size);
+    peer = {p.gid, resp->qp_num, bg ? bg->peer->qp_num : 0};
+  } else {
+    peer = exchange(o.connect_to, {d.gid, wire->qp_num, bg ? bg->qp->qp_num : 0, 0, o.bg_bytes, o.size}, &peer_fd);
+    if (bg) bg->remote_addr = peer.bg_addr, bg->rkey = peer.bg_rkey;
+  }
+  if (o.classes)
+    for (ibv_qp* q : {wire, resp, loop, loop_resp})
+      if (q) isoroce_qp_set_class_if_present(q, ISOROCE_CLASS_LATENCY);
+  connect(d, wire, peer.gid, peer.wire_qpn, o.gid_index);
   connect(d, loop, d.gid, loop_resp->qp_num, o.gid_index);  // D's own GID: same-device loopback
   connect(d, loop_resp, d.gid, loop->qp_num, o.gid_index);
-  for (uint32_t i = 0; i < kRecvDepth; ++i) post_recv(resp, psink, o.size), post_recv(loop_resp, lsink, o.size);
-
-  Background* bg = nullptr;
-  if (o.bg_bytes > 0) (bg = new Background)->start(o);
+  for (uint32_t i = 0; i < kRecvDepth; ++i) post_recv(loop_resp, lsink, o.size);
+  if (bg) bg->start(o, peer.gid, peer.bg_qpn);
   std::vector<Sample> samples;
   samples.reserve(static_cast<std::size_t>(o.iters));
   const uint64_t t0 = now_ns();
@@ -439,7 +601,7 @@ int main(int argc, char** argv) {
       return kExitSetup;
     }
     if (i >= o.warmup) samples.push_back(s);
-    refill(prcq, resp, psink, o.size);
+    if (local) refill(prcq, resp, psink, o.size);
     refill(lrcq, loop_resp, lsink, o.size);
     if (bg && bg->error) {
       std::fprintf(stderr, "isoroce-rperf-probe: background WRITE failed (%d)\n", bg->error.load());
@@ -448,6 +610,7 @@ int main(int argc, char** argv) {
   }
   const double secs = static_cast<double>(now_ns() - t0) / 1e9;
   if (bg) bg->stop = true, bg->worker.join();
+  if (peer_fd >= 0) close(peer_fd);  // the --serve process ends
   if (!o.samples_path.empty()) {
     FILE* f = std::fopen(o.samples_path.c_str(), "w");
     if (!f) fail("cannot write '" + o.samples_path + "'", errno);
