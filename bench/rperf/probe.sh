@@ -7,6 +7,9 @@
 # markdown table (docs/profiling.md, "Latency breakdown").
 # LINK=veth: the two devices are instead two af_packet ports of one isoroced
 # joined by a veth pair in a network namespace of their own (root).
+# LINK=netns: P on a second isoroced: two namespaces joined by a veth pair, one
+# daemon (one port) in each, the probe in A (--connect) and its responder in B
+# (--serve), both daemons with idle_sleep_us = 10 (root).
 # The daemon's worker polls on lcore 1 (the default --lcores 0,1), the probe runs
 # pinned to CPU 0 (as bench/verbs/run.sh).
 # Usage: bench/rperf/probe.sh [BUILD_DIR]     ITERS=5000 pairs per case
@@ -21,10 +24,14 @@ for f in "$bin/isoroced" "$bin/isoroce-ctl" "$bin/isoroce-rperf-probe" "$preload
 done
 tmp=$(mktemp -d)
 daemon=
+daemon_b=
 ns=
+ns_b=
 cleanup() {
   [[ -n $daemon ]] && { kill -TERM "$daemon"; wait "$daemon" || true; }
+  [[ -n $daemon_b ]] && { kill -TERM "$daemon_b"; wait "$daemon_b" || true; }
   [[ -n $ns ]] && ip netns del "$ns"
+  [[ -n $ns_b ]] && ip netns del "$ns_b"
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -39,21 +46,49 @@ if [[ ${LINK:-ring} == veth ]]; then
   ports=(--port "net_af_packet0,iface=rpA$$,qdisc_bypass=0" --port "net_af_packet1,iface=rpB$$,qdisc_bypass=0"
          --ip 10.9.0.11/24 10.9.0.12/24)
   run=(ip netns exec "$ns")
+elif [[ ${LINK:-ring} == netns ]]; then
+  ns=isoroce-rperf-a$$ ns_b=isoroce-rperf-b$$
+  ip netns add "$ns"
+  ip netns add "$ns_b"
+  ip link add rpA$$ netns "$ns" type veth peer name rpB$$ netns "$ns_b"
+  ip -n "$ns" addr add 10.9.0.1/24 dev rpA$$
+  ip -n "$ns_b" addr add 10.9.0.2/24 dev rpB$$
+  for n in "$ns" "$ns_b"; do ip -n "$n" link set lo up; done
+  ip -n "$ns" link set rpA$$ up
+  ip -n "$ns_b" link set rpB$$ up
+  echo "idle_sleep_us = 10" >"$tmp/idle.toml"
+  ports=(--config "$tmp/idle.toml" --port "net_af_packet0,iface=rpA$$,qdisc_bypass=0" --ip 10.9.0.11/24)
+  ports_b=(--config "$tmp/idle.toml" --port "net_af_packet0,iface=rpB$$,qdisc_bypass=0" --ip 10.9.0.12/24)
+  run=(ip netns exec "$ns")
 fi
 for policy in fifo tassel justitia; do
   for case in alone wire_only loopback_only with_bw; do
     sock="$tmp/d.sock"
-    "${run[@]}" "$bin/isoroced" "${ports[@]}" --policy "$policy" --link-gbps 10 --socket "$sock" --file-prefix "rperf_probe_$$" \
+    ref_a=(); [[ -n $ns_b && $policy == justitia ]] && ref_a=(--ref-peer 10.9.0.12)
+    "${run[@]}" "$bin/isoroced" "${ports[@]}" "${ref_a[@]}" --policy "$policy" --link-gbps 10 --socket "$sock" --file-prefix "rperf_probe_$$" \
       -- --no-huge -m 256 >"$tmp/d.log" 2>&1 &
     daemon=$!
+    peer=()
+    if [[ -n $ns_b ]]; then  # B's worker on CPU ${B_WORKER_CPU:-1} (A's is on CPU 1)
+      ref=(); [[ $policy == justitia ]] && ref=(--ref-peer 10.9.0.11)
+      ip netns exec "$ns_b" "$bin/isoroced" "${ports_b[@]}" "${ref[@]}" --policy "$policy" --link-gbps 10 --lcores "0,${B_WORKER_CPU:-1}" \
+        --socket "$tmp/b.sock" --file-prefix "rperf_probe_b$$" -- --no-huge -m 256 >"$tmp/b.log" 2>&1 &
+      daemon_b=$!
+      for _ in $(seq 100); do "$bin/isoroce-ctl" --socket "$tmp/b.sock" status >/dev/null 2>&1 && break; sleep 0.1; done
+      ip netns exec "$ns_b" env ISOROCE_SOCKET="$tmp/b.sock" LD_PRELOAD="$preload" timeout 600 taskset -c 0 \
+        "$bin/isoroce-rperf-probe" --serve 19400 >"$tmp/serve.log" 2>&1 &
+      server=$!
+      peer=(--connect 10.9.0.2:19400)
+    fi
     for _ in $(seq 100); do "$bin/isoroce-ctl" --socket "$sock" status >/dev/null 2>&1 && break; sleep 0.1; done
     bg=()
     [[ $case == with_bw ]] && bg=(--background-bytes 1048576)
     [[ $case == wire_only ]] && bg=(--only wire)
     [[ $case == loopback_only ]] && bg=(--only loopback)
-    ISOROCE_SOCKET="$sock" LD_PRELOAD="$preload" timeout 600 taskset -c 0 "$bin/isoroce-rperf-probe" \
-      -n "$iters" --warmup 200 "${bg[@]}" --json >"$tmp/$policy.$case.json" || echo "{}" >"$tmp/$policy.$case.json"
+    "${run[@]}" env ISOROCE_SOCKET="$sock" LD_PRELOAD="$preload" timeout 600 taskset -c 0 "$bin/isoroce-rperf-probe" \
+      -n "$iters" --warmup 200 "${peer[@]}" "${bg[@]}" --json >"$tmp/$policy.$case.json" || echo "{}" >"$tmp/$policy.$case.json"
     kill -TERM "$daemon"; wait "$daemon" || true; daemon=
+    if [[ -n $daemon_b ]]; then wait "$server" || true; kill -TERM "$daemon_b"; wait "$daemon_b" || true; daemon_b=; fi
   done
 done
 /usr/bin/python3 - "$tmp" <<'PY'

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <future>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -144,6 +146,27 @@ TEST_F(RperfProbe, EachSendAlone) {
     EXPECT_TRUE(j[only == "wire" ? "t_l" : "t_w"].is_null()) << j.dump();
     EXPECT_TRUE(j["rtt"].is_null()) << j.dump();
   }
+}
+
+// P's responder in a second process (--serve on isoroce1, --connect from the
+// probe on isoroce0 over TCP): the pairs complete, the background WRITEs
+// reach the server's memory, and the server ends when the probe hangs up.
+TEST_F(RperfProbe, ResponderInAnotherProcess) {
+  auto server = std::async(std::launch::async, [] { return probe("-d isoroce1 --serve 19377"); });
+  const ToolResult r = probe("-d isoroce0 --connect 127.0.0.1:19377 -n 100 --warmup 5 --background-bytes 65536 --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["samples"], 100);
+  EXPECT_EQ(j["peer_device"], "127.0.0.1:19377");
+  expect_stats(j["t_w"], true);
+  expect_stats(j["t_l"], true);
+  EXPECT_GT(j["background"]["messages"].get<uint64_t>(), 0u);
+  ASSERT_EQ(server.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const ToolResult s = server.get();
+  EXPECT_EQ(s.rc, 0) << s.out;
+  EXPECT_EQ(s.out.find("isoroce-verbs:"), std::string::npos) << s.out;
+  EXPECT_EQ(probe("--connect nocolon").rc, 2);
 }
 
 TEST_F(RperfProbe, TextTable) {
