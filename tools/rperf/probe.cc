@@ -6,7 +6,8 @@
 // QP, polls their send CQ and takes CLOCK_MONOTONIC when ibv_poll_cq returns
 // each completion: RTT_i = T_W,i - T_L,i (the host side cancels). Optionally a
 // second wire QP on D keeps 1 MB RDMA WRITEs in flight to P (the bandwidth
-// flow competing in D's scheduler). One process drives both devices.
+// flow competing in D's scheduler). One process drives both devices, or P's
+// side runs in a --serve process on another daemon (--connect HOST:PORT).
 //
 // It links only libibverbs: run it with LD_PRELOAD=libisoroce-verbs.so (the
 // shared-memory rings, no control round trip per post) against an isoroced.

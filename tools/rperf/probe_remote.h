@@ -5,7 +5,6 @@
 
 namespace isoroce::tools::rperf_probe {
 
-
 // The responder in another process (--serve PORT on P's daemon, reached by
 // --connect HOST:PORT), so that P runs on another daemon's worker. One text
 // line each way over TCP, as perftest exchanges QP numbers:
