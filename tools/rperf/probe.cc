@@ -290,7 +290,18 @@ int main(int argc, char** argv) {
   connect(d, loop, d.gid, loop_resp->qp_num, o.gid_index);  // D's own GID: same-device loopback
   connect(d, loop_resp, d.gid, loop->qp_num, o.gid_index);
   for (uint32_t i = 0; i < kRecvDepth; ++i) post_recv(loop_resp, lsink, o.size);
-  if (bg) bg->start(o, peer.gid, peer.bg_qpn);
+  if (bg) {
+    bg->start(o, peer.gid, peer.bg_qpn);
+    // Measure beside a flow that runs: its first WRITE has completed, so its
+    // messages fill D's scheduler (on a loaded machine the thread can start late).
+    const uint64_t until = now_ns() + static_cast<uint64_t>(o.timeout_ms) * 1'000'000;
+    while (bg->done.load() == 0 && bg->error.load() == 0 && now_ns() < until) std::this_thread::yield();
+    if (bg->done.load() == 0) {
+      std::fprintf(stderr, "isoroce-rperf-probe: the background flow completed no WRITE within %d ms (error %d)\n",
+                   o.timeout_ms, bg->error.load());
+      return kExitSetup;
+    }
+  }
   std::vector<Sample> samples;
   samples.reserve(static_cast<std::size_t>(o.iters));
   const uint64_t t0 = now_ns();
