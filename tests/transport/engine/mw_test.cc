@@ -131,6 +131,34 @@ TEST(EngineMw, LocalInvalidateAndSendWithInvalidateEndAWindow) {
   EXPECT_EQ(p.remote(IBV_WR_RDMA_READ, key2, 0, 64), IBV_WC_REM_ACCESS_ERR);
 }
 
+// Another application of the same engine (another PD) names this window's key
+// in its LOCAL_INV: the window is not in its PD, so the invalidation fails on
+// its own QP and the window keeps granting access to its owner's peer.
+TEST(EngineMw, LocalInvalidateFromAnotherPdLeavesTheWindowAlone) {
+  MwPair p;
+  auto mw = p.net[1].alloc_mw(p.s[1].pd, IBV_MW_TYPE_2);
+  ASSERT_TRUE(mw.ok());
+  const uint32_t key = inc_rkey(mw.value());
+  ASSERT_EQ(p.bind(1, mw.value(), key, 0, 65536, IBV_ACCESS_REMOTE_READ).status, IBV_WC_SUCCESS);
+
+  Side other = make_side(p.net[1], MwPair::options());
+  ASSERT_NE(other.pd, p.s[1].pd);
+  Side far;
+  far.qpn = wire::Qpn(0x99);
+  connect(p.net[1], other, far, p.net[0].config().ip, MwPair::options(), 7000, 8000);
+  SendWr wr;
+  wr.wr_id = 9;
+  wr.opcode = IBV_WR_LOCAL_INV;
+  wr.invalidate_rkey = key;
+  ASSERT_EQ(p.net[1].post_send(p.net.now(), other.qpn, wr), 0);
+  ASSERT_TRUE(p.net.run());
+  ibv_wc wc[4];
+  const int n = p.net[1].poll_cq(other.scq, wc);
+  ASSERT_EQ(n, 1);
+  EXPECT_NE(wc[0].status, IBV_WC_SUCCESS) << "a window of another PD";
+  EXPECT_EQ(p.remote(IBV_WR_RDMA_READ, key, 0, 64), IBV_WC_SUCCESS) << "the owner's window still works";
+}
+
 TEST(EngineMw, SendWithInvalidateOfAKeyThatIsNoType2WindowFails) {
   for (int mr_key = 0; mr_key < 2; ++mr_key) {
     MwPair p;
