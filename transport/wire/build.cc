@@ -42,8 +42,8 @@ BuildError check(const FrameSpec& s, const OpcodeInfo& op, size_t payload) {
   return BuildError::kOk;
 }
 
-uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, Pieces payload,
-                         size_t payload_len, uint8_t* t) {
+// Writes the BTH and extension headers at t; returns where the payload goes.
+uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, size_t payload_len, uint8_t* t) {
   std::memset(t, 0, op.length);
   Bth bth{};
   bth.opcode = s.opcode;
@@ -77,17 +77,27 @@ uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, Pieces payloa
   if (op.has(kHdrAtomicAckEth)) store_be64(t + op.atomic_ack_eth, *s.atomic_ack);
   if (op.has(kHdrImmDt)) store_be32(t + op.immdt, *s.imm);
   if (op.has(kHdrIeth)) store_be32(t + op.ieth, *s.ieth);
-  uint8_t* p = t + op.length;
+  return t + op.length;
+}
+
+// Copies the payload behind the headers, folding each piece into the ICRC as it is
+// copied (one read of every payload byte), pads, and writes the ICRC.
+void write_payload_and_icrc(std::span<uint8_t> out, size_t l3, const OpcodeInfo& op, Pieces payload,
+                            size_t payload_len, uint8_t* p) {
+  uint32_t reg = icrc_begin(out, l3, static_cast<size_t>(p - out.data()));
   for (auto piece : payload) {
-    if (!piece.empty()) std::memcpy(p, piece.data(), piece.size());
+    if (!piece.empty()) reg = crc32_copy_update(reg, p, piece.data(), piece.size());
     p += piece.size();
   }
   if (op.has_payload()) {
     const uint8_t pad = pad_for(payload_len);
-    std::memset(p, 0, pad);
-    p += pad;
+    if (pad != 0) {
+      std::memset(p, 0, pad);
+      reg = crc32_update(reg, p, pad);
+      p += pad;
+    }
   }
-  return p;
+  icrc_store(p, icrc_finish(reg));
 }
 
 size_t size_of(bool ipv4, bool vlan, uint8_t opcode, size_t payload) {
@@ -151,9 +161,8 @@ BuildResult build(const FrameSpec& s, Pieces payload, std::span<uint8_t> out) {
   store_be16(udp + 4, static_cast<uint16_t>(l4_len));
   store_be16(udp + 6, 0);
 
-  uint8_t* end = write_transport(s, op, payload, payload_len, udp + kUdpBytes);
-  const size_t icrc_off = static_cast<size_t>(end - f);
-  icrc_seal(out, l3, icrc_off);
+  uint8_t* p = write_transport(s, op, payload_len, udp + kUdpBytes);
+  write_payload_and_icrc(out, l3, op, payload, payload_len, p);
   return {BuildError::kOk, len};
 }
 

@@ -6,24 +6,46 @@
 // the ICRC. The ICRC is appended least significant byte first, as the
 // Ethernet FCS is (rxe and hardware RNICs agree).
 //
-// Computed with DPDK's rte_net_crc over the frame itself: the masked bytes and
-// the 8 bytes in front of the IP header are overwritten for the computation
-// and restored before returning, so no byte of payload is copied.
+// Computed with crc32.h's folding CRC: the first bytes of the IP datagram (IP,
+// UDP and BTH headers, where every masked field lies) are copied to the stack and
+// masked there; the rest is read in place. The frame is never written.
+//
+// Incremental form, for building and receiving a frame while its payload is copied
+// (each payload byte read once): icrc_begin() over the headers, then
+// crc32_copy_update() over the payload as it is copied (and crc32_update() over the
+// pad), then icrc_finish().
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "transport/wire/crc32.h"
+
 namespace isoroce::wire {
 
 // CRC of frame[l3_offset, icrc_offset). The IP header must be complete and
-// its version valid (the parser or the builder has checked that); the frame is
-// not modified on return. icrc_offset must be >= l3_offset + IP + UDP + BTH.
-uint32_t icrc_compute(std::span<uint8_t> frame, size_t l3_offset, size_t icrc_offset);
+// its version valid (the parser or the builder has checked that). icrc_offset
+// must be >= l3_offset + IP + UDP + BTH.
+uint32_t icrc_compute(std::span<const uint8_t> frame, size_t l3_offset, size_t icrc_offset);
+
+// The CRC register after the masked LRH and frame[l3_offset, end_offset) (end_offset
+// at or past the BTH: the headers in front of a payload).
+uint32_t icrc_begin(std::span<const uint8_t> frame, size_t l3_offset, size_t end_offset);
+
+// The ICRC from the register after its last byte.
+inline uint32_t icrc_finish(uint32_t reg) { return ~reg; }
 
 // Writes the ICRC into frame[icrc_offset, icrc_offset + 4).
 void icrc_seal(std::span<uint8_t> frame, size_t l3_offset, size_t icrc_offset);
+
+// Writes `icrc` at p, least significant byte first.
+inline void icrc_store(uint8_t* p, uint32_t icrc) {
+  p[0] = static_cast<uint8_t>(icrc);
+  p[1] = static_cast<uint8_t>(icrc >> 8);
+  p[2] = static_cast<uint8_t>(icrc >> 16);
+  p[3] = static_cast<uint8_t>(icrc >> 24);
+}
 
 // Reads the 4-byte ICRC stored at icrc_offset.
 uint32_t icrc_stored(std::span<const uint8_t> frame, size_t icrc_offset);

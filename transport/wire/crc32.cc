@@ -1,0 +1,297 @@
+#include "transport/wire/crc32.h"
+
+#include <immintrin.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+
+namespace isoroce::wire {
+namespace {
+
+// ---- Constants, from the polynomial alone ----------------------------------------
+
+constexpr uint64_t kPoly = 0x1'04C1'1DB7;  // x^32 + ... + 1
+constexpr uint32_t kPolyReflected = 0xEDB8'8320;
+
+// x^n mod P.
+constexpr uint64_t xpow_mod(unsigned n) {
+  uint64_t r = 1;
+  for (unsigned i = 0; i < n; ++i) {
+    r <<= 1;
+    if (r >> 32) r ^= kPoly;
+  }
+  return r;
+}
+
+constexpr uint64_t reflect32(uint64_t v) {
+  uint64_t o = 0;
+  for (unsigned i = 0; i < 32; ++i) {
+    if ((v >> i) & 1) o |= uint64_t{1} << (31 - i);
+  }
+  return o;
+}
+
+// The multiplier that carries one 64-bit half of a 128-bit block `bits` bits
+// forward in the bit-reflected domain (one more shift: the carry-less product of
+// two reflected operands lands one bit low).
+constexpr uint64_t fold_k(unsigned bits) { return reflect32(xpow_mod(bits)) << 1; }
+
+// Carrying a block d bytes forward: its first (low) half by x^(8d+32), its second
+// by x^(8d-32).
+template <unsigned kBytes>
+struct Fold {
+  static constexpr uint64_t lo = fold_k(8 * kBytes + 32);
+  static constexpr uint64_t hi = fold_k(8 * kBytes - 32);
+};
+
+static_assert(Fold<16>::lo == 0x1'7519'97d0 && Fold<16>::hi == 0x0'ccaa'009e,
+              "the 128-bit fold constants of the reflected Ethernet CRC");
+
+// ---- Slicing-by-8 tables ----------------------------------------------------------
+
+using Tables = std::array<std::array<uint32_t, 256>, 8>;
+
+constexpr Tables make_tables() {
+  Tables t{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int b = 0; b < 8; ++b) c = (c >> 1) ^ ((c & 1) ? kPolyReflected : 0);
+    t[0][i] = c;
+  }
+  for (size_t k = 1; k < 8; ++k) {
+    for (uint32_t i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+  }
+  return t;
+}
+
+constexpr Tables kTables = make_tables();
+
+uint32_t table_update(uint32_t crc, const uint8_t* p, size_t n) {
+  const Tables& t = kTables;
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    v ^= crc;
+    crc = t[7][v & 0xff] ^ t[6][(v >> 8) & 0xff] ^ t[5][(v >> 16) & 0xff] ^ t[4][(v >> 24) & 0xff] ^
+          t[3][(v >> 32) & 0xff] ^ t[2][(v >> 40) & 0xff] ^ t[1][(v >> 48) & 0xff] ^ t[0][v >> 56];
+    p += 8;
+    n -= 8;
+  }
+  while (n-- > 0) crc = t[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+  return crc;
+}
+
+uint32_t table_copy_update(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n) {
+  if (n != 0) std::memcpy(dst, src, n);
+  return table_update(crc, src, n);
+}
+
+// ---- SSE4.1 + PCLMULQDQ: four 128-bit lanes, 64 bytes a step ---------------------
+
+#define ISOROCE_SSE_CLMUL __attribute__((target("sse4.1,pclmul")))
+
+ISOROCE_SSE_CLMUL inline __m128i fold128(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+template <unsigned kBytes>
+ISOROCE_SSE_CLMUL inline __m128i k128() {
+  return _mm_set_epi64x(static_cast<long long>(Fold<kBytes>::hi), static_cast<long long>(Fold<kBytes>::lo));
+}
+
+template <bool kCopy>
+ISOROCE_SSE_CLMUL inline __m128i load16(uint8_t* dst, const uint8_t* src) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  if constexpr (kCopy) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), v);
+  return v;
+}
+
+// The 16 bytes of x as a CRC of their own, then the tail (under 16 bytes) by table.
+template <bool kCopy>
+ISOROCE_SSE_CLMUL uint32_t finish(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
+  alignas(16) uint8_t last[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(last), x);
+  const uint32_t crc = table_update(0, last, 16);
+  return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);
+}
+
+// 16-byte blocks after x, then the tail.
+template <bool kCopy>
+ISOROCE_SSE_CLMUL uint32_t fold_tail(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
+  const __m128i k16 = k128<16>();
+  while (n >= 16) {
+    x = _mm_xor_si128(fold128(x, k16), load16<kCopy>(dst, src));
+    src += 16;
+    dst += kCopy ? 16 : 0;
+    n -= 16;
+  }
+  return finish<kCopy>(x, dst, src, n);
+}
+
+template <bool kCopy>
+ISOROCE_SSE_CLMUL uint32_t sse_update(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n) {
+  if (n < 64) return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);
+  __m128i x0 = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(crc)));
+  __m128i x1 = load16<kCopy>(dst + 16, src + 16);
+  __m128i x2 = load16<kCopy>(dst + 32, src + 32);
+  __m128i x3 = load16<kCopy>(dst + 48, src + 48);
+  src += 64;
+  dst += kCopy ? 64 : 0;
+  n -= 64;
+  const __m128i k64 = k128<64>();
+  while (n >= 64) {
+    x0 = _mm_xor_si128(fold128(x0, k64), load16<kCopy>(dst, src));
+    x1 = _mm_xor_si128(fold128(x1, k64), load16<kCopy>(dst + 16, src + 16));
+    x2 = _mm_xor_si128(fold128(x2, k64), load16<kCopy>(dst + 32, src + 32));
+    x3 = _mm_xor_si128(fold128(x3, k64), load16<kCopy>(dst + 48, src + 48));
+    src += 64;
+    dst += kCopy ? 64 : 0;
+    n -= 64;
+  }
+  const __m128i k16 = k128<16>();
+  x1 = _mm_xor_si128(x1, fold128(x0, k16));
+  x2 = _mm_xor_si128(x2, fold128(x1, k16));
+  x3 = _mm_xor_si128(x3, fold128(x2, k16));
+  return fold_tail<kCopy>(x3, dst, src, n);
+}
+
+// ---- AVX-512 + VPCLMULQDQ: four 512-bit registers, 256 bytes a step ---------------
+
+#define ISOROCE_AVX512_CLMUL __attribute__((target("avx512f,avx512vl,avx512bw,vpclmulqdq,pclmul,sse4.1")))
+
+ISOROCE_AVX512_CLMUL inline __m512i fold512(__m512i x, __m512i k, __m512i next) {
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11),
+                                   next, 0x96);  // a ^ b ^ c
+}
+
+template <unsigned kBytes>
+ISOROCE_AVX512_CLMUL inline __m512i k512() {
+  return _mm512_broadcast_i32x4(
+      _mm_set_epi64x(static_cast<long long>(Fold<kBytes>::hi), static_cast<long long>(Fold<kBytes>::lo)));
+}
+
+template <bool kCopy>
+ISOROCE_AVX512_CLMUL inline __m512i load64(uint8_t* dst, const uint8_t* src) {
+  const __m512i v = _mm512_loadu_si512(src);
+  if constexpr (kCopy) _mm512_storeu_si512(dst, v);
+  return v;
+}
+
+template <bool kCopy>
+ISOROCE_AVX512_CLMUL uint32_t avx512_update(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n) {
+  if (n < 256) return sse_update<kCopy>(crc, dst, src, n);
+  __m512i z0 = _mm512_xor_si512(load64<kCopy>(dst, src), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(crc))));
+  __m512i z1 = load64<kCopy>(dst + 64, src + 64);
+  __m512i z2 = load64<kCopy>(dst + 128, src + 128);
+  __m512i z3 = load64<kCopy>(dst + 192, src + 192);
+  src += 256;
+  dst += kCopy ? 256 : 0;
+  n -= 256;
+  const __m512i k256 = k512<256>();
+  while (n >= 256) {
+    z0 = fold512(z0, k256, load64<kCopy>(dst, src));
+    z1 = fold512(z1, k256, load64<kCopy>(dst + 64, src + 64));
+    z2 = fold512(z2, k256, load64<kCopy>(dst + 128, src + 128));
+    z3 = fold512(z3, k256, load64<kCopy>(dst + 192, src + 192));
+    src += 256;
+    dst += kCopy ? 256 : 0;
+    n -= 256;
+  }
+  const __m512i k64 = k512<64>();
+  z1 = fold512(z0, k64, z1);
+  z2 = fold512(z1, k64, z2);
+  __m512i z = fold512(z2, k64, z3);
+  while (n >= 64) {
+    z = fold512(z, k64, load64<kCopy>(dst, src));
+    src += 64;
+    dst += kCopy ? 64 : 0;
+    n -= 64;
+  }
+  // The four 128-bit lanes of z, carried 48, 32 and 16 bytes onto the last one.
+  const __m128i a = _mm512_extracti32x4_epi32(z, 0);
+  const __m128i b = _mm512_extracti32x4_epi32(z, 1);
+  const __m128i c = _mm512_extracti32x4_epi32(z, 2);
+  const __m128i d = _mm512_extracti32x4_epi32(z, 3);
+  __m128i x = _mm_ternarylogic_epi64(fold128(a, k128<48>()), fold128(b, k128<32>()), fold128(c, k128<16>()), 0x96);
+  x = _mm_xor_si128(x, d);
+  return fold_tail<kCopy>(x, dst, src, n);
+}
+
+// ---- Dispatch ---------------------------------------------------------------------
+
+using UpdateFn = uint32_t (*)(uint32_t, uint8_t*, const uint8_t*, size_t);
+
+struct Impl {
+  std::string_view name;
+  UpdateFn update;
+  UpdateFn copy;
+};
+
+uint32_t table_update_fn(uint32_t crc, uint8_t*, const uint8_t* src, size_t n) { return table_update(crc, src, n); }
+
+constexpr Impl kImpls[] = {
+    {"avx512-vpclmulqdq", avx512_update<false>, avx512_update<true>},
+    {"sse-pclmulqdq", sse_update<false>, sse_update<true>},
+    {"table", table_update_fn, table_copy_update},
+};
+
+bool supported(const Impl& i) {
+  __builtin_cpu_init();
+  if (i.name == "avx512-vpclmulqdq") {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("vpclmulqdq") &&
+           __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  }
+  if (i.name == "sse-pclmulqdq") return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  return true;
+}
+
+const Impl* choose() {
+  for (const Impl& i : kImpls) {
+    if (supported(i)) return &i;
+  }
+  return &kImpls[2];
+}
+
+// Chosen on first use (constant-initialized, so static constructors elsewhere may
+// compute CRCs too).
+std::atomic<const Impl*> g_impl{nullptr};
+
+inline const Impl& impl() {
+  const Impl* i = g_impl.load(std::memory_order_relaxed);
+  if (i == nullptr) [[unlikely]] {
+    i = choose();
+    g_impl.store(i, std::memory_order_relaxed);
+  }
+  return *i;
+}
+
+}  // namespace
+
+uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
+  return impl().update(crc, nullptr, static_cast<const uint8_t*>(data), n);
+}
+
+uint32_t crc32_copy_update(uint32_t crc, void* dst, const void* src, size_t n) {
+  return impl().copy(crc, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+}
+
+uint32_t crc32_update_table(uint32_t crc, const void* data, size_t n) {
+  return table_update(crc, static_cast<const uint8_t*>(data), n);
+}
+
+std::string_view crc32_impl() { return impl().name; }
+
+bool crc32_force_impl(std::string_view name) {
+  for (const Impl& i : kImpls) {
+    if (i.name == name) {
+      if (!supported(i)) return false;
+      g_impl.store(&i, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace isoroce::wire
