@@ -87,6 +87,7 @@ class BucketSlots {
 
   BucketSlots() {
     for (std::uint32_t& h : heads_) h = kNil;
+    for (std::uint8_t& c : counts_) c = 0;
   }
 
   bool empty() const { return bits_.empty(); }
@@ -94,21 +95,26 @@ class BucketSlots {
   std::uint32_t find_next(std::uint32_t from) const { return bits_.find_next(from); }
   std::uint32_t find_circular(std::uint32_t from) const { return bits_.find_circular(from); }
 
+  // Only stores to the bucket: its fill count is read from counts_, so a push never
+  // waits for the bucket's line.
   void push(BucketPool& pool, std::uint32_t slot, WheelEntry e) {
-    std::uint32_t h = heads_[slot];
-    if (h == kNil) {
-      bits_.set(slot);
-    } else if (pool[h].count < Bucket::kEntries) {
+    const std::uint32_t h = heads_[slot];
+    const std::uint32_t c = counts_[slot];
+    if (c - 1 < Bucket::kEntries - 1) {  // a head bucket with room (1 <= c < kEntries)
       Bucket& b = pool[h];
-      b.entries[b.count++] = e;
+      b.entries[c] = e;
+      b.count = c + 1;
+      counts_[slot] = static_cast<std::uint8_t>(c + 1);
       return;
     }
+    if (h == kNil) bits_.set(slot);
     const std::uint32_t n = pool.alloc();
     Bucket& b = pool[n];
     b.next = h;
     b.count = 1;
     b.entries[0] = e;
     heads_[slot] = n;
+    counts_[slot] = 1;
   }
 
   // Empties `slot` and returns its chain (kNil if it was empty); the caller releases
@@ -116,6 +122,7 @@ class BucketSlots {
   std::uint32_t take(std::uint32_t slot) {
     const std::uint32_t h = heads_[slot];
     heads_[slot] = kNil;
+    counts_[slot] = 0;
     bits_.clear(slot);
     return h;
   }
@@ -130,10 +137,15 @@ class BucketSlots {
         if (bk.entries[k].qp != qp) continue;
         Bucket& head = pool[h];
         bk.entries[k] = head.entries[--head.count];
+        counts_[slot] = static_cast<std::uint8_t>(head.count);
         if (head.count == 0) {
           heads_[slot] = head.next;
           pool.release(h);
-          if (heads_[slot] == kNil) bits_.clear(slot);
+          if (heads_[slot] == kNil) {
+            bits_.clear(slot);
+          } else {
+            counts_[slot] = static_cast<std::uint8_t>(pool[heads_[slot]].count);
+          }
         }
         return true;
       }
@@ -143,6 +155,7 @@ class BucketSlots {
 
  private:
   std::uint32_t heads_[kSlots];
+  std::uint8_t counts_[kSlots];  // entries in each slot's head bucket (0: empty slot)
   Bitmap4096 bits_;
 };
 

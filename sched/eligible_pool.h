@@ -20,7 +20,7 @@
 namespace isoroce::sched {
 
 class EligiblePool {
-  using Buckets = SlotArray<IndexRing>;
+  using Buckets = SlotArray<IndexQueue>;
 
  public:
   static constexpr unsigned kBucketLog2 = 13;  // 8.192 ns

@@ -2,7 +2,8 @@
 // and prev_), so a list head is 4 or 8 bytes and no node is ever allocated.
 //   IndexList   doubly linked FIFO: O(1) removal (round-robin rings)
 //   IndexStack  singly linked LIFO: push and pop touch only the QP itself (fine wheel slots)
-//   IndexRing   singly linked circular FIFO, one index per list (calendar buckets)
+//   IndexRing   singly linked circular FIFO, one index per list
+//   IndexQueue  singly linked FIFO with head and tail (calendar buckets)
 // Removal from the singly linked ones walks the list: only control operations
 // (deactivate, a QP switching between limited and unlimited) do it.
 #pragma once
@@ -179,7 +180,50 @@ struct IndexRing {
   }
 };
 
+// FIFO as a singly linked list with head and tail: push only stores (to the new node
+// and to the old tail's link, both lines just used), pop loads only the node it
+// returns. The calendar of eligible QPs uses it: a circular list (IndexRing) needs
+// the tail's line loaded before every push and pop.
+struct IndexQueue {
+  std::uint32_t head = kNil;
+  std::uint32_t tail = kNil;
+
+  bool empty() const { return head == kNil; }
+
+  template <class Node>
+  void push(Node* nodes, std::uint32_t i) {
+    nodes[i].next_ = kNil;
+    if (head == kNil) {
+      head = i;
+    } else {
+      nodes[tail].next_ = i;
+    }
+    tail = i;
+  }
+
+  template <class Node>
+  std::uint32_t pop(Node* nodes) {
+    const std::uint32_t i = head;
+    if (i == kNil) return kNil;
+    head = nodes[i].next_;
+    return i;  // tail is stale once head is kNil; push() looks at head only
+  }
+
+  template <class Node>
+  void remove(Node* nodes, std::uint32_t i) {
+    const std::uint32_t prev = unlink_single(nodes, head, i);
+    if (tail == i) tail = prev;
+  }
+
+  IndexQueue take() {
+    IndexQueue out = *this;
+    head = tail = kNil;
+    return out;
+  }
+};
+
 static_assert(sizeof(IndexStack) == 4);
+static_assert(sizeof(IndexQueue) == 8);
 static_assert(sizeof(IndexRing) == 4);
 
 }  // namespace isoroce::sched

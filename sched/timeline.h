@@ -220,6 +220,32 @@ class Timeline {
     }
   }
 
+  // place_all for a middle slot that next_slot_ has just entered: every entry is due
+  // in it, so each goes to its fine slot (or is released), no level to choose.
+  template <class Release>
+  void place_all_fine(QpSlot* qps, std::uint32_t chain, std::uint64_t base, Release& release) {
+    std::uint64_t due = next_due_;
+    for (std::uint32_t b = chain; b != kNil;) {
+      const Bucket& bucket = pool_[b];
+      const std::uint32_t next = bucket.next;
+      if (next != kNil) __builtin_prefetch(&pool_[next]);
+      const std::uint32_t count = bucket.count;
+      for (std::uint32_t k = 0; k < count; ++k) {
+        const WheelEntry e = bucket.entries[k];
+        const std::uint64_t a0 = base | (e.low & kMask);
+        if (a0 < next_slot_) {
+          release(e.qp);
+        } else {
+          level0_.push(qps, static_cast<std::uint32_t>(a0 & kMask), e.qp);
+          due = std::min(due, a0);
+        }
+      }
+      pool_.release(b);
+      b = next;
+    }
+    next_due_ = due;
+  }
+
   // Moves next_slot_ forward to `slot`. No QP may sit in a slot in between; the wheel
   // slot that `slot` enters at a coarser level is cascaded down.
   template <class Release>
@@ -241,7 +267,7 @@ class Timeline {
       }
     } else if ((slot >> kL) != (old >> kL)) {
       const std::uint64_t c1 = slot >> kL;
-      place_all(qps, middle_.take(static_cast<std::uint32_t>(c1 & kMask)), c1 << kL, kMask, release);
+      place_all_fine(qps, middle_.take(static_cast<std::uint32_t>(c1 & kMask)), c1 << kL, release);
     }
   }
 

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Runs isoroce-bench-engine (3 repetitions, medians) and prints, for each verb and
 # message size, the engine's time per data packet against the codec floor
-# (BM_BuildParse) and the copy floor (BM_MemcpyFrames) measured in the same run.
+# (BM_BuildParseFused: every payload byte read once per side; BM_BuildParse, the
+# ICRC as a pass of its own on receive) and the copy floor (BM_MemcpyFrames)
+# measured in the same run.
 #   bench/engine/run.sh [path/to/isoroce-bench-engine] [google-benchmark flags...]
 set -eu
 bin=build/bin/isoroce-bench-engine
@@ -36,22 +38,24 @@ def ns_per_item(r):
     return 1e9 / r["items_per_second"]
 
 print(f"{'verb':<6} {'size':>6} {'ns/frame':>9} {'ns/data pkt':>12} {'frames/msg':>11} "
-      f"{'payload GB/s':>13} {'codec ns':>9} {'x codec':>8} {'memcpy ns':>10} {'x memcpy':>9}")
+      f"{'payload GB/s':>13} {'codec ns':>9} {'x codec':>8} {'unfused ns':>11} {'memcpy ns':>10} {'x memcpy':>9}")
 for verb in ("write", "send", "read"):
     for size in (64, 4096, 1 << 20):
         e = runs.get(f"BM_Engine/{verb}/{size}")
         if e is None:
             continue
         pkt = e["s_per_data_pkt"] * 1e9
-        bp = runs.get(f"BM_BuildParse/{size}")
+        bp = runs.get(f"BM_BuildParseFused/{size}")
+        old = runs.get(f"BM_BuildParse/{size}")
         mc = runs.get(f"BM_MemcpyFrames/{size}")
         bp_ns = ns_per_item(bp) if bp else None
+        old_ns = ns_per_item(old) if old else None
         mc_ns = ns_per_item(mc) if mc else None
         def fmt(v, spec):
             return format(v, spec) if v is not None else "-"
         print(f"{verb:<6} {size_name(size):>6} {ns_per_item(e):>9.1f} {pkt:>12.1f} "
               f"{e['frames_per_msg']:>11.2f} {e['bytes_per_second'] / 1e9:>13.2f} "
-              f"{fmt(bp_ns, '9.1f')} {fmt(pkt / bp_ns if bp_ns else None, '7.2f')}x "
+              f"{fmt(bp_ns, '9.1f')} {fmt(pkt / bp_ns if bp_ns else None, '7.2f')}x {fmt(old_ns, '11.1f')} "
               f"{fmt(mc_ns, '10.1f')} {fmt(pkt / mc_ns if mc_ns else None, '8.1f')}x")
 # Tracing: off (the rows above) against every event recorded into a counting sink.
 traced = [(v, z) for v in ("write", "send", "read") for z in (64, 4096, 1 << 20)

@@ -4,7 +4,8 @@
 # TCP on loopback (qperf tcp_lat / tcp_bw) and single-core memcpy
 # (isoroce-bench-memcpy). Prints one table with the ratios.
 #
-# Usage: bench/verbs/run.sh [BUILD_DIR]     MTU=1024 for the daemon's default
+# Usage: bench/verbs/run.sh [BUILD_DIR]     MTU=1024 for the daemon's default;
+# LAT_ITERS (2000) and BW_ITERS (5000) set the perftest iterations
 # (the run uses path MTU 4096, as on a NIC with jumbo frames: a quarter of
 # the per-packet work per byte)
 #
@@ -56,7 +57,7 @@ row "test" "median/avg" "p99"
 declare -A r
 for t in ib_write_lat ib_send_lat; do
   for pin in 0 ""; do
-    read -r typ p99 <<<"$(lat $t 2 2000 "$pin")" || true
+    read -r typ p99 <<<"$(lat $t 2 "${LAT_ITERS:-2000}" "$pin")" || true
     if [[ -n $pin ]]; then label="$t 2 B (apps on CPU $pin)"; else label="$t 2 B (unpinned)"; fi
     row "$label" "${typ:-fail} us" "${p99:-fail} us"
     r[$t/$pin]=${typ:-0}
@@ -64,7 +65,7 @@ for t in ib_write_lat ib_send_lat; do
 done
 for t in ib_write_bw ib_read_bw; do
   for s in 64 65536; do
-    v=$(bw $t $s 5000 0)
+    v=$(bw $t $s "${BW_ITERS:-5000}" 0)
     row "$t $s B (apps on CPU 0)" "${v:-fail} MB/s" ""
     r[$t/$s]=${v:-0}
   done

@@ -132,7 +132,13 @@ class EngineImpl final : public Engine, private sched::PacketSource {
 
   // ---- responder.cc
   // One request packet through the steps of RespStep (internal.h).
-  void on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  void on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame,
+                  bool icrc_pending = false);
+  // A frame whose ICRC is checked while its payload is copied (receive()).
+  bool icrc_deferrable(const wire::RocePacket& pkt) const;
+  // A frame that turned out to fail its deferred ICRC: dropped, and no longer
+  // counted as received by its QP.
+  void drop_bad_icrc(Picos now, QpCtx& q, const wire::RocePacket& pkt, size_t frame_bytes);
   RespStep resp_check_state(const QpCtx& q);
   RespStep resp_check_psn(QpCtx& q, const RespPacket& r);
   RespStep resp_nak_sequence(Picos now, QpCtx& q);
@@ -142,7 +148,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   RespStep resp_check_resource(QpCtx& q, RespPacket& r);
   RespStep resp_execute(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_execute_send(QpCtx& q, const RespPacket& r);
-  RespStep resp_execute_write(QpCtx& q, const RespPacket& r);
+  RespStep resp_execute_write(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_execute_read(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_execute_atomic(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_acknowledge(Picos now, QpCtx& q, const RespPacket& r);

@@ -233,6 +233,11 @@ enum class CompStep : uint8_t {
 struct RespPacket {
   const wire::RocePacket& pkt;
   std::span<const uint8_t> payload;
+  std::span<const uint8_t> frame;
+  // The ICRC is not checked yet: a WRITE without immediate checks it while copying
+  // its payload into the MR (EngineImpl::receive, resp_execute_write); any other
+  // way out of the checks verifies it first (on_request).
+  bool icrc_pending = false;
   RecvWqe recv;                  // WRITE with immediate: the receive it consumes
   RespResource* res = nullptr;   // READ/atomic: the responder resource it got
 };

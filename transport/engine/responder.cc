@@ -13,6 +13,7 @@
 
 #include "transport/engine/engine_impl.h"
 #include "transport/engine/memory.h"
+#include "transport/wire/icrc.h"
 
 namespace isoroce::transport::detail {
 namespace {
@@ -74,10 +75,22 @@ void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn,
 // with two faults gets the NAK of the rule checked first.
 
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
-                            std::span<uint8_t> frame) {
-  RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len)};
+                            std::span<uint8_t> frame, bool icrc_pending) {
+  RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len), frame, icrc_pending};
   RespStep step = RespStep::kCheckState;
-  while (step != RespStep::kDone) {
+  while (true) {
+    // A frame whose ICRC is still unchecked goes no further than the checks (which
+    // change nothing but their diagnostic counters) before it is checked, unless it
+    // is a WRITE about to be executed: that checks it while copying.
+    if (r.icrc_pending && step > RespStep::kCheckResource &&
+        !(step == RespStep::kExecute && pkt.op->kind == OpKind::kWrite)) {
+      r.icrc_pending = false;
+      if (wire::icrc_compute(frame, pkt.l3_offset, frame.size() - wire::kIcrcBytes) != pkt.icrc) {
+        drop_bad_icrc(now, q, pkt, frame.size());
+        return;
+      }
+    }
+    if (step == RespStep::kDone) break;
     switch (step) {
       case RespStep::kCheckState: step = resp_check_state(q); break;
       case RespStep::kCheckPsn: step = resp_check_psn(q, r); break;
@@ -259,7 +272,7 @@ RespStep EngineImpl::resp_check_resource(QpCtx& q, RespPacket& r) {
 RespStep EngineImpl::resp_execute(Picos now, QpCtx& q, RespPacket& r) {
   switch (r.pkt.op->kind) {
     case OpKind::kSend: return resp_execute_send(q, r);
-    case OpKind::kWrite: return resp_execute_write(q, r);
+    case OpKind::kWrite: return resp_execute_write(now, q, r);
     case OpKind::kReadRequest: return resp_execute_read(now, q, r);
     default: return resp_execute_atomic(now, q, r);
   }
@@ -309,8 +322,25 @@ RespStep EngineImpl::resp_execute_send(QpCtx& q, const RespPacket& r) {
   return RespStep::kAcknowledge;
 }
 
-RespStep EngineImpl::resp_execute_write(QpCtx& q, const RespPacket& r) {
+RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
   const wire::OpcodeInfo& op = *r.pkt.op;
+  const bool copied = r.icrc_pending;
+  if (r.icrc_pending) {
+    // Copy and check in one pass, before any state changes: a frame failing its ICRC
+    // is dropped as if never received. Its bytes may have reached the MR, but only
+    // where this WRITE's R_Key, checked above, lets the peer write, and a WRITE's
+    // target holds no defined value before it completes (the retransmission
+    // overwrites them).
+    r.icrc_pending = false;
+    uint8_t* dst = op.is_first() ? mr_ptr(*rkey_mr(r.pkt.reth->rkey), r.pkt.reth->va) : write_target(q);
+    uint32_t reg = wire::icrc_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
+    reg = wire::crc32_copy_update(reg, dst, r.payload.data(), r.payload.size());
+    reg = wire::crc32_update(reg, r.payload.data() + r.payload.size(), r.pkt.pad);
+    if (wire::icrc_finish(reg) != r.pkt.icrc) {
+      drop_bad_icrc(now, q, r.pkt, r.frame.size());
+      return RespStep::kDone;
+    }
+  }
   if (op.is_first()) {
     q.resp.write_rkey = r.pkt.reth->rkey;
     q.resp.write_mr_id = rkey_mr(r.pkt.reth->rkey)->id;
@@ -318,7 +348,7 @@ RespStep EngineImpl::resp_execute_write(QpCtx& q, const RespPacket& r) {
     q.resp.write_left = r.pkt.reth->dma_len;
     q.resp.write_total = r.pkt.reth->dma_len;
   }
-  if (!r.payload.empty()) std::memcpy(write_target(q), r.payload.data(), r.payload.size());
+  if (!copied && !r.payload.empty()) std::memcpy(write_target(q), r.payload.data(), r.payload.size());
   q.resp.write_va += r.payload.size();
   q.resp.write_left -= r.payload.size();
   if (!op.is_last()) {

@@ -3,6 +3,9 @@
 // counters only count what it accepted.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "tests/transport/engine/dut.h"
 
 namespace isoroce::transport::testing {
@@ -107,6 +110,69 @@ TEST(EngineRxChecks, RejectedRequestsAreCountedByReason) {
     f.atomic = wire::AtomicFields{d.s.iova + 4, d.s.keys.rkey, 1, 0};
     EXPECT_EQ(syndrome(d.receive(f).at(0)), 0x61);
     EXPECT_EQ(d.net[1].counters().rx_invalid_request, 1u);
+  }
+}
+
+// A WRITE's payload packets (256 B and up) have their ICRC checked while the payload
+// is copied into the MR (docs/design.md, "Each payload byte is read once per side").
+// A corrupted one is dropped as a bad ICRC before any state changes: no ACK, no NAK,
+// the QP's counters untouched, the expected PSN unchanged (the good copy is then
+// accepted), and a corrupted header never turns into a NAK.
+TEST(EngineRxChecks, DeferredIcrcDropsACorruptWriteBeforeAnyStateChange) {
+  Dut d;
+  std::vector<uint8_t> data(1024);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  const EngineCounters& c = d.net[1].counters();
+  const QpCounters* qc = d.net[1].qp_counters(d.s.qpn);
+  ASSERT_NE(qc, nullptr);
+  auto send_corrupt = [&](const wire::FrameSpec& f, size_t byte_from_end) {
+    std::vector<uint8_t> frame(wire::frame_size(f));
+    EXPECT_TRUE(wire::build_frame(f, frame).ok());
+    frame[frame.size() - byte_from_end] ^= 0x10;
+    d.now += 1'000'000;
+    d.net[1].receive(d.now, frame);
+    return d.drain();
+  };
+  const auto good = d.write_only(500, 64, data);
+  // A payload byte: the copy happens, the check fails, nothing else.
+  EXPECT_TRUE(send_corrupt(good, 100).empty()) << "a corrupted WRITE was answered";
+  EXPECT_EQ(c.rx_bad_icrc, 1u);
+  EXPECT_EQ(c.rx_dropped, 1u);
+  EXPECT_EQ(qc->rx_packets, 0u);
+  EXPECT_EQ(qc->rx_bytes, 0u);
+  // The RETH's R_Key (a header byte): a NAK would follow from the R_Key check if
+  // the ICRC were not checked before it.
+  const size_t reth_rkey_from_end = wire::kIcrcBytes + data.size() + 8;
+  EXPECT_TRUE(send_corrupt(good, reth_rkey_from_end).empty()) << "a corrupted R_Key was NAKed";
+  EXPECT_EQ(c.rx_bad_icrc, 2u);
+  EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_RTS);
+  // The PSN did not move: the intact packet is the expected one, executed and ACKed.
+  const auto acks = d.receive(good);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].opcode, wire::op::kRcAck);
+  EXPECT_EQ(syndrome(acks[0]) >> 5, 0) << "not an ACK";
+  EXPECT_EQ(acks[0].psn.value(), 500u);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin() + 64));
+  EXPECT_EQ(qc->rx_packets, 1u);
+  EXPECT_EQ(c.rx_bad_icrc, 2u);
+}
+
+// A small WRITE (checked at receive) and a large one (checked at the copy) with a
+// flipped bit in the same place are refused the same way.
+TEST(EngineRxChecks, SmallAndLargeWritesFailTheirIcrcAlike) {
+  for (const size_t len : {16u, 4096u}) {
+    Dut d;
+    std::vector<uint8_t> data(len, 0x42);
+    auto f = d.write_only(500, 0, data);
+    std::vector<uint8_t> frame(wire::frame_size(f));
+    ASSERT_TRUE(wire::build_frame(f, frame).ok());
+    frame[frame.size() - wire::kIcrcBytes - 1] ^= 1;
+    d.now += 1'000'000;
+    d.net[1].receive(d.now, frame);
+    EXPECT_TRUE(d.drain().empty()) << len;
+    EXPECT_EQ(d.net[1].counters().rx_bad_icrc, 1u) << len;
+    EXPECT_EQ(d.net[1].counters().rx_parse_errors, 1u) << len;
+    EXPECT_EQ(d.net[1].qp_counters(d.s.qpn)->rx_packets, 0u) << len;
   }
 }
 
