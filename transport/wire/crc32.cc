@@ -48,6 +48,32 @@ struct Fold {
 static_assert(Fold<16>::lo == 0x1'7519'97d0 && Fold<16>::hi == 0x0'ccaa'009e,
               "the 128-bit fold constants of the reflected Ethernet CRC");
 
+// Quotient of polynomial division (carry-less).
+constexpr uint64_t poly_div(unsigned __int128 a, uint64_t b) {
+  uint64_t q = 0;
+  const int bl = 64 - __builtin_clzll(b);
+  for (int al = 128; al >= bl; --al) {
+    if ((a >> (al - 1)) & 1) {
+      q |= uint64_t{1} << (al - bl);
+      a ^= static_cast<unsigned __int128>(b) << (al - bl);
+    }
+  }
+  return q;
+}
+
+constexpr uint64_t reflect33(uint64_t v) {
+  uint64_t o = 0;
+  for (unsigned i = 0; i < 33; ++i) {
+    if ((v >> i) & 1) o |= uint64_t{1} << (32 - i);
+  }
+  return o;
+}
+
+// Barrett reduction of 64 bits to the 32-bit CRC: mu = x^64 / P and P, reflected.
+constexpr uint64_t kMu = reflect33(poly_div(static_cast<unsigned __int128>(1) << 64, kPoly));
+constexpr uint64_t kPolyR = reflect33(kPoly);
+static_assert(kMu == 0x1'F701'1641 && kPolyR == 0x1'DB71'0641, "Barrett constants of the Ethernet CRC");
+
 // ---- Slicing-by-8 tables ----------------------------------------------------------
 
 using Tables = std::array<std::array<uint32_t, 256>, 8>;
@@ -107,12 +133,26 @@ ISOROCE_SSE_CLMUL inline __m128i load16(uint8_t* dst, const uint8_t* src) {
   return v;
 }
 
-// The 16 bytes of x as a CRC of their own, then the tail (under 16 bytes) by table.
+// The CRC register of the 16 bytes in x (from a zero register): 128 bits folded to 96
+// (the first half carried 8 bytes on), 96 to 64 (the first 32 bits carried 4 bytes
+// on), then Barrett's reduction of the 64 left.
+ISOROCE_SSE_CLMUL inline uint32_t reduce128(__m128i x) {
+  const __m128i low32 = _mm_set_epi32(0, 0, 0, -1);
+  const __m128i t = _mm_xor_si128(
+      _mm_clmulepi64_si128(x, _mm_set_epi64x(0, static_cast<long long>(Fold<16>::hi)), 0x00), _mm_srli_si128(x, 8));
+  const __m128i t2 = _mm_xor_si128(
+      _mm_clmulepi64_si128(_mm_and_si128(t, low32), _mm_set_epi64x(0, static_cast<long long>(fold_k(64))), 0x00),
+      _mm_srli_si128(t, 4));
+  const __m128i barrett = _mm_set_epi64x(static_cast<long long>(kPolyR), static_cast<long long>(kMu));
+  const __m128i u = _mm_and_si128(_mm_clmulepi64_si128(_mm_and_si128(t2, low32), barrett, 0x00), low32);
+  const __m128i v = _mm_clmulepi64_si128(u, barrett, 0x10);
+  return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(t2, v), 1));
+}
+
+// The 16 bytes of x reduced, then the tail (under 16 bytes) by table.
 template <bool kCopy>
 ISOROCE_SSE_CLMUL uint32_t finish(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
-  alignas(16) uint8_t last[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(last), x);
-  const uint32_t crc = table_update(0, last, 16);
+  const uint32_t crc = reduce128(x);
   return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);
 }
 
@@ -131,7 +171,11 @@ ISOROCE_SSE_CLMUL uint32_t fold_tail(__m128i x, uint8_t* dst, const uint8_t* src
 
 template <bool kCopy>
 ISOROCE_SSE_CLMUL uint32_t sse_update(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n) {
-  if (n < 64) return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);
+  if (n < 16) return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);
+  if (n < 64) {
+    const __m128i x = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(crc)));
+    return fold_tail<kCopy>(x, dst + (kCopy ? 16 : 0), src + 16, n - 16);
+  }
   __m128i x0 = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(crc)));
   __m128i x1 = load16<kCopy>(dst + 16, src + 16);
   __m128i x2 = load16<kCopy>(dst + 32, src + 32);
