@@ -5,7 +5,8 @@
 # (isoroce-bench-memcpy). Prints one table with the ratios.
 #
 # Usage: bench/verbs/run.sh [BUILD_DIR]     MTU=1024 for the daemon's default;
-# LAT_ITERS (2000) and BW_ITERS (5000) set the perftest iterations
+# LAT_ITERS (2000) and BW_ITERS (5000) set the perftest iterations, PREFIX the
+# daemon's DPDK --file-prefix, PORT the first perftest port (19100)
 # (the run uses path MTU 4096, as on a NIC with jumbo frames: a quarter of
 # the per-packet work per byte)
 #
@@ -25,13 +26,13 @@ for t in ib_write_lat ib_send_lat ib_write_bw ib_read_bw qperf; do
   command -v $t >/dev/null || { echo "missing $t: scripts/install-deps.sh installs perftest and qperf" >&2; exit 2; }
 done
 sock=$(mktemp -u /tmp/isoroce-bench-verbs.XXXXXX.sock)
-"$bin/isoroced" --loopback --policy tassel --link-gbps 100 --mtu "${MTU:-4096}" --socket "$sock" --file-prefix "isoroce_bv_$$" \
+"$bin/isoroced" --loopback --policy tassel --link-gbps 100 --mtu "${MTU:-4096}" --socket "$sock" --file-prefix "${PREFIX:-isoroce_bv_$$}" \
   >/tmp/isoroce-bench-verbs.log 2>&1 &
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null; wait $daemon 2>/dev/null || true' EXIT
 for _ in $(seq 100); do "$bin/isoroce-ctl" --socket "$sock" status >/dev/null 2>&1 && break; sleep 0.1; done
 
-port=19100
+port=${PORT:-19100}
 # One perftest pair: server on isoroce1, client on isoroce0; prints the
 # client's result line. pin: a taskset CPU list, or "" for none.
 pair() {  # tool size iterations pin
