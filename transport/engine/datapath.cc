@@ -48,10 +48,10 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   // MR (resp_execute_write), so each payload byte is read once.
   static constexpr wire::ParseOptions kNoIcrc{.verify_icrc = false};
   wire::ParseResult r = wire::parse_frame(frame, kNoIcrc);
-  bool icrc_pending = false;
+  QpCtx* pending_qp = nullptr;  // the QP of a frame whose ICRC is checked at the copy
   if (r.ok()) {
-    icrc_pending = icrc_deferrable(r.pkt);
-    if (!icrc_pending && wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
+    pending_qp = icrc_deferrable(r.pkt);
+    if (pending_qp == nullptr && wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
       r.error = wire::ParseError::kBadIcrc;
     }
   }
@@ -70,7 +70,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kNotForPort);
     return;
   }
-  QpCtx* q = find_qp(pkt.dest_qp);
+  QpCtx* q = pending_qp != nullptr ? pending_qp : find_qp(pkt.dest_qp);
   if (q == nullptr) {
     ++counters_.rx_unknown_qp;
     ++counters_.rx_dropped;
@@ -114,7 +114,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
           op.kind == wire::OpKind::kReadResponse) {
         on_response(now, *q, pkt, frame);
       } else {
-        on_request(now, *q, pkt, frame, icrc_pending);
+        on_request(now, *q, pkt, frame, pending_qp != nullptr);
       }
       return;
     default:
@@ -125,18 +125,18 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kWrongTransport);
 }
 
-bool EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) const {
+QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) {
   // Worth it from a few hundred bytes; every check receive() makes before handing an
   // RC request to its QP passes, so no frame is dropped or counted there unchecked.
   constexpr uint32_t kMinPayload = 256;
   const wire::OpcodeInfo& op = *pkt.op;
   if (op.transport != wire::Transport::kRc || op.kind != wire::OpKind::kWrite || pkt.imm ||
       pkt.payload_len < kMinPayload) {
-    return false;
+    return nullptr;
   }
-  if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return false;
-  const QpCtx* q = find_qp(pkt.dest_qp);
-  return q != nullptr && q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip;
+  if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;
+  QpCtx* q = find_qp(pkt.dest_qp);
+  return q != nullptr && q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip ? q : nullptr;
 }
 
 void EngineImpl::drop_bad_icrc(Picos now, QpCtx& q, const wire::RocePacket& pkt, size_t frame_bytes) {

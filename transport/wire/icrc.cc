@@ -14,11 +14,17 @@ constexpr size_t kBthMaskedByte = 4;  // resv8a: FECN, BECN
 // every masked byte lies in the first kPrefixMax bytes.
 constexpr size_t kPrefixMax = 128;
 
-// Copies the first min(covered, kPrefixMax - 8) bytes of the IP datagram behind 8
+// Copies the first bytes of the IP datagram (through the BTH's masked byte) behind 8
 // bytes of ones into buf and masks the variant fields there; returns the bytes
 // written to buf (LRH stand-in included).
 size_t masked_prefix(const uint8_t* ip, size_t covered, uint8_t* buf) {
-  const size_t n = std::min(covered, kPrefixMax - kLrhMaskBytes);
+  const bool v4 = covered > 0 && (ip[0] >> 4) == 4;
+  const size_t ip_len = v4 ? static_cast<size_t>(ip[0] & 0x0f) * 4 : kIpv6HeaderBytes;
+  // Through the BTH's masked byte, the copy rounded up to whole 16-byte blocks (the
+  // CRC folds them without a byte-wise tail): 40 bytes of an IPv4 datagram, 56 of IPv6.
+  const size_t want = ((kLrhMaskBytes + ip_len + kUdpHeaderBytes + kBthMaskedByte + 1 + 15) & ~size_t{15}) -
+                      kLrhMaskBytes;
+  const size_t n = std::min({covered, want, kPrefixMax - kLrhMaskBytes});
   std::memset(buf, 0xff, kLrhMaskBytes);
   std::memcpy(buf + kLrhMaskBytes, ip, n);
   uint8_t* h = buf + kLrhMaskBytes;
@@ -26,8 +32,6 @@ size_t masked_prefix(const uint8_t* ip, size_t covered, uint8_t* buf) {
   auto mask = [&](size_t off, size_t len) {
     for (size_t i = off; i < off + len && kLrhMaskBytes + i < end; ++i) h[i] = 0xff;
   };
-  const bool v4 = n > 0 && (ip[0] >> 4) == 4;
-  const size_t ip_len = v4 ? static_cast<size_t>(ip[0] & 0x0f) * 4 : kIpv6HeaderBytes;
   if (v4) {
     mask(1, 1);   // TOS
     mask(8, 1);   // TTL
