@@ -20,11 +20,12 @@ constexpr size_t kPrefixMax = 128;
 size_t masked_prefix(const uint8_t* ip, size_t covered, uint8_t* buf) {
   const bool v4 = covered > 0 && (ip[0] >> 4) == 4;
   const size_t ip_len = v4 ? static_cast<size_t>(ip[0] & 0x0f) * 4 : kIpv6HeaderBytes;
-  // Through the BTH's masked byte, the copy rounded up to whole 16-byte blocks (the
-  // CRC folds them without a byte-wise tail): 40 bytes of an IPv4 datagram, 56 of IPv6.
+  // A small datagram is copied whole (one CRC call); of a larger one, the bytes
+  // through the BTH's masked byte, rounded up to whole 16-byte blocks (the CRC folds
+  // them without a byte-wise tail): 40 bytes of an IPv4 datagram, 56 of IPv6.
   const size_t want = ((kLrhMaskBytes + ip_len + kUdpHeaderBytes + kBthMaskedByte + 1 + 15) & ~size_t{15}) -
                       kLrhMaskBytes;
-  const size_t n = std::min({covered, want, kPrefixMax - kLrhMaskBytes});
+  const size_t n = covered <= kPrefixMax - kLrhMaskBytes ? covered : std::min(want, kPrefixMax - kLrhMaskBytes);
   std::memset(buf, 0xff, kLrhMaskBytes);
   std::memcpy(buf + kLrhMaskBytes, ip, n);
   uint8_t* h = buf + kLrhMaskBytes;
