@@ -314,7 +314,10 @@ inline const Impl& impl() {
 }  // namespace
 
 uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
-  return impl().update(crc, nullptr, static_cast<const uint8_t*>(data), n);
+  // The paths compute destination offsets without storing when not copying: give
+  // them the source (never written) rather than a null pointer.
+  const auto* p = static_cast<const uint8_t*>(data);
+  return impl().update(crc, const_cast<uint8_t*>(p), p, n);
 }
 
 uint32_t crc32_copy_update(uint32_t crc, void* dst, const void* src, size_t n) {
