@@ -113,15 +113,17 @@ TEST(EngineRxChecks, RejectedRequestsAreCountedByReason) {
   }
 }
 
-// A WRITE's payload packets (256 B and up) have their ICRC checked while the payload
-// is copied into the MR (docs/design.md, "Each payload byte is read once per side").
-// A corrupted one is dropped as a bad ICRC before any state changes: no ACK, no NAK,
-// the QP's counters untouched, the expected PSN unchanged (the good copy is then
-// accepted), and a corrupted header never turns into a NAK.
+// A WRITE's middle and last packets (256 B and up) have their ICRC checked while
+// the payload is copied into the MR (docs/design.md, "Each payload byte is read
+// once per side"). A corrupted one is dropped as a bad ICRC before any state
+// changes: no ACK, no NAK, the QP's counters untouched, the expected PSN
+// unchanged (the good copy is then accepted), and a corrupted header never turns
+// into a NAK.
 TEST(EngineRxChecks, DeferredIcrcDropsACorruptWriteBeforeAnyStateChange) {
   Dut d;
-  std::vector<uint8_t> data(1024);
+  std::vector<uint8_t> data(2048);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  const std::span<const uint8_t> first_half(data.data(), 1024), second_half(data.data() + 1024, 1024);
   const EngineCounters& c = d.net[1].counters();
   const QpCounters* qc = d.net[1].qp_counters(d.s.qpn);
   ASSERT_NE(qc, nullptr);
@@ -133,28 +135,58 @@ TEST(EngineRxChecks, DeferredIcrcDropsACorruptWriteBeforeAnyStateChange) {
     d.net[1].receive(d.now, frame);
     return d.drain();
   };
-  const auto good = d.write_only(500, 64, data);
-  // A payload byte: the copy happens, the check fails, nothing else.
-  EXPECT_TRUE(send_corrupt(good, 100).empty()) << "a corrupted WRITE was answered";
+  auto first = d.spec(wire::op::kRcWriteFirst, 500);
+  first.reth = wire::RethFields{d.s.iova + 64, d.s.keys.rkey, static_cast<uint32_t>(data.size())};
+  first.payload = first_half;
+  first.ack_req = false;
+  d.receive(first);
+  EXPECT_EQ(qc->rx_packets, 1u);
+  const uint64_t rx_bytes = qc->rx_bytes;
+  auto last = d.spec(wire::op::kRcWriteLast, 501);
+  last.payload = second_half;
+  // A payload byte of the last packet: the copy happens, the check fails, nothing else.
+  EXPECT_TRUE(send_corrupt(last, 100).empty()) << "a corrupted WRITE was answered";
   EXPECT_EQ(c.rx_bad_icrc, 1u);
   EXPECT_EQ(c.rx_dropped, 1u);
-  EXPECT_EQ(qc->rx_packets, 0u);
-  EXPECT_EQ(qc->rx_bytes, 0u);
-  // The RETH's R_Key (a header byte): a NAK would follow from the R_Key check if
-  // the ICRC were not checked before it.
-  const size_t reth_rkey_from_end = wire::kIcrcBytes + data.size() + 8;
-  EXPECT_TRUE(send_corrupt(good, reth_rkey_from_end).empty()) << "a corrupted R_Key was NAKed";
+  EXPECT_EQ(qc->rx_packets, 1u);
+  EXPECT_EQ(qc->rx_bytes, rx_bytes);
+  // Its PSN (a header byte): a NAK (PSN sequence error) would follow if the ICRC
+  // were not checked before the PSN.
+  const size_t bth_psn_from_end = wire::kIcrcBytes + second_half.size() + 1;
+  EXPECT_TRUE(send_corrupt(last, bth_psn_from_end).empty()) << "a corrupted PSN was NAKed";
   EXPECT_EQ(c.rx_bad_icrc, 2u);
   EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_RTS);
-  // The PSN did not move: the intact packet is the expected one, executed and ACKed.
-  const auto acks = d.receive(good);
+  // The PSN did not move: the intact packet is the expected one, executed and ACKed,
+  // and it rewrites every byte its corrupted copy may have stored.
+  const auto acks = d.receive(last);
   ASSERT_EQ(acks.size(), 1u);
   EXPECT_EQ(acks[0].opcode, wire::op::kRcAck);
   EXPECT_EQ(syndrome(acks[0]) >> 5, 0) << "not an ACK";
-  EXPECT_EQ(acks[0].psn.value(), 500u);
+  EXPECT_EQ(acks[0].psn.value(), 501u);
   EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin() + 64));
-  EXPECT_EQ(qc->rx_packets, 1u);
+  EXPECT_EQ(qc->rx_packets, 2u);
   EXPECT_EQ(c.rx_bad_icrc, 2u);
+}
+
+// A first or only packet names its target in the RETH, which the ICRC protects:
+// a flipped address bit must not store the payload anywhere (IBTA 9.8.2: a packet
+// that fails the ICRC has no effect), so these are checked before the copy.
+TEST(EngineRxChecks, ACorruptRethStoresNothing) {
+  Dut d;
+  std::vector<uint8_t> data(1024, 0x5c);
+  const auto good = d.write_only(500, 0, data);
+  std::vector<uint8_t> frame(wire::frame_size(good));
+  ASSERT_TRUE(wire::build_frame(good, frame).ok());
+  // The RETH's VA is its first 8 bytes, big-endian: flip a bit of its second-lowest
+  // byte, so the corrupted address (iova + 4096) is still inside the MR.
+  const size_t va_byte_from_end = wire::kIcrcBytes + data.size() + 16 - 6;
+  frame[frame.size() - va_byte_from_end] ^= 0x10;
+  d.now += 1'000'000;
+  d.net[1].receive(d.now, frame);
+  EXPECT_TRUE(d.drain().empty());
+  EXPECT_EQ(d.net[1].counters().rx_bad_icrc, 1u);
+  EXPECT_TRUE(std::all_of(d.s.buf.begin(), d.s.buf.end(), [](uint8_t b) { return b == 0; }))
+      << "a WRITE that failed its ICRC stored bytes";
 }
 
 // A small WRITE (checked at receive) and a large one (checked at the copy) with a
