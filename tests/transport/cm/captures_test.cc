@@ -39,7 +39,7 @@ std::vector<CmFrame> cm_frames(const std::string& name) {
     c.frame_no = f.frame_no;
     c.src = r.pkt.src_ip;
     c.dst = r.pkt.dst_ip;
-    c.src_qp = r.pkt.deth->src_qp.value();
+    c.src_qp = r.pkt.deth->src_qp;
     c.mad.assign(f.bytes.begin() + static_cast<long>(r.pkt.payload_offset),
                  f.bytes.begin() + static_cast<long>(r.pkt.payload_offset + r.pkt.payload_len));
     out.push_back(std::move(c));
