@@ -116,6 +116,7 @@ void CmAgent::stop() {
   if (has_pd_) e.dealloc_pd(pd_);
   has_qp_ = has_cq_ = has_mr_ = has_pd_ = false;
   waiting_.clear();
+  looped_.clear();
   stats_.running = false;
 }
 
@@ -170,6 +171,11 @@ void CmAgent::pump(sched::Picos now) {
   cm::OutMad m;
   while (mgr_->pop_mad(&m)) {
     if (!stats_.running) continue;  // no QP1 (engine being replaced): the retries send it later
+    if (m.dgid == mgr_->config().local_gid) {
+      if (looped_.size() < kRecvs) looped_.push_back(std::move(m.bytes));
+      else ++stats_.unresolved;  // bounded like the wire's receive queue; retries cover it
+      continue;
+    }
     if (!try_send(now, m)) {
       if (waiting_.size() >= kRecvs) {
         ++stats_.unresolved;  // bounded; the Manager's retries cover it
@@ -255,6 +261,14 @@ unsigned CmAgent::poll(sched::Picos now) {
       }
     }
   }
+  // MADs to ourselves, as if received on QP1 (what they produce waits for the next poll).
+  for (size_t n = looped_.size(); n > 0 && stats_.running; --n) {
+    std::vector<uint8_t> mad = std::move(looped_.front());
+    looped_.pop_front();
+    ++stats_.looped;
+    ++work;
+    mgr_->on_mad(mgr_->config().local_gid, kQpn, mad, now);
+  }
   if (mgr_->next_deadline() <= now) {
     mgr_->on_timer(now);
     ++work;
@@ -279,6 +293,7 @@ unsigned CmAgent::poll(sched::Picos now) {
 }
 
 sched::Picos CmAgent::next_deadline() const {
+  if (!looped_.empty()) return 0;  // now
   sched::Picos d = mgr_->next_deadline();
   // Resolution under way: look again soon (neighbour answers arrive as frames).
   if (!waiting_.empty()) d = std::min(d, resolve_poll_at_);

@@ -17,6 +17,9 @@
 // send it again). Address handles: at most kMaxAhs, least recently
 // made first out.
 //
+// MADs to the device's own GID (rdma_cm between two ids of one device) never
+// touch the wire: they go back into the Manager on the next poll().
+//
 // Each id has an owner tag (the daemon's session id): events carry it, and
 // destroy_owner() ends everything a client owned when it goes.
 #pragma once
@@ -42,6 +45,7 @@ struct CmAgentStats {
   uint64_t received = 0;        // receive completions handed to the Manager
   uint64_t short_received = 0;  // receives shorter than GRH + 256 bytes (dropped)
   uint64_t sent = 0;            // MADs posted
+  uint64_t looped = 0;          // MADs to the device's own GID, delivered without the wire
   uint64_t unresolved = 0;      // MADs dropped: neighbour not known in time
   uint64_t send_errors = 0;     // post or completion errors, AHs that could not be made
   uint64_t events = 0;          // events queued
@@ -131,6 +135,7 @@ class CmAgent final : public dataplane::DeviceHook {
   std::deque<cm::Gid> ah_order_;
   std::deque<Waiting> waiting_;  // MADs whose neighbour is being resolved
   sched::Picos resolve_poll_at_ = 0;
+  std::deque<std::vector<uint8_t>> looped_;  // MADs to ourselves, for the next poll()
   CmAgentStats stats_;
   // Events to the control thread.
   int efd_ = -1;

@@ -126,7 +126,7 @@ std::optional<json> Control::qp_view(DeviceEntry& d, uint32_t qpn) {
 // every kind of MAD the Manager refused.
 static json cm_counters(const CmAgentStats& s) {
   const cm::ManagerStats& m = s.manager;
-  return {{"running", s.running}, {"received", s.received}, {"sent", s.sent},
+  return {{"running", s.running}, {"received", s.received}, {"sent", s.sent}, {"looped", s.looped},
           {"short_received", s.short_received}, {"unresolved", s.unresolved}, {"send_errors", s.send_errors},
           {"events", s.events}, {"events_dropped", s.events_dropped}, {"retransmits", m.retransmits},
           {"malformed", m.malformed}, {"wrong_class", m.wrong_class}, {"unknown_attribute", m.unknown_attribute},

@@ -118,6 +118,36 @@ TEST(CmAgent, TwoDevicesConnectAndDisconnectOverQp1) {
   EXPECT_EQ(st["stats"]["isoroce1"]["cm"]["malformed"], 0);
 }
 
+TEST(CmAgent, TwoIdsOfOneDeviceConnectWithoutTheWire) {
+  VirtualFabric f(2);
+  DeviceEntry& d0 = f.device(0);
+  cm::Id listen = 0, a = 0;
+  d0.run([&](sched::Picos) { ASSERT_EQ(d0.cm->listen(7, kSid, &listen), 0); });
+  d0.run([&](sched::Picos now) { ASSERT_EQ(d0.cm->connect(5, params(d0), now, &a), 0); });
+  f.run_for(1 * kMs);
+  auto ev = events(*d0.cm);
+  ASSERT_EQ(ev.size(), 1u);
+  ASSERT_EQ(ev[0].type, cm::EventType::kReqReceived);
+  EXPECT_EQ(ev[0].peer.gid, d0.config().ip);
+  const cm::Id b = ev[0].id;
+  d0.run([&](sched::Picos now) { ASSERT_EQ(d0.cm->accept(b, {}, now), 0); });
+  f.run_for(1 * kMs);
+  ev = events(*d0.cm);
+  ASSERT_EQ(ev.size(), 1u);
+  ASSERT_EQ(ev[0].type, cm::EventType::kRepReceived);
+  EXPECT_EQ(ev[0].id, a);
+  d0.run([&](sched::Picos now) { ASSERT_EQ(d0.cm->establish(a, {}, now), 0); });
+  f.run_for(1 * kMs);
+  ev = events(*d0.cm);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].type, cm::EventType::kEstablished);
+  EXPECT_EQ(ev[0].id, b);
+  CmAgentStats s;
+  d0.run([&](sched::Picos) { s = d0.cm->stats(); });
+  EXPECT_EQ(s.looped, 3u);
+  EXPECT_EQ(s.sent, 0u);
+}
+
 TEST(CmAgent, NoListenerIsRejectedOnTheWireAndRetriesTime) {
   VirtualFabric f(2);
   DeviceEntry& d0 = f.device(0);
