@@ -3,6 +3,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -130,6 +131,11 @@ json Daemon::status_view() {
           {"workers", set_.workers_view()}};
 }
 
+void Daemon::watch_cm_fd(int fd) {
+  server_.watch(fd);
+  cm_fds_.push_back(fd);
+}
+
 void Daemon::shutdown_qps() {
   for (auto& d : devices_) {
     d->run([&](sched::Picos) {
@@ -153,9 +159,14 @@ int Daemon::run() {
     tracing = trace_tick(std::chrono::steady_clock::now());
     if (std::chrono::steady_clock::now() - last_drain >= kDrainEvery) {
       drain_async_events();
+      drain_cm_events();
       last_drain = std::chrono::steady_clock::now();
     }
     for (int fd : ready) {
+      if (std::find(cm_fds_.begin(), cm_fds_.end(), fd) != cm_fds_.end()) {
+        drain_cm_events();  // IB CM events for the clients' rdma_cm ids
+        continue;
+      }
       signalfd_siginfo si{};
       if (fd == signal_fd_ && read(signal_fd_, &si, sizeof si) == sizeof si) {
         if (si.ssi_signo == SIGHUP) {
@@ -175,6 +186,9 @@ int Daemon::run() {
   while (std::chrono::steady_clock::now() < until && server_.sessions() != 0) server_.poll(20);
   server_.close_all();
   drain_async_events();
+  // The CM agents' QP1s go with the engines' other objects.
+  for (auto& d : devices_)
+    if (d->cm) d->run([&](sched::Picos) { d->cm->stop(); });
   for (auto& d : devices_) stop_reference_flow(*d);
   unregister_telemetry();
   set_.stop_workers();

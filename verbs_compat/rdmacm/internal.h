@@ -9,6 +9,7 @@
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 
 #include <condition_variable>
 #include <cstdint>
