@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -204,7 +205,13 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   Id* i = id_of(id);
   json req = {{"op", "cm_resolve_addr"}, {"cm_id", i->handle}, {"dst", addr_json(dst_addr)},
               {"timeout_ms", timeout_ms}};
-  if (src_addr) req["src"] = addr_json(src_addr);
+  if (src_addr) {
+    req["src"] = addr_json(src_addr);
+  } else if (const char* env = std::getenv("ISOROCE_CM_SOURCE"); env && *env) {
+    // The source address for programs that cannot name one (perftest -R):
+    // picks the device as a bound source address would.
+    req["src"] = {{"addr", env}, {"port", 0}};
+  }
   json r = chan(*i)->call(req);
   if (!r.value("ok", false)) return failed(r);
   std::memcpy(&id->route.addr.dst_storage, dst_addr, addr_len(dst_addr));
