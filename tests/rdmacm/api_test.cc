@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
+#include <rdma/rsocket.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
