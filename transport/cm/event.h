@@ -25,11 +25,11 @@ enum class EventType : uint8_t {
   // Passive side: the RTU (or the first message of an established connection)
   // arrived. The active side gets no event: establish() is its own success.
   kEstablished,
-  // The peer rejected (REJ): `reason`, `ari` and private_data are its.
+  // The peer rejected (REJ, any reason, kTimeout and kStaleConnection
+  // included): `reason`, `ari` and private_data are its. The id is idle.
   kRejected,
-  // No answer after max CM retries (REQ, REP, or SIDR_REQ), or the peer's
-  // REJ with reason kTimeout: the id is gone on the wire (timewait for a
-  // connection), the consumer should destroy() it.
+  // No answer after max CM retries (REQ, REP, or SIDR_REQ): the id is back
+  // to idle (a REJ with reason kTimeout told the peer); destroy() it.
   kUnreachable,
   // The peer asked for more time (MRA); informational, timers are extended.
   kMraReceived,

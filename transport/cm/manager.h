@@ -38,6 +38,7 @@ inline constexpr Picos kNoDeadline = UINT64_MAX;
 
 struct ManagerConfig {
   Gid local_gid{};                 // the device's GID (source of every MAD)
+  uint64_t ca_guid = 0;            // Local CA GUID of REQ and REP (the device's node GUID)
   uint16_t pkey = kDefaultPkey;
   uint64_t seed = 1;               // communication IDs and transaction IDs
   // How long a closed connection stays in timewait (its IDs are not reused
