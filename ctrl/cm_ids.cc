@@ -41,17 +41,21 @@ std::string hex(const std::vector<uint8_t>& v, size_t from = 0) {
 }
 
 // What an event tells the client of the peer's REQ/REP (rdma_init_qp_attr's inputs).
-json peer_json(const cm::PeerParams& p) {
-  return {{"qp_num", p.qpn},
+// As rdma_cm reports them, from this side: the peer's initiator depth is the
+// responder resources it wants of us, and the other way round. The path MTU
+// only from a REQ (a REP has none).
+json peer_json(const cm::PeerParams& p, bool req) {
+  json j = {{"qp_num", p.qpn},
           {"psn", p.starting_psn},
-          {"responder_resources", p.responder_resources},
-          {"initiator_depth", p.initiator_depth},
+          {"responder_resources", p.initiator_depth},
+          {"initiator_depth", p.responder_resources},
           {"retry_count", p.retry_count},
           {"rnr_retry_count", p.rnr_retry_count},
           {"flow_control", p.end_to_end_flow_control ? 1 : 0},
           {"srq", p.srq ? 1 : 0},
-          {"mtu", p.path_mtu},
           {"ack_timeout", p.local_ack_timeout}};
+  if (req) j["mtu"] = p.path_mtu;
+  return j;
 }
 
 }  // namespace
@@ -265,7 +269,7 @@ void CmIds::on_event(DeviceEntry& d, const cm::Event& e) {
     n->addr_resolved = n->route_resolved = true;
     n->tos = l->tos;
     map_cm(&d, e.id, n->handle);
-    json extra = peer_json(e.peer);
+    json extra = peer_json(e.peer, true);
     extra["listen_id"] = l->handle;
     extra["private_data"] = hex(e.private_data, cm::kRdmaCmHeaderBytes);
     if (sidr) extra["qkey"] = cm::kRdmaUdpQkey;
@@ -277,7 +281,7 @@ void CmIds::on_event(DeviceEntry& d, const cm::Event& e) {
   if (r == nullptr) return;  // destroyed meanwhile
   switch (e.type) {
     case cm::EventType::kRepReceived: {
-      json extra = peer_json(e.peer);
+      json extra = peer_json(e.peer, false);
       extra["private_data"] = hex(e.private_data);
       queue(*r, kConnectResponse, 0, extra);
       break;

@@ -100,6 +100,12 @@ bool Daemon::start(std::string* error) {
   server_.watch(signal_fd_);
   // Justitia's reference flows (they need the workers: ARP, engine calls).
   for (auto& d : devices_) start_reference_flow(*d);
+  // The IB CM on QP1 of every device (rdma_cm; a peer's REQ for a port nobody
+  // listens on gets its REJ at once).
+  for (auto& d : devices_) {
+    std::string cm_error;
+    if (cm_ids().agent(*d, &cm_error) == nullptr) log(LogLevel::kWarning, "{}", cm_error);
+  }
   // listen() once everything is up: clients never see a half-started daemon.
   if (!server_.listen(error)) return false;
   register_telemetry(this);

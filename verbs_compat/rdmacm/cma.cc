@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -88,7 +89,7 @@ void learn_remote(Id& i, const json& j) {
   i.remote_qpn = j.value("qp_num", 0u);
   i.remote_psn = j.value("psn", 0u);
   i.remote_qkey = j.value("qkey", 0u);
-  if (j.contains("mtu")) i.mtu = static_cast<ibv_mtu>(std::clamp(j.value("mtu", 3), 1, 5));
+  if (j.contains("mtu")) i.mtu = std::min(i.mtu, static_cast<ibv_mtu>(std::clamp(j.value("mtu", 3), 1, 5)));
   if (j.contains("ack_timeout")) i.ack_timeout = static_cast<uint8_t>(j.value("ack_timeout", 14));
   if (j.contains("retry_count")) i.retry_count = static_cast<uint8_t>(j.value("retry_count", 7));
   if (j.contains("rnr_retry_count")) i.rnr_retry_count = static_cast<uint8_t>(j.value("rnr_retry_count", 7));
