@@ -187,5 +187,72 @@ INSTANTIATE_TEST_SUITE_P(, CmTools, ::testing::Values(Topo::kTwoPorts, Topo::kSa
                                   : i.param == Topo::kSameDevice ? "SameDevice" : "TwoDaemons";
                          });
 
+// IPv6: the same programs between two daemons with IPv6 addresses (GIDs are
+// the addresses themselves; the REQ's rdma_cm header carries IPv6).
+class CmToolsIpv6 : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    net_ = new NetnsPair("rcm6");
+    switch (net_->make(&error_)) {
+      case NetnsPair::Made::kOk:
+        a_ = net_->start_daemon_a({}, "fd00:9::11/64").release();
+        b_ = net_->start_daemon_b({}, "fd00:9::12/64").release();
+        ready_ = a_->ok() && b_->ok();
+        if (!ready_) error_ = "daemon A:\n" + a_->log() + "\ndaemon B:\n" + b_->log();
+        break;
+      case NetnsPair::Made::kSkip: skip_ = true; break;
+      case NetnsPair::Made::kFail: break;
+    }
+  }
+  static void TearDownTestSuite() {
+    for (DaemonProcess** d : {&a_, &b_}) {
+      if (*d) EXPECT_EQ((*d)->stop(), 0) << (*d)->log();
+      delete *d;
+      *d = nullptr;
+    }
+    if (net_) {
+      std::string why;
+      EXPECT_TRUE(net_->destroy(&why)) << why;
+      delete net_;
+      net_ = nullptr;
+    }
+  }
+  void SetUp() override {
+    if (skip_) GTEST_SKIP() << error_;
+    ASSERT_TRUE(ready_) << error_;
+  }
+  void TearDown() override {
+    if (HasFailure() && ready_) std::printf("daemon A log:\n%s\ndaemon B log:\n%s\n", a_->log().c_str(), b_->log().c_str());
+  }
+  static CmEndpoint a() { return {a_->socket(), net_->ns_a}; }
+  static CmEndpoint b() { return {b_->socket(), net_->ns_b}; }
+  static NetnsPair* net_;
+  static DaemonProcess *a_, *b_;
+  static std::string error_;
+  static bool skip_, ready_;
+};
+NetnsPair* CmToolsIpv6::net_ = nullptr;
+DaemonProcess* CmToolsIpv6::a_ = nullptr;
+DaemonProcess* CmToolsIpv6::b_ = nullptr;
+std::string CmToolsIpv6::error_;
+bool CmToolsIpv6::skip_ = false, CmToolsIpv6::ready_ = false;
+
+TEST_F(CmToolsIpv6, RpingVerifies) {
+  const std::string common = " -p " + std::to_string(next_port()) + " -C 20 -S 1000 -V";
+  auto [cli, srv] = run_cm_pair(b(), "rping -s -a fd00:9::12" + common, a(), "rping -c -v -a fd00:9::12" + common);
+  EXPECT_EQ(count_lines(cli.out, "ping data: rdma-ping-"), 20) << cli.out;
+}
+
+TEST_F(CmToolsIpv6, UcmatoseTwoConnections) {
+  const std::string p = " -p " + std::to_string(next_port()) + " -c 2 -C 5";
+  auto [cli, srv] = run_cm_pair(b(), "ucmatose -f ipv6 -b fd00:9::12" + p, a(), "ucmatose -f ipv6 -s fd00:9::12" + p);
+  EXPECT_NE(cli.out.find("test complete"), std::string::npos) << cli.out;
+}
+
+TEST_F(CmToolsIpv6, UdaddyResolvesWithSidr) {
+  auto [cli, srv] = run_cm_pair(b(), "udaddy -f ipv6 -b fd00:9::12 -c 1 -C 5", a(), "udaddy -f ipv6 -s fd00:9::12 -c 1 -C 5");
+  EXPECT_NE(cli.out.find("test complete"), std::string::npos) << cli.out;
+}
+
 }  // namespace
 }  // namespace isoroce::test
