@@ -173,18 +173,13 @@ bool CmIds::port_free(const CmIdRec& r, uint16_t port) const {
 }
 
 CmAgent* CmIds::agent(DeviceEntry& d, std::string* error) {
-  if (d.cm) return d.cm.get();
-  auto a = std::make_unique<CmAgent>(*d.driver, 0x15020ce + reinterpret_cast<uintptr_t>(&d) % 9973);
-  std::string e;
-  d.run([&](sched::Picos now) { e = a->start(now); });
-  if (!e.empty()) {
-    d.run([&](sched::Picos) { a->stop(); });
-    *error = d.name() + ": the CM agent (QP1) cannot start: " + e;
+  if (!d.cm) ctl_.start_cm(d);  // normally made at start (Control::start_cm)
+  if (!d.cm) {
+    *error = d.name() + ": no CM agent (QP1) on this device; the daemon's log says why";
     return nullptr;
   }
-  d.cm = std::move(a);
-  ctl_.watch_cm_fd(d.cm->event_fd());
-  log(LogLevel::kInfo, "{}: IB CM on QP1 started", d.name());
+  // A new agent (set_policy's new engine may make one) has a new event fd.
+  if (watched_.insert({&d, d.cm->event_fd()}).second) ctl_.watch_cm_fd(d.cm->event_fd());
   return d.cm.get();
 }
 

@@ -106,6 +106,7 @@ class CmIds {
   std::map<uint32_t, std::unique_ptr<CmIdRec>> ids_;
   std::map<std::pair<DeviceEntry*, cm::Id>, uint32_t> by_cm_;
   uint32_t port_seed_ = 0x5eed;
+  std::set<std::pair<DeviceEntry*, int>> watched_;  // agents' event fds the daemon watches
 };
 
 std::string ip_text(const wire::IpAddr& ip);

@@ -108,12 +108,12 @@ class Control {
   json justitia_json(DeviceEntry& d);
 
   std::vector<std::unique_ptr<DeviceEntry>> devices_;
+  std::unique_ptr<CmIds> cm_;  // rdma_cm ids (cm_ids.h)
   QpRegistry registry_;
   OpTable ops_;
   ClientLimits limits_;
   std::set<Session*> attached_;  // sessions with a device open
   std::unique_ptr<TraceSession> trace_;
-  std::unique_ptr<CmIds> cm_;
 };
 
 // Justitia's application of a client connection (its session id; 0: none known).

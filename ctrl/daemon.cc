@@ -100,12 +100,6 @@ bool Daemon::start(std::string* error) {
   server_.watch(signal_fd_);
   // Justitia's reference flows (they need the workers: ARP, engine calls).
   for (auto& d : devices_) start_reference_flow(*d);
-  // The IB CM on QP1 of every device (rdma_cm; a peer's REQ for a port nobody
-  // listens on gets its REJ at once).
-  for (auto& d : devices_) {
-    std::string cm_error;
-    if (cm_ids().agent(*d, &cm_error) == nullptr) log(LogLevel::kWarning, "{}", cm_error);
-  }
   // listen() once everything is up: clients never see a half-started daemon.
   if (!server_.listen(error)) return false;
   register_telemetry(this);
@@ -137,11 +131,6 @@ json Daemon::status_view() {
           {"workers", set_.workers_view()}};
 }
 
-void Daemon::watch_cm_fd(int fd) {
-  server_.watch(fd);
-  cm_fds_.push_back(fd);
-}
-
 void Daemon::shutdown_qps() {
   for (auto& d : devices_) {
     d->run([&](sched::Picos) {
@@ -153,6 +142,11 @@ void Daemon::shutdown_qps() {
 }
 
 int Daemon::run() {
+  // The CM agents' event fds join the epoll (cm_ids().agent watches each once).
+  for (auto& d : devices_) {
+    std::string cm_error;
+    if (cm_ids().agent(*d, &cm_error) == nullptr) log(LogLevel::kWarning, "{}", cm_error);
+  }
   // Engines' asynchronous events are drained every 250 ms (and before a client
   // asks for them): cheap, and soon enough for a log line.
   constexpr auto kDrainEvery = std::chrono::milliseconds(250);
@@ -192,14 +186,16 @@ int Daemon::run() {
   while (std::chrono::steady_clock::now() < until && server_.sessions() != 0) server_.poll(20);
   server_.close_all();
   drain_async_events();
-  // The CM agents' QP1s go with the engines' other objects.
-  for (auto& d : devices_)
-    if (d->cm) d->run([&](sched::Picos) { d->cm->stop(); });
   for (auto& d : devices_) stop_reference_flow(*d);
   unregister_telemetry();
   set_.stop_workers();
   log(LogLevel::kInfo, "stopped");
   return 0;
+}
+
+void Daemon::watch_cm_fd(int fd) {
+  server_.watch(fd);
+  cm_fds_.push_back(fd);
 }
 
 }  // namespace isoroce::ctrl

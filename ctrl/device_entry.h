@@ -14,7 +14,6 @@
 #include <string>
 #include <utility>
 
-#include "ctrl/cm_agent.h"
 #include "ctrl/executor.h"
 #include "ctrl/reference_echo.h"
 #include "ctrl/reference_flow.h"
@@ -64,9 +63,6 @@ struct DeviceEntry {
   // Asynchronous events drained from the engine (control thread; telemetry reads).
   std::atomic<uint64_t> async_events{0};
   std::atomic<uint64_t> latency_target_missed{0};
-  // The device's Communication Manager on QP1 (rdma_cm, ctrl/cm_ids.h): made
-  // on first use; declared last so it goes before the driver.
-  std::unique_ptr<CmAgent> cm;
 
   const std::string& name() const { return driver->config().name; }
   const dataplane::DeviceConfig& config() const { return driver->config(); }

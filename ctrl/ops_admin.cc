@@ -97,21 +97,14 @@ json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::Devi
   if (std::find(restart.begin(), restart.end(), d) == restart.end()) restart.push_back(d);
   std::string error;
   bool busy = false;
-  std::string cm_error;
-  d->run([&](sched::Picos now) {
-    // The CM agent's QP1 is the engine's too: it stops and starts again on the
-    // new engine (its Manager and ids survive).
-    if (d->cm) d->cm->stop();
+  d->run([&](sched::Picos) {
     busy = !d->driver->reconfigure(cfg, &error);
-    if (!busy) {
-      // The pump drives the engine that was replaced: a new one for the new engine.
-      d->driver->remove_hook(d->pump.get());
-      d->pump = std::make_unique<ShmPump>(d->engine());
-      d->driver->add_hook(d->pump.get());
-    }
-    if (d->cm) cm_error = d->cm->start(now);
+    if (busy) return;
+    // The pump drives the engine that was replaced: a new one for the new engine.
+    d->driver->remove_hook(d->pump.get());
+    d->pump = std::make_unique<ShmPump>(d->engine());
+    d->driver->add_hook(d->pump.get());
   });
-  if (!cm_error.empty()) log(LogLevel::kError, "{}: the CM agent did not start again: {}", name, cm_error);
   for (DeviceEntry* e : restart) ctl.start_reference_flow(*e);
   if (busy) return op_fail(EBUSY, op + " " + name + ": " + error);
   json state = {{"policy", cfg.policy}, {"dcqcn", cfg.dcqcn.enabled}};
