@@ -68,7 +68,9 @@ class CmApi : public ::testing::Test {
     setenv("ISOROCE_SOCKET", daemon_->socket().c_str(), 1);
   }
   static void TearDownTestSuite() {
-    if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    }
     delete daemon_;
     daemon_ = nullptr;
   }

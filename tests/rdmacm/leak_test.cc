@@ -56,7 +56,7 @@ DaemonCounts counts(const DaemonProcess& d) {
   c.fds = count_fds(d.pid());
   std::string err;
   auto cl = ctrl::Client::connect(d.socket(), &err);
-  if (cl) {
+  if (cl != nullptr) {
     json q = cl->call({{"op", "qps"}});
     if (q.contains("qps") && q["qps"].is_array()) c.qps = q["qps"].size();
     json ids = cl->call({{"op", "cm_ids"}});
@@ -72,7 +72,9 @@ class CmLeak : public ::testing::Test {
     setenv("ISOROCE_SOCKET", daemon_->socket().c_str(), 1);
   }
   static void TearDownTestSuite() {
-    if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    }
     delete daemon_;
     daemon_ = nullptr;
   }
@@ -210,6 +212,7 @@ TEST_F(CmLeak, ThousandCyclesAndTwoHundredConcurrentConnectionsLeakNothing) {
   // Warm up (the CM agents' QP1s, the verbs contexts, allocator pools), then measure.
   round(5, 5);
   if (HasFailure()) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the warm-up's connections close
   const DaemonCounts before = counts(*daemon_);
   const int my_fds = count_fds(getpid());
   const long my_rss = rss_kb(getpid());

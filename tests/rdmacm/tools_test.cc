@@ -206,7 +206,9 @@ class CmToolsIpv6 : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     for (DaemonProcess** d : {&a_, &b_}) {
-      if (*d) EXPECT_EQ((*d)->stop(), 0) << (*d)->log();
+      if (*d) {
+        EXPECT_EQ((*d)->stop(), 0) << (*d)->log();
+      }
       delete *d;
       *d = nullptr;
     }
