@@ -162,9 +162,9 @@ uint16_t CmIds::ephemeral_port(bool udp) {
 
 bool CmIds::port_free(const CmIdRec& r, uint16_t port) const {
   for (const auto& [h, o] : ids_) {
-    if (o.get() == &r || o->udp != r.udp || !o->bound || o->local_port != port) continue;
-    // Two ids may share a port only if both asked for it and neither listens... keep it simple: a port
-    // is one id's, unless both are on different specific addresses.
+    if (o.get() == &r || o->udp != r.udp || !o->bound || o->accepted || o->local_port != port) continue;
+    // A port is one id's, unless both are on different specific addresses or
+    // both set REUSEADDR and the other does not listen.
     if (!o->wildcard && !r.wildcard && o->local_ip != r.local_ip) continue;
     if (r.reuseaddr && o->reuseaddr && o->listens.empty()) continue;
     return false;
@@ -253,6 +253,7 @@ void CmIds::on_event(DeviceEntry& d, const cm::Event& e) {
       return;
     }
     n->dev = &d;
+    n->accepted = true;
     n->cid = e.id;
     n->ipv6 = h->src.ipv6;
     n->bound = true;

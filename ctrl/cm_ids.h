@@ -55,6 +55,7 @@ struct CmIdRec {
   cm::Id cid = 0;
   bool disconnected_reported = false;  // DISCONNECTED already queued (a DREQ came first)
   bool established = false;
+  bool accepted = false;  // made by a REQ to a listener: shares its port, holds none (as Linux's bind list)
   uint8_t tos = 0, ack_timeout = 14;
   bool reuseaddr = false, afonly = false;
   uint64_t events_reported = 0;

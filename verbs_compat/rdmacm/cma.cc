@@ -193,7 +193,10 @@ int rdma_destroy_id(rdma_cm_id* id) {
 }
 
 int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
-  if (id == nullptr || addr_len(addr) == 0) return fail(EINVAL);
+  if (id == nullptr || addr_len(addr) == 0) {
+    debug("rdma_bind_addr: no id or an address of family %d (EINVAL)", addr ? addr->sa_family : -1);
+    return fail(EINVAL);
+  }
   Id* i = id_of(id);
   json r = chan(*i)->call({{"op", "cm_bind"}, {"cm_id", i->handle}, {"addr", addr_json(addr)}});
   if (!r.value("ok", false)) return failed(r);
