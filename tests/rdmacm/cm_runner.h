@@ -24,12 +24,24 @@ struct CmEndpoint {
 // ...) added, inside netns if given, killed after timeout_s.
 CmResult run_cm(const CmEndpoint& where, const std::string& cmd, int timeout_s = 30, const std::string& env = "");
 
+// How a pair is judged beyond the defaults.
+struct CmPairOptions {
+  int timeout_s = 30;
+  std::string client_env;     // VAR=VALUE for the client
+  // A server that never exits by itself (cmtime's): killed after server_timeout_s,
+  // and that (status 124) is its success.
+  bool server_runs_forever = false;
+  int server_timeout_s = 4;
+  // A library line containing this is expected (e.g. an EBUSY the program ignores).
+  std::string allowed_complaint;
+};
+
 // The server command, then (after it listens: the client is retried while
 // it is refused or finds nobody) the client command. Expects exit status 0
 // from both and no "isoroce-rdmacm:"/"isoroce-verbs:" line.
 std::pair<CmResult, CmResult> run_cm_pair(const CmEndpoint& server, const std::string& server_cmd,
                                           const CmEndpoint& client, const std::string& client_cmd,
-                                          int timeout_s = 30, const std::string& client_env = "");
+                                          const CmPairOptions& o = {});
 
 // How many lines of out contain what.
 int count_lines(const std::string& out, const std::string& what);
