@@ -249,10 +249,12 @@ DaemonProcess* CmToolsIpv6::b_ = nullptr;
 std::string CmToolsIpv6::error_;
 bool CmToolsIpv6::skip_ = false, CmToolsIpv6::ready_ = false;
 
-TEST_F(CmToolsIpv6, RpingVerifies) {
-  const std::string common = " -p " + std::to_string(next_port()) + " -C 20 -S 1000 -V";
-  auto [cli, srv] = run_cm_pair(b(), "rping -s -a fd00:9::12" + common, a(), "rping -c -v -a fd00:9::12" + common);
-  EXPECT_EQ(count_lines(cli.out, "ping data: rdma-ping-"), 20) << cli.out;
+// (rping resolves its address with getaddrinfo(3), which refuses IPv6 in
+// namespaces whose links have IPv6 off; these resolve through rdma_getaddrinfo.)
+TEST_F(CmToolsIpv6, RdmaServerAndClient) {
+  const std::string p = " -p " + std::to_string(next_port());
+  auto [cli, srv] = run_cm_pair(b(), "rdma_server -s fd00:9::12" + p, a(), "rdma_client -s fd00:9::12" + p);
+  EXPECT_NE(cli.out.find("rdma_client: end 0"), std::string::npos) << cli.out;
 }
 
 TEST_F(CmToolsIpv6, UcmatoseTwoConnections) {
