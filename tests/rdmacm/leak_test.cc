@@ -9,6 +9,7 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -68,7 +69,16 @@ DaemonCounts counts(const DaemonProcess& d) {
 class CmLeak : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess({"--loopback"});
+    // A worker that sleeps at most 50 us when idle (default 1 ms): each of the
+    // cycle's ~40 daemon calls that reach an engine waits for the worker.
+    const std::string conf = "/tmp/isoroce-test-rcm-leak-" + std::to_string(getpid()) + ".toml";
+    FILE* f = std::fopen(conf.c_str(), "w");
+    if (f != nullptr) {
+      std::fputs("loopback = true\nidle_sleep_us = 50\n", f);
+      std::fclose(f);
+    }
+    daemon_ = new DaemonProcess({"--config", conf});
+    std::remove(conf.c_str());
     setenv("ISOROCE_SOCKET", daemon_->socket().c_str(), 1);
   }
   static void TearDownTestSuite() {
