@@ -24,6 +24,7 @@
 #include <string>
 #include <tuple>
 
+#include "ctrl/client.h"
 #include "tests/daemon/harness.h"
 
 namespace isoroce::test {
@@ -280,6 +281,82 @@ TEST_F(CmApi, UnsupportedCallsFailWithTheDocumentedError) {
   rdma_cm_id* ib = nullptr;
   EXPECT_EQ(rdma_create_id(nullptr, &ib, nullptr, RDMA_PS_IB), -1);
   EXPECT_EQ(errno, EOPNOTSUPP);
+}
+
+// The daemon's side of the protocol: an id is its connection's only, and bad
+// requests are refused with the reason.
+TEST_F(CmApi, AnIdBelongsToTheConnectionThatMadeItOnly) {
+  std::string err;
+  auto a = ctrl::Client::connect(daemon_->socket(), &err);
+  auto b = ctrl::Client::connect(daemon_->socket(), &err);
+  ASSERT_TRUE(a && b) << err;
+  json r = a->call({{"op", "cm_create_id"}, {"ps", "tcp"}});
+  EXPECT_EQ(r.value("errno", 0), EINVAL) << "an id needs an event channel first: " << r.dump();
+  json ca = a->call({{"op", "cm_channel"}});
+  json cb = b->call({{"op", "cm_channel"}});
+  ASSERT_TRUE(ca.value("ok", false) && cb.value("ok", false)) << ca.dump() << cb.dump();
+  EXPECT_EQ(a->call({{"op", "cm_channel"}}).value("errno", 0), EBUSY);
+  r = a->call({{"op", "cm_create_id"}, {"ps", "tcp"}});
+  ASSERT_TRUE(r.value("ok", false)) << r.dump();
+  const uint32_t id = r["cm_id"];
+  EXPECT_EQ(a->call({{"op", "cm_create_id"}, {"ps", "sdp"}}).value("errno", 0), EINVAL);
+  // B names A's id: refused, whatever the operation.
+  for (const char* op : {"cm_bind", "cm_listen", "cm_connect", "cm_accept", "cm_reject", "cm_disconnect",
+                         "cm_destroy_id", "cm_resolve_route", "cm_set_option"}) {
+    json q = {{"op", op}, {"cm_id", id}, {"addr", {{"addr", "10.0.0.1"}, {"port", 0}}}};
+    json rb = b->call(q);
+    EXPECT_EQ(rb.value("errno", 0), EINVAL) << op << ": " << rb.dump();
+    EXPECT_NE(rb.value("error", std::string()).find("not an rdma_cm id of this client"), std::string::npos) << rb.dump();
+  }
+  // Taking it over needs A's token.
+  EXPECT_EQ(b->call({{"op", "cm_migrate_id"}, {"cm_id", id}, {"token", cb["token"]}}).value("errno", 0), EINVAL);
+  EXPECT_TRUE(b->call({{"op", "cm_migrate_id"}, {"cm_id", id}, {"token", ca["token"]}}).value("ok", false));
+  EXPECT_EQ(a->call({{"op", "cm_bind"}, {"cm_id", id}, {"addr", {{"addr", "10.0.0.1"}, {"port", 0}}}}).value("errno", 0),
+            EINVAL) << "A gave it away";
+  // Bad fields.
+  EXPECT_EQ(b->call({{"op", "cm_bind"}, {"cm_id", id}, {"addr", {{"addr", "not-an-ip"}}}}).value("errno", 0), EINVAL);
+  EXPECT_EQ(b->call({{"op", "cm_reject"}, {"cm_id", id}, {"private_data", "zz"}}).value("errno", 0), EINVAL);
+  EXPECT_EQ(b->call({{"op", "cm_get_event"}}).value("errno", 0), EAGAIN);
+  EXPECT_TRUE(b->call({{"op", "cm_destroy_id"}, {"cm_id", id}}).value("ok", false));
+}
+
+// A program killed with a connection up: the daemon ends it on the wire
+// (DREQ) and the peer sees DISCONNECTED.
+TEST_F(CmApi, AKilledProgramsConnectionsAreClosedOnTheWire) {
+  rdma_event_channel* sch = rdma_create_event_channel();
+  rdma_cm_id* listener = nullptr;
+  ASSERT_EQ(rdma_create_id(sch, &listener, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in la = v4("10.0.0.2", 19812);
+  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&la)), 0);
+  ASSERT_EQ(rdma_listen(listener, 4), 0);
+  const std::string cmd = std::string("env LD_PRELOAD=\"") + ISOROCE_RDMACM_LIB + " " + ISOROCE_VERBS_LIB +
+                          "\" ISOROCE_SOCKET=" + daemon_->socket() +
+                          " timeout -s KILL 3 rping -c -a 10.0.0.2 -I 10.0.0.1 -p 19812 -C 1000000 -S 64 >/dev/null 2>&1 &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  rdma_cm_event* e = next_event(sch);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  rdma_cm_id* conn = e->id;
+  rdma_ack_cm_event(e);
+  ibv_qp_init_attr qa{};
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.qp_type = IBV_QPT_RC;
+  ASSERT_EQ(rdma_create_qp(conn, nullptr, &qa), 0);
+  ASSERT_EQ(rdma_accept(conn, nullptr), 0);
+  e = next_event(sch);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_ESTABLISHED);
+  rdma_ack_cm_event(e);
+  // rping (KILLed after 3 s, never disconnecting) leaves; its daemon session closes.
+  e = next_event(sch, 10000);
+  ASSERT_NE(e, nullptr) << "no event after the client was killed";
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_DISCONNECTED) << rdma_event_str(e->event);
+  rdma_ack_cm_event(e);
+  rdma_destroy_qp(conn);
+  rdma_destroy_id(conn);
+  rdma_destroy_id(listener);
+  rdma_destroy_event_channel(sch);
 }
 
 }  // namespace
