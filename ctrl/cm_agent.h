@@ -12,8 +12,9 @@
 // completion (DETH), the 256 bytes after the GRH go to Manager::on_mad.
 // MADs to send: a UD SEND to (dgid, QP 1) once dgid's neighbour entry is
 // known (the device resolves it, bounded as ReferenceEcho's answers are); a
-// MAD waits at most kResolveWait for that, then is dropped (the Manager's
-// retries send it again). Address handles: at most kMaxAhs, least recently
+// MAD waits at most kResolveWait for that (looked at every kResolvePoll; at
+// most kRecvs wait, each on its own), then is dropped (the Manager's retries
+// send it again). Address handles: at most kMaxAhs, least recently
 // made first out.
 //
 // Each id has an owner tag (the daemon's session id): events carry it, and
@@ -53,11 +54,14 @@ class CmAgent final : public dataplane::DeviceHook {
   static constexpr uint32_t kQpn = cm::kGsiQpn;
   static constexpr uint32_t kQkey = cm::kGsiQkey;
   static constexpr sched::Picos kResolveWait = 1'000'000'000'000;  // 1 s
+  static constexpr sched::Picos kResolvePoll = 1'000'000'000;      // 1 ms: how often it looks meanwhile
   static constexpr size_t kMaxAhs = 64;
   static constexpr size_t kMaxEvents = 65536;
 
-  // The Manager's local GID is the device's address (config().ip).
-  explicit CmAgent(DeviceDriver& driver, uint64_t seed = 1);
+  // The Manager's local GID is the device's address (config().ip). seed 0:
+  // from std::random_device, so a restarted daemon never reuses the
+  // communication IDs its peers may still hold in timewait.
+  explicit CmAgent(DeviceDriver& driver, uint64_t seed = 0);
   ~CmAgent();
   CmAgent(const CmAgent&) = delete;
   CmAgent& operator=(const CmAgent&) = delete;
@@ -126,6 +130,7 @@ class CmAgent final : public dataplane::DeviceHook {
   std::map<cm::Gid, uint32_t> ahs_;
   std::deque<cm::Gid> ah_order_;
   std::deque<Waiting> waiting_;  // MADs whose neighbour is being resolved
+  sched::Picos resolve_poll_at_ = 0;
   CmAgentStats stats_;
   // Events to the control thread.
   int efd_ = -1;

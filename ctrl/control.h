@@ -66,6 +66,15 @@ class Control {
   // failure reply's text ("limits.max_qps (1024) reached").
   static std::string over(const char* limit, uint64_t have, uint64_t adding, uint64_t max);
   const OpTable& ops() const { return ops_; }
+  // The device's CM agent (QP1, ctrl/cm_agent.h): made and started on its
+  // worker, or logged why not (d.cm stays null). stop_cm destroys QP1 and the
+  // agent; pause_cm/resume_cm keep the agent (and its ids) around a new engine.
+  void start_cm(DeviceEntry& d);
+  // The seed of the agents start_cm makes (0: random; tests fix it).
+  void set_cm_seed(uint64_t seed) { cm_seed_ = seed; }
+  void stop_cm(DeviceEntry& d);
+  void pause_cm(DeviceEntry& d);
+  void resume_cm(DeviceEntry& d);
   // A session opened / closed a device (the async events' owners).
   void attach(Session& s, DeviceEntry& d);
 
@@ -114,6 +123,7 @@ class Control {
   ClientLimits limits_;
   std::set<Session*> attached_;  // sessions with a device open
   std::unique_ptr<TraceSession> trace_;
+  uint64_t cm_seed_ = 0;
 };
 
 // Justitia's application of a client connection (its session id; 0: none known).

@@ -98,7 +98,9 @@ bool Daemon::start(std::string* error) {
   if (!set_.start(&devices_, error)) return false;
   started_at_ = set_.clock().now();
   server_.watch(signal_fd_);
-  // Justitia's reference flows (they need the workers: ARP, engine calls).
+  // Every device's CM on QP1, then Justitia's reference flows (they need the
+  // workers: ARP, engine calls).
+  for (auto& d : devices_) start_cm(*d);
   for (auto& d : devices_) start_reference_flow(*d);
   // listen() once everything is up: clients never see a half-started daemon.
   if (!server_.listen(error)) return false;
@@ -136,7 +138,9 @@ void Daemon::shutdown_qps() {
     d->run([&](sched::Picos) {
       ibv_qp_attr a{};
       a.qp_state = IBV_QPS_ERR;
-      for (wire::Qpn q : d->engine().qp_numbers()) d->engine().modify_qp(q, a, IBV_QP_STATE);
+      // Not QP1: the clients' connections are closed on the wire (DREQ) as they go.
+      for (wire::Qpn q : d->engine().qp_numbers())
+        if (q.value() != CmAgent::kQpn) d->engine().modify_qp(q, a, IBV_QP_STATE);
     });
   }
 }
@@ -187,6 +191,7 @@ int Daemon::run() {
   server_.close_all();
   drain_async_events();
   for (auto& d : devices_) stop_reference_flow(*d);
+  for (auto& d : devices_) stop_cm(*d);
   unregister_telemetry();
   set_.stop_workers();
   log(LogLevel::kInfo, "stopped");

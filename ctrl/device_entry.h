@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "ctrl/cm_agent.h"
 #include "ctrl/executor.h"
 #include "ctrl/reference_echo.h"
 #include "ctrl/reference_flow.h"
@@ -59,6 +60,9 @@ struct DeviceEntry {
   // Every device answers other daemons' reference probes (UD QPN 15); with
   // justitia and a ref_peer address it probes that peer itself.
   std::unique_ptr<ReferenceEcho> echo;
+  // The IB Communication Manager on QP1 (ctrl/cm_agent.h): every device has
+  // one from start (Control::start_cm), the rdma_cm operations drive it.
+  std::unique_ptr<CmAgent> cm;
   std::optional<wire::IpAddr> ref_peer_ip;
   // Asynchronous events drained from the engine (control thread; telemetry reads).
   std::atomic<uint64_t> async_events{0};

@@ -94,6 +94,7 @@ json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::Devi
   // Reference flows with an end in this engine go first (the engine must have no
   // QPs), and start again afterwards on whichever devices run justitia.
   std::vector<DeviceEntry*> restart = ctl.stop_reference_flows(*d);
+  ctl.pause_cm(*d);
   if (std::find(restart.begin(), restart.end(), d) == restart.end()) restart.push_back(d);
   std::string error;
   bool busy = false;
@@ -105,6 +106,7 @@ json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::Devi
     d->pump = std::make_unique<ShmPump>(d->engine());
     d->driver->add_hook(d->pump.get());
   });
+  ctl.resume_cm(*d);
   for (DeviceEntry* e : restart) ctl.start_reference_flow(*e);
   if (busy) return op_fail(EBUSY, op + " " + name + ": " + error);
   json state = {{"policy", cfg.policy}, {"dcqcn", cfg.dcqcn.enabled}};

@@ -79,6 +79,8 @@ VirtualFabric::VirtualFabric(size_t n, const std::string& policy, bool same_qpns
     ctl_.devices().push_back(std::move(e));
   }
   for (VirtualDevice* d : devs_) learn_neighbors(d->engine());
+  ctl_.set_cm_seed(0xc0ffee);
+  for (auto& d : ctl_.devices()) ctl_.start_cm(*d);
 }
 
 void VirtualFabric::learn_neighbors(transport::Engine& e) const {

@@ -36,7 +36,12 @@ class VirtualDevice final : public DeviceDriver, public Executor, private transp
   // One pass at now (hooks, timers, transmit); how much it did.
   unsigned pass(sched::Picos now);
   void receive(sched::Picos now, std::span<uint8_t> frame) { engine_->receive(now, frame); }
-  sched::Picos next_deadline() const { return engine_->next_deadline(); }
+  // The engine's and the hooks' (the CM agent's timers), as dataplane::Device.
+  sched::Picos next_deadline() const {
+    sched::Picos t = engine_->next_deadline();
+    for (const dataplane::DeviceHook* h : hooks_) t = std::min(t, h->next_deadline());
+    return t;
+  }
   const wire::MacAddr& mac() const { return mac_; }
 
  private:

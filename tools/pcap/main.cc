@@ -1,6 +1,6 @@
 // isoroce-pcap: decode RoCEv2 captures, and generate sample traffic.
 //
-//   isoroce-pcap decode [--json] [--summary] FILE...
+//   isoroce-pcap decode [--json] [--summary] FILE...   (CM MADs on QP1 decoded too)
 //   isoroce-pcap gen --out FILE [--ipv6] [--seed N]
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tools/pcap/generate.h"
+#include "tools/pcap/generate_cm.h"
 #include "tools/pcap/packet_json.h"
 #include "tools/pcap/pcap_io.h"
 
@@ -57,11 +58,11 @@ int run_decode(const std::vector<std::string>& files, bool json, bool summary_on
       }
       if (summary_only) continue;
       if (json) {
-        auto j = tools::packet_to_json(f.frame_no, r);
+        auto j = tools::packet_to_json(f.frame_no, r, f.bytes);
         if (files.size() > 1) j["file"] = path;
         fmt::print("{}\n", j.dump());
       } else {
-        fmt::print("{}\n", tools::packet_to_line(f.frame_no, r));
+        fmt::print("{}\n", tools::packet_to_line(f.frame_no, r, f.bytes));
       }
     }
     if (summary_only) {
@@ -84,8 +85,8 @@ int run_decode(const std::vector<std::string>& files, bool json, bool summary_on
   return status;
 }
 
-int run_gen(const std::string& out, bool ipv6, uint64_t seed) {
-  const auto gen = tools::generate_frames(ipv6, seed);
+int run_gen(const std::string& out, bool ipv6, uint64_t seed, bool cm) {
+  const auto gen = cm ? tools::generate_cm_frames(ipv6, seed) : tools::generate_frames(ipv6, seed);
   std::vector<std::vector<uint8_t>> frames;
   frames.reserve(gen.size());
   for (const auto& g : gen) frames.push_back(g.bytes);
@@ -118,8 +119,10 @@ int main(int argc, char** argv) {
   gen->add_option("--out", out, "output pcap file")->required();
   gen->add_flag("--ipv6", ipv6, "IPv6 instead of IPv4");
   gen->add_option("--seed", seed, "seed for field values and payloads");
+  bool cm = false;
+  gen->add_flag("--cm", cm, "IB CM MADs on QP1 instead (REQ, MRA, REP, RTU, DREQ, DREP, REJ, SIDR_REQ, SIDR_REP)");
 
   CLI11_PARSE(app, argc, argv);
   if (dec->parsed()) return run_decode(files, json, summary);
-  return run_gen(out, ipv6, seed);
+  return run_gen(out, ipv6, seed, cm);
 }

@@ -3,6 +3,10 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include "transport/cm/constants.h"
+#include "transport/cm/describe.h"
+#include "transport/wire/bytes.h"
+
 namespace isoroce::tools {
 
 using nlohmann::ordered_json;
@@ -24,9 +28,17 @@ bool has_ip(const wire::RocePacket& p) { return p.ip_version != 0; }
 bool has_udp(const wire::ParseResult& r) { return r.pkt.has_udp; }
 bool has_bth(const wire::ParseResult& r) { return r.pkt.has_bth && r.pkt.op; }
 
+// The MAD of a UD SEND to QP1 (the CM's GSI), if the frame holds one.
+std::span<const uint8_t> cm_mad(const wire::ParseResult& r, std::span<const uint8_t> frame) {
+  const wire::RocePacket& p = r.pkt;
+  if (!r.ok() || !p.deth || p.dest_qp.value() != isoroce::cm::kGsiQpn || frame.empty()) return {};
+  if (p.payload_offset + p.payload_len > frame.size() || p.payload_len < isoroce::cm::kMadHeaderBytes) return {};
+  return frame.subspan(p.payload_offset, p.payload_len);
+}
+
 }  // namespace
 
-ordered_json packet_to_json(uint64_t frame_no, const wire::ParseResult& r) {
+ordered_json packet_to_json(uint64_t frame_no, const wire::ParseResult& r, std::span<const uint8_t> frame) {
   const wire::RocePacket& p = r.pkt;
   ordered_json j;
   j["frame"] = frame_no;
@@ -67,6 +79,12 @@ ordered_json packet_to_json(uint64_t frame_no, const wire::ParseResult& r) {
   j["payload_len"] = reached_icrc ? ordered_json(p.payload_len) : ordered_json(nullptr);
   j["icrc_ok"] = reached_icrc ? ordered_json(p.icrc_ok) : ordered_json(nullptr);
   if (reached_icrc) j["icrc"] = fmt::format("0x{:08x}", p.icrc);
+  if (auto mad = cm_mad(r, frame); !mad.empty()) {
+    j["mad"] = {{"mgmt_class", mad[1]},
+                {"attribute_id", wire::load_be16(mad.data() + 16)},
+                {"transaction_id", fmt::format("0x{:016x}", wire::load_be64(mad.data() + 8))},
+                {"text", isoroce::cm::describe_mad(mad)}};
+  }
   if (r.ok()) {
     j["error"] = nullptr;
   } else {
@@ -76,7 +94,7 @@ ordered_json packet_to_json(uint64_t frame_no, const wire::ParseResult& r) {
   return j;
 }
 
-std::string packet_to_line(uint64_t frame_no, const wire::ParseResult& r) {
+std::string packet_to_line(uint64_t frame_no, const wire::ParseResult& r, std::span<const uint8_t> frame) {
   const wire::RocePacket& p = r.pkt;
   std::string s = fmt::format("{:>6} ", frame_no);
   if (has_ip(p)) {
@@ -101,6 +119,7 @@ std::string packet_to_line(uint64_t frame_no, const wire::ParseResult& r) {
   }
   if (r.ok()) {
     s += " icrc=ok";
+    if (auto mad = cm_mad(r, frame); !mad.empty()) s += " | " + isoroce::cm::describe_mad(mad);
   } else {
     s += fmt::format(" error={} ({})", wire::parse_error_name(r.error),
                      wire::parse_error_message(r.error));

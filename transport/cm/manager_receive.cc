@@ -82,7 +82,11 @@ void Manager::Impl::on_req(const Gid& src, const ReqMsg& r, Picos now) {
     }
     return;
   }
-  // Checks of the request itself (12.6.5): the transport and the MTU.
+  // Checks of the request itself (12.6.5): a QPN, the transport and the MTU.
+  if (r.local_qpn() < 2) {
+    ++stats.malformed;  // QP0/QP1 never connect
+    return;
+  }
   const QpType type = static_cast<QpType>(r.transport_type());
   if (type != QpType::kRc && type != QpType::kUc) {
     ++stats.malformed;
@@ -268,6 +272,10 @@ void Manager::Impl::on_dreq(const Gid& src, const DreqMsg& r, Picos now) {
     d.set_local_comm_id(r.remote_comm_id());
     d.set_remote_comm_id(r.local_comm_id());
     send(src, &d);
+    return;
+  }
+  if (c->local_qpn != 0 && r.remote_qpn() != c->local_qpn) {
+    ++stats.unmatched;  // names another QP than the connection's (12.6.10): dropped, as Linux does
     return;
   }
   c->tid = r.hdr.tid();

@@ -306,7 +306,7 @@ Result<wire::Qpn> EngineImpl::create_qp(const QpCreate& c) {
   // Find a free QPN (24 bits, never 0 or 1: QP0/QP1 are the special QPs).
   uint32_t qpn = next_qpn_;
   if (c.qpn != 0) {
-    if (c.qpn < 2 || c.qpn > 0xffffff) return R::error(EINVAL);
+    if (c.qpn < 1 || c.qpn > 0xffffff) return R::error(EINVAL);  // 1: the GSI (ctrl/cm_agent.h)
     if (slot_by_qpn_.count(c.qpn)) return R::error(EEXIST);
     qpn = c.qpn;
   } else {
