@@ -122,6 +122,20 @@ std::optional<json> Control::qp_view(DeviceEntry& d, uint32_t qpn) {
   return j;
 }
 
+// The CM agent's counters (ctrl/cm_agent.h, docs/cm.md): what QP1 carried and
+// every kind of MAD the Manager refused.
+static json cm_counters(const CmAgentStats& s) {
+  const cm::ManagerStats& m = s.manager;
+  return {{"running", s.running}, {"received", s.received}, {"sent", s.sent},
+          {"short_received", s.short_received}, {"unresolved", s.unresolved}, {"send_errors", s.send_errors},
+          {"events", s.events}, {"events_dropped", s.events_dropped}, {"retransmits", m.retransmits},
+          {"malformed", m.malformed}, {"wrong_class", m.wrong_class}, {"unknown_attribute", m.unknown_attribute},
+          {"unmatched", m.unmatched}, {"duplicates", m.duplicates}, {"stale", m.stale},
+          {"no_listener", m.no_listener}, {"overload", m.overload}, {"timeouts", m.timeouts},
+          {"established", m.established}, {"rejected_sent", m.rejected_sent},
+          {"rejected_received", m.rejected_received}};
+}
+
 json Control::stats_view() {
   json out = json::object();
   for (auto& d : devices_) {
@@ -132,6 +146,7 @@ json Control::stats_view() {
       const ShmCounters& sc = d->pump->counters();
       j["shm"] = {{"send_wqes", sc.send_wqes}, {"recv_wqes", sc.recv_wqes}, {"cqes", sc.cqes},
                   {"wakeups", sc.wakeups}, {"bad_wqes", sc.bad_wqes}};
+      if (d->cm) j["cm"] = cm_counters(d->cm->stats());
     });
     out[d->name()] = j;
   }

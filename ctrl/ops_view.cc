@@ -68,7 +68,7 @@ void register_view_ops(OpTable& t) {
   t.add({"devices", devices, false, "every device: port, addresses, link, policy, QPs, clients"});
   t.add({"qps", qps, false, "every QP (unprivileged: its own user's) with its owner, class, rate and counters"});
   t.add({"qp", qp, false, "one QP: qpn, device (needed where several devices have the QPN)"});
-  t.add({"stats", stats, false, "per-device counters: engine, port, IP stack, shared-memory queues"});
+  t.add({"stats", stats, false, "per-device counters: engine, port, IP stack, shared-memory queues, CM (QP1)"});
   t.add({"sched", sched_op, false, "per-device scheduler: policy, DCQCN, justitia state"});
   t.add({"open", open, false, "open a device for verbs: device, async_events (an eventfd is returned)"});
   t.add({"get_async_events", get_async_events, false, "this connection's asynchronous events, taken"});

@@ -109,6 +109,13 @@ TEST(CmAgent, TwoDevicesConnectAndDisconnectOverQp1) {
   EXPECT_EQ(s0.manager.retransmits + s1.manager.retransmits, 0u);
   EXPECT_EQ(s0.manager.malformed + s1.manager.malformed, 0u);
   EXPECT_EQ(s0.send_errors + s1.send_errors + s0.unresolved + s1.unresolved, 0u);
+  // The stats view carries them (telemetry and isoroce-ctl read it).
+  TestClient c(f, 1);
+  json st = c.call({{"op", "stats"}});
+  ASSERT_TRUE(st["ok"]) << st.dump();
+  EXPECT_EQ(st["stats"]["isoroce0"]["cm"]["sent"], 3);
+  EXPECT_EQ(st["stats"]["isoroce1"]["cm"]["established"], 1);
+  EXPECT_EQ(st["stats"]["isoroce1"]["cm"]["malformed"], 0);
 }
 
 TEST(CmAgent, NoListenerIsRejectedOnTheWireAndRetriesTime) {

@@ -440,9 +440,9 @@ TEST(IsoroceCtl, InspectsAndSteersALiveDaemon) {
   out = run(ctl + "set-rate " + std::to_string(qpn) + " fast", &st);
   EXPECT_NE(st, 0);
   EXPECT_NE(out.find("not a rate"), std::string::npos) << out;
-  out = run(ctl + "qp 1", &st);
+  out = run(ctl + "qp 3", &st);  // (QP 1 exists: every device's CM)
   EXPECT_NE(st, 0);
-  EXPECT_NE(out.find("no QP 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("no QP 3"), std::string::npos) << out;
   out = run(ctl + "set-class " + std::to_string(qpn) + " urgent", &st);
   EXPECT_NE(st, 0);
   out = run(bin_path("isoroce-ctl") + " --socket /nonexistent/x.sock status", &st);
