@@ -172,6 +172,7 @@ const LimitField kLimits[] = {
     {"max_wr", nullptr, &ClientLimits::max_wr, 65535},
     {"max_mr_bytes", &ClientLimits::max_mr_bytes, nullptr, uint64_t{1} << 50},
     {"max_mappings", nullptr, &ClientLimits::max_mappings, 1u << 20},
+    {"max_cm_ids", nullptr, &ClientLimits::max_cm_ids, 1u << 20},
 };
 
 }  // namespace

@@ -46,6 +46,7 @@ struct ClientLimits {
   uint32_t max_wr = 16384;    // entries of one send, receive or shared receive queue
   uint64_t max_mr_bytes = uint64_t{64} << 30;  // registered bytes, all MRs together
   uint32_t max_mappings = 8192;  // of vm.max_map_count (65530 by default), shared by every client
+  uint32_t max_cm_ids = 1024;    // rdma_cm identifiers of one event channel (ctrl/cm_ids.h)
 };
 
 // The limits by name (max_qps, ...), in order; set one ("" or what is wrong).

@@ -15,7 +15,7 @@ uint32_t app_id(uint64_t session) {
   return session == 0 ? sched::kOwnApp : static_cast<uint32_t>(session % 0xffff'fff0u);
 }
 
-Control::Control() { register_all_ops(ops_); }
+Control::Control() : cm_(std::make_unique<CmIds>(*this)) { register_all_ops(ops_); }
 Control::~Control() = default;
 
 json Control::handle(Session& s, const json& req, std::vector<int>& fds) {
@@ -105,6 +105,8 @@ void Control::reclaim(Session& s) {
   bool reclaimed = false;
   // A trace dies with the connection that started it (its memfd is the client's).
   if (trace_ && trace_->owner() == s.id) trace_.reset();
+  // rdma_cm ids first: their connections end on the wire (DREQ, REJ).
+  cm_->reclaim(s);
   if (s.dev != nullptr) {
     DeviceEntry& d = *s.dev;
     transport::Engine& e = d.engine();

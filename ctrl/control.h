@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ctrl/cm_ids.h"
 #include "ctrl/config.h"
 #include "ctrl/device_entry.h"
 #include "ctrl/op_table.h"
@@ -97,6 +98,13 @@ class Control {
   virtual std::vector<DeviceEntry*> stop_reference_flows(DeviceEntry& d) { return {&d}; }
   virtual void start_reference_flow(DeviceEntry&) {}
 
+  // rdma_cm identifiers (ctrl/cm_ids.h, ops_cm.cc).
+  CmIds& cm_ids() { return *cm_; }
+  // A device's CM agent started: the daemon watches its event fd and calls
+  // drain_cm_events() when it is readable (tests/ctrl drain by hand).
+  virtual void watch_cm_fd(int) {}
+  void drain_cm_events() { cm_->drain(); }
+
   // The live trace (ops_trace.cc, ctrl/trace_session.h): at most one, running
   // or finished and not yet collected by its owner.
   std::unique_ptr<TraceSession>& trace() { return trace_; }
@@ -109,6 +117,7 @@ class Control {
   json justitia_json(DeviceEntry& d);
 
   std::vector<std::unique_ptr<DeviceEntry>> devices_;
+  std::unique_ptr<CmIds> cm_;  // rdma_cm ids (cm_ids.h)
   QpRegistry registry_;
   OpTable ops_;
   ClientLimits limits_;

@@ -3,6 +3,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -145,6 +146,11 @@ void Daemon::shutdown_qps() {
 }
 
 int Daemon::run() {
+  // The CM agents' event fds join the epoll (cm_ids().agent watches each once).
+  for (auto& d : devices_) {
+    std::string cm_error;
+    if (cm_ids().agent(*d, &cm_error) == nullptr) log(LogLevel::kWarning, "{}", cm_error);
+  }
   // Engines' asynchronous events are drained every 250 ms (and before a client
   // asks for them): cheap, and soon enough for a log line.
   constexpr auto kDrainEvery = std::chrono::milliseconds(250);
@@ -157,9 +163,14 @@ int Daemon::run() {
     tracing = trace_tick(std::chrono::steady_clock::now());
     if (std::chrono::steady_clock::now() - last_drain >= kDrainEvery) {
       drain_async_events();
+      drain_cm_events();
       last_drain = std::chrono::steady_clock::now();
     }
     for (int fd : ready) {
+      if (std::find(cm_fds_.begin(), cm_fds_.end(), fd) != cm_fds_.end()) {
+        drain_cm_events();  // IB CM events for the clients' rdma_cm ids
+        continue;
+      }
       signalfd_siginfo si{};
       if (fd == signal_fd_ && read(signal_fd_, &si, sizeof si) == sizeof si) {
         if (si.ssi_signo == SIGHUP) {
@@ -185,6 +196,11 @@ int Daemon::run() {
   set_.stop_workers();
   log(LogLevel::kInfo, "stopped");
   return 0;
+}
+
+void Daemon::watch_cm_fd(int fd) {
+  server_.watch(fd);
+  cm_fds_.push_back(fd);
 }
 
 }  // namespace isoroce::ctrl

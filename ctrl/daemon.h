@@ -26,6 +26,8 @@ class Daemon final : public Control {
   int run();
 
   json status_view() override;
+  // A device's CM agent started: its event fd joins the socket's epoll.
+  void watch_cm_fd(int fd) override;
 
   // Policy justitia: starts d's reference flow (its peer: the other port with
   // --loopback), or notes and logs why it cannot. Workers must be running.
@@ -46,6 +48,7 @@ class Daemon final : public Control {
   DeviceSet set_;
   SessionServer server_;
   int signal_fd_ = -1;
+  std::vector<int> cm_fds_;  // the CM agents' event fds (drain_cm_events when ready)
   sched::Picos started_at_ = 0;
 };
 

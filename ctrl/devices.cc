@@ -37,6 +37,9 @@ class DpdkDriver final : public DeviceDriver, public Executor {
   Executor& executor() override { return *this; }
   transport::Engine& engine() override { return dev_->engine(); }
   bool neighbor_known(const wire::IpAddr& ip, bool solicit) override {
+    // The device's own address: the engine loops those frames back
+    // (same-device loopback); the CM agent's MADs to itself need no ARP.
+    if (ip == dev_->config().ip) return true;
     bool known = dev_->net().lookup(ip).has_value();
     if (known || solicit) known = dev_->resolve(ip);
     return known;

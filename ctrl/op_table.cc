@@ -47,6 +47,7 @@ void register_all_ops(OpTable& t) {
   register_queue_ops(t);
   register_qp_ops(t);
   register_post_ops(t);
+  register_cm_ops(t);
 }
 
 json op_ok(json extra) {

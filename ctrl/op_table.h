@@ -64,6 +64,7 @@ void register_queue_ops(OpTable& t);
 void register_qp_ops(OpTable& t);
 void register_post_ops(OpTable& t);
 void register_trace_ops(OpTable& t);
+void register_cm_ops(OpTable& t);
 void register_all_ops(OpTable& t);
 
 // Replies.

@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +43,13 @@ struct Session {
   // Asynchronous events of this client's objects not yet taken (get_async_events).
   std::deque<nlohmann::json> async_events;
   int async_eventfd = -1;  // "open" with async_events: written when one is queued
+  // rdma_cm (ctrl/cm_ids.h): after "cm_channel", the client's event channel:
+  // an EFD_SEMAPHORE eventfd counting the events queued here; its ids; the
+  // token that proves them its own to rdma_migrate_id.
+  int cm_eventfd = -1;
+  std::deque<nlohmann::json> cm_events;
+  std::set<uint32_t> cm_ids;
+  uint64_t cm_token = 0;
 };
 
 }  // namespace isoroce::ctrl

@@ -45,6 +45,15 @@ for tool in "ibv_rc_pingpong -g 0 -n 1000" "ib_write_bw -x 0 -n 2000"; do
   ISOROCE_SOCKET="$sock" LD_PRELOAD="$preload" timeout 60 $tool -d isoroce0 127.0.0.1 || status=$?
   wait "$server" || status=$?
 done
+# An unmodified librdmacm program: rping connects with IB CM on QP1 (both
+# libraries preloaded, docs/rdma_cm.md), every ping's data verified.
+echo "== LD_PRELOAD=\"libisoroce-rdmacm.so libisoroce-verbs.so\" rping -V -C 10 (isoroce1 serves, isoroce0 connects)"
+cm_preload="$PWD/build/lib/libisoroce-rdmacm.so $PWD/build/lib/libisoroce-verbs.so"
+ISOROCE_SOCKET="$sock" LD_PRELOAD="$cm_preload" timeout 60 rping -s -a 10.0.0.2 -p 7471 -C 10 -V &
+server=$!
+sleep 1
+ISOROCE_SOCKET="$sock" LD_PRELOAD="$cm_preload" timeout 60 rping -c -v -a 10.0.0.2 -I 10.0.0.1 -p 7471 -C 10 -V || status=$?
+wait "$server" || status=$?
 kill -TERM "$daemon"
 wait "$daemon"
 exit "$status"
