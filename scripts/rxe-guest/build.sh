@@ -25,28 +25,43 @@ case "$(ldd "$file_bb" 2>&1 || true)" in
 esac
 
 # --- the kernel package -----------------------------------------------------
-# linux-image-amd64 is a metapackage; its dependency names the real one.
+# linux-image-amd64 is a metapackage; its dependency names the real one. apt-cache
+# takes seconds here (no binary cache in this image): its answer is kept until
+# the package lists change.
+resolve() {
+  apt-cache show --no-all-versions linux-image-amd64 2>/dev/null |
+    sed -n 's/^Depends: .*\(linux-image-[0-9][^ ,]*\).*$/\1/p' | head -1
+}
 kpkg=${ISOROCE_RXE_KERNEL_PKG:-}
+lists_stamp=$(stat -c '%n %Y %s' /var/lib/apt/lists/*Packages* 2>/dev/null | sha256sum | cut -c1-16)
+if [ -z "$kpkg" ] && [ -f "$cache/resolved" ] && [ "$(sed -n 1p "$cache/resolved")" = "$lists_stamp" ]; then
+  kpkg=$(sed -n 2p "$cache/resolved")
+  kver=$(sed -n 3p "$cache/resolved")
+fi
 if [ -z "$kpkg" ]; then
-  kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -1)
+  kpkg=$(resolve)
   if [ -z "$kpkg" ] && [ "$(id -u)" -eq 0 ]; then
     log "no package lists: apt-get update"
     apt-get update -qq >&2 || true
-    kpkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -1)
+    kpkg=$(resolve)
+    lists_stamp=$(stat -c '%n %Y %s' /var/lib/apt/lists/*Packages* 2>/dev/null | sha256sum | cut -c1-16)
   fi
 fi
+if [ -n "$kpkg" ] && [ -z "${kver:-}" ]; then
+  kver=$(apt-cache show --no-all-versions "$kpkg" 2>/dev/null | sed -n 's/^Version: //p' | head -1)
+  [ -n "$kver" ] && printf '%s\n%s\n%s\n' "$lists_stamp" "$kpkg" "$kver" > "$cache/resolved"
+fi
 kdir=""
-if [ -n "$kpkg" ]; then
-  kver=$(apt-cache policy "$kpkg" | sed -n 's/^ *Candidate: //p')
+if [ -n "$kpkg" ] && [ -n "${kver:-}" ]; then
   kdir="$cache/kernel/${kpkg}_${kver}"
 else
   # No apt (offline): the newest kernel already in the cache.
   kdir=$(ls -d "$cache"/kernel/linux-image-* 2>/dev/null | sort -V | tail -1 || true)
   [ -n "$kdir" ] || { log "cannot resolve linux-image-amd64 and nothing is cached"; exit 1; }
   log "offline: using the cached $(basename "$kdir")"
+  kpkg=$(basename "$kdir" | sed 's/_.*//')
 fi
 release=${kpkg#linux-image-}
-[ -n "$kpkg" ] || release=$(basename "$kdir" | sed 's/^linux-image-\([^_]*\)_.*/\1/')
 
 # The modules rxe, rdma_cm and the guest's devices need (dependencies added by
 # modprobe --show-depends). crc32_generic first: rxe's ICRC needs the crc32 shash.
