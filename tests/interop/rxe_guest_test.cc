@@ -108,6 +108,20 @@ std::string replace_all(std::string s, const std::map<std::string, std::string>&
   return s;
 }
 
+// perftest's result row: its size and iteration count (the rest may be inf
+// in the guest, see Check::kPerftest).
+void expect_perftest_rows(const ToolResult& r, int iters) {
+  const size_t header = r.out.find("#bytes");
+  ASSERT_NE(header, std::string::npos) << r.out;
+  const size_t row = r.out.find('\n', header);
+  ASSERT_NE(row, std::string::npos) << r.out;
+  std::istringstream in(r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1));
+  long bytes = 0, n = 0;
+  in >> bytes >> n;
+  EXPECT_GT(bytes, 0) << r.out;
+  EXPECT_EQ(n, iters) << r.out;
+}
+
 class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
  protected:
   static void SetUpTestSuite() {
@@ -280,10 +294,17 @@ TEST_P(RxeGuest, Runs) {
     case Check::kPingpong:
       expect_pingpong(r, guest_serves ? kDaemonGid : kGuestGid, guest_serves ? kGuestGid : kDaemonGid);
       break;
-    case Check::kPerftest:
-      expect_perftest_result(r.first, c.iters);
-      if (r.second.out.find("#bytes") != std::string::npos) expect_perftest_result(r.second, c.iters);
+    case Check::kPerftest: {
+      // isoroce's side: the whole result row. rxe's side: the size and the
+      // iterations only; perftest in the emulated guest measures its CPU's
+      // clock against time and, when the correlation is poor under TCG
+      // ("Correlation coefficient r^2: 0.87 < 0.9"), prints inf latencies.
+      const ToolResult& ours = guest_serves ? r.first : r.second;
+      const ToolResult& theirs = guest_serves ? r.second : r.first;
+      if (&ours == &r.first || ours.out.find("#bytes") != std::string::npos) expect_perftest_result(ours, c.iters);
+      if (&theirs == &r.first || theirs.out.find("#bytes") != std::string::npos) expect_perftest_rows(theirs, c.iters);
       break;
+    }
     case Check::kExit:
       EXPECT_NE(r.first.out.find(c.expect), std::string::npos) << r.first.out;
       break;
