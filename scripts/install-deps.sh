@@ -17,6 +17,8 @@ packages=(
   python3 python3-scapy python3-matplotlib tshark tcpdump iproute2 iputils-ping ethtool
   # packaging and the service (tests/install)
   ccache dpkg-dev systemd
+  # the Linux rxe peer in a QEMU guest (scripts/rxe-guest/, tests/interop/rxe_guest_test.cc)
+  qemu-system-x86 busybox-static kmod cpio
 )
 
 missing=()

@@ -1,0 +1,333 @@
+// Unmodified RDMA programs with one side on Linux rxe, in a QEMU guest
+// (tests/interop/rxe_guest.h, scripts/rxe-guest/), and the other on isoroce
+// (LD_PRELOAD=libisoroce-verbs.so against an isoroced net_af_packet port on the
+// guest's tap), in both directions:
+//
+//   GuestServes:   the server on rxe0 in the guest, the client on isoroce
+//   IsoroceServes: the server on isoroce, the client on rxe0 in the guest
+//
+// One guest boot and one daemon serve the whole program (SetUpTestSuite): TCG
+// is slow. Each case is a row of kCases; a new program pair is one row.
+// The program skips (exit 77, ctest SKIP_RETURN_CODE) only where QEMU cannot
+// run: not root, no qemu-system-x86_64, no /dev/net/tun.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <map>
+#include <sstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "tests/daemon/harness.h"
+#include "tests/daemon/netns_pair.h"
+#include "tests/interop/rxe_guest.h"
+#include "tests/verbs_compat/tool_runner.h"
+
+namespace isoroce::test {
+namespace {
+
+constexpr const char* kDaemonPrefix = "10.14.0.11/24";
+constexpr const char* kDaemonAddr = "10.14.0.11";
+constexpr const char* kDaemonGid = "::ffff:10.14.0.11";
+constexpr const char* kGuestGid = "::ffff:10.14.0.2";
+// Seconds a program may take: the guest is emulated (TCG), and shares the
+// machine's two cores with the daemon and the other side.
+constexpr int kProgTimeoutS = 90;
+
+// What is checked beyond both sides exiting 0.
+enum class Check {
+  kPingpong,  // ibv_*_pingpong: iterations on both sides, bandwidth, each side's GID
+  kPerftest,  // perftest: the result row under "#bytes" has `iters` iterations
+  kExit,      // the exit status and `expect` in the client's output
+};
+
+// One program pair. The command lines are templates:
+//   {dev}  the side's device (rxe0 or isoroce0)     {gid}  its RoCEv2 IPv4 GID index
+//   {port} a TCP port of this case                  {iters} the case's iterations
+//   {tcp_server}  the server's address for the out-of-band TCP (guest 10.14.0.2,
+//                 or the namespace's kernel 10.14.0.1 for isoroce's side)
+//   {rdma_server} the server's RDMA address (guest 10.14.0.2, isoroced 10.14.0.11),
+//                 for librdmacm programs
+struct Case {
+  const char* name;
+  const char* server;
+  const char* client;
+  Check check;
+  int iters;
+  const char* expect = "";
+  // Non-empty: the case is skipped with this reason (a known bug, named).
+  const char* skip = "";
+};
+
+#define PINGPONG(prog, args) prog " -d {dev} -g {gid} -p {port} -n {iters} -c " args
+// perftest's QPs wait 4 us * 2^18 = 1 s per try (-u 18; perftest's default, 14,
+// is 67 ms): an emulated guest starved of CPU by a loaded host stalls for
+// half a second now and then (seen: 550 ms, rxe silent, the daemon's 8 tries
+// at 67 ms exhausted, IBV_WC_RETRY_EXC_ERR), which is not the wire's doing.
+// The pingpongs have no such option (14, 7 retries).
+#define PERFTEST(prog, args) prog " -d {dev} -x {gid} -p {port} -n {iters} -u 18 " args
+
+const Case kCases[] = {
+    {"RcPingpong", PINGPONG("ibv_rc_pingpong", "-s 4096"), PINGPONG("ibv_rc_pingpong", "-s 4096 {tcp_server}"),
+     Check::kPingpong, 100},
+    {"RcPingpongEvents", PINGPONG("ibv_rc_pingpong", "-e -s 100"),
+     PINGPONG("ibv_rc_pingpong", "-e -s 100 {tcp_server}"), Check::kPingpong, 100},
+    {"RcPingpongLarge", PINGPONG("ibv_rc_pingpong", "-s 65536"),
+     PINGPONG("ibv_rc_pingpong", "-s 65536 {tcp_server}"), Check::kPingpong, 20},
+    {"RcPingpongOddSize", PINGPONG("ibv_rc_pingpong", "-s 3001 -r 50"),
+     PINGPONG("ibv_rc_pingpong", "-s 3001 -r 50 {tcp_server}"), Check::kPingpong, 50},
+    {"UdPingpong", PINGPONG("ibv_ud_pingpong", "-s 1000"), PINGPONG("ibv_ud_pingpong", "-s 1000 {tcp_server}"),
+     Check::kPingpong, 100},
+    {"SrqPingpong", PINGPONG("ibv_srq_pingpong", "-q 4 -s 2048"),
+     PINGPONG("ibv_srq_pingpong", "-q 4 -s 2048 {tcp_server}"), Check::kPingpong, 50},
+    {"WriteBw", PERFTEST("ib_write_bw", "-s 16384"), PERFTEST("ib_write_bw", "-s 16384 {tcp_server}"),
+     Check::kPerftest, 200},
+    {"ReadBw", PERFTEST("ib_read_bw", "-s 16384"), PERFTEST("ib_read_bw", "-s 16384 {tcp_server}"),
+     Check::kPerftest, 200},
+    {"SendBw", PERFTEST("ib_send_bw", "-s 16384"), PERFTEST("ib_send_bw", "-s 16384 {tcp_server}"),
+     Check::kPerftest, 200},
+    {"SendBwUd", PERFTEST("ib_send_bw", "-c UD -s 1024"), PERFTEST("ib_send_bw", "-c UD -s 1024 {tcp_server}"),
+     Check::kPerftest, 200},
+    {"AtomicBw", PERFTEST("ib_atomic_bw", ""), PERFTEST("ib_atomic_bw", "{tcp_server}"), Check::kPerftest, 200},
+    {"WriteLat", PERFTEST("ib_write_lat", ""), PERFTEST("ib_write_lat", "{tcp_server}"), Check::kPerftest, 200},
+    {"ReadLat", PERFTEST("ib_read_lat", ""), PERFTEST("ib_read_lat", "{tcp_server}"), Check::kPerftest, 200},
+    {"SendLat", PERFTEST("ib_send_lat", ""), PERFTEST("ib_send_lat", "{tcp_server}"), Check::kPerftest, 200},
+    {"AtomicLat", PERFTEST("ib_atomic_lat", ""), PERFTEST("ib_atomic_lat", "{tcp_server}"), Check::kPerftest, 200},
+};
+
+enum class Side { kGuestServes, kIsoroceServes };
+
+std::string replace_all(std::string s, const std::map<std::string, std::string>& vars) {
+  for (const auto& [k, v] : vars) {
+    for (size_t pos; (pos = s.find(k)) != std::string::npos;) s.replace(pos, k.size(), v);
+  }
+  return s;
+}
+
+// perftest's result row: its size and iteration count (the rest may be inf
+// in the guest, see Check::kPerftest).
+void expect_perftest_rows(const ToolResult& r, int iters) {
+  const size_t header = r.out.find("#bytes");
+  ASSERT_NE(header, std::string::npos) << r.out;
+  const size_t row = r.out.find('\n', header);
+  ASSERT_NE(row, std::string::npos) << r.out;
+  std::istringstream in(r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1));
+  long bytes = 0, n = 0;
+  in >> bytes >> n;
+  EXPECT_GT(bytes, 0) << r.out;
+  EXPECT_EQ(n, iters) << r.out;
+}
+
+class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
+ protected:
+  static void SetUpTestSuite() {
+    guest_ = new RxeGuestVm();
+    const auto t0 = std::chrono::steady_clock::now();
+    switch (guest_->boot(&setup_error_)) {
+      case RxeGuestVm::Made::kOk: break;
+      case RxeGuestVm::Made::kSkip: skip_ = true; return;
+      case RxeGuestVm::Made::kFail: return;
+    }
+    std::printf("rxe guest: booted in %.1f s (%.1f s with the initramfs check)\n", guest_->boot_seconds(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    // rxe's GID table: the IPv4-mapped RoCEv2 GID of eth0's address (index 1
+    // with Debian 12's kernel; looked up, not assumed). The first entries only:
+    // each `cat` is a process, and processes are slow under TCG.
+    const GuestResult gids = guest_->run(
+        "cd /sys/class/infiniband/rxe0/ports/1 && for i in 0 1 2 3 4 5 6 7; do "
+        "[ \"$(cat gids/$i)\" = 0000:0000:0000:0000:0000:ffff:0a0e:0002 ] && "
+        "[ \"$(cat gid_attrs/types/$i 2>/dev/null)\" = 'RoCE v2' ] && { echo $i; break; }; done; true");
+    guest_gid_index_ = gids.out.substr(0, gids.out.find('\n'));
+    if (gids.rc != 0 || guest_gid_index_.empty()) {
+      setup_error_ = "no RoCEv2 GID ::ffff:10.14.0.2 on rxe0:\n" + gids.out;
+      return;
+    }
+    daemon_ = new DaemonProcess(NetnsPair::daemon_args(guest_->tap(), kDaemonPrefix), guest_->netns());
+    if (!daemon_->ok()) {
+      setup_error_ = "isoroced on the tap:\n" + daemon_->log();
+      return;
+    }
+    ready_ = true;
+  }
+  static void TearDownTestSuite() {
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+      delete daemon_;
+      daemon_ = nullptr;
+    }
+    if (guest_) {
+      // Nothing in the guest may have complained (rxe warnings, oopses).
+      if (ready_) {
+        const GuestResult d = guest_->run("dmesg | grep -iE 'rxe|rdma|bug|warn|oops' | tail -40");
+        std::printf("guest kernel log (rxe/rdma lines):\n%s\n", d.out.c_str());
+        EXPECT_EQ(d.out.find("Oops"), std::string::npos) << d.out;
+        EXPECT_EQ(d.out.find("BUG"), std::string::npos) << d.out;
+      }
+      delete guest_;  // powers off, deletes the namespace
+      guest_ = nullptr;
+    }
+  }
+  void SetUp() override {
+    if (skip_) GTEST_SKIP() << setup_error_;
+    ASSERT_TRUE(ready_) << setup_error_;
+  }
+  void TearDown() override {
+    if (HasFailure() && ready_) {
+      const GuestResult d = guest_->run("dmesg | tail -30");
+      std::printf("daemon log:\n%s\nguest dmesg:\n%s\n", daemon_->log().c_str(), d.out.c_str());
+    }
+  }
+
+  static json engine() {
+    std::string err;
+    auto c = ctrl::Client::connect(daemon_->socket(), &err);
+    if (!c) return json::object();
+    return c->call({{"op", "stats"}})["stats"]["isoroce0"]["engine"];
+  }
+
+  // rxe's counters (hw_counters of rxe0 port 1: sent_pkts, rcvd_pkts,
+  // duplicate_request, out_of_seq_request, rcvd_seq_err, retry_exceeded_err,
+  // ...), read by one grep: a process costs a lot under TCG.
+  static std::map<std::string, long> rxe_counters() {
+    std::map<std::string, long> m;
+    const GuestResult r = guest_->run("grep -r . /sys/class/infiniband/rxe0/ports/1/hw_counters/", 30);
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      const size_t slash = line.rfind('/'), colon = line.rfind(':');
+      if (slash == std::string::npos || colon == std::string::npos || colon < slash) continue;
+      m[line.substr(slash + 1, colon - slash - 1)] = std::atol(line.c_str() + colon + 1);
+    }
+    return m;
+  }
+
+  // The case's command line for one side.
+  std::string command(const Case& c, const char* tmpl, bool in_guest, bool guest_serves, int port) const {
+    return replace_all(tmpl, {{"{dev}", in_guest ? "rxe0" : "isoroce0"},
+                              {"{gid}", in_guest ? guest_gid_index_ : "0"},
+                              {"{port}", std::to_string(port)},
+                              {"{iters}", std::to_string(c.iters)},
+                              {"{tcp_server}", guest_serves ? guest_->guest_addr() : guest_->kernel_addr()},
+                              {"{rdma_server}", guest_serves ? guest_->guest_addr() : kDaemonAddr}});
+  }
+
+  // Runs the case: the server first, then the client (retried while the
+  // server is not listening yet). {client, server}.
+  std::pair<ToolResult, ToolResult> run_case(const Case& c, Side side) {
+    static int port = 19500;
+    const int p = ++port;
+    const bool guest_serves = side == Side::kGuestServes;
+    const std::string srv_cmd = command(c, c.server, guest_serves, guest_serves, p);
+    const std::string cli_cmd = command(c, c.client, !guest_serves, guest_serves, p);
+    std::printf("server (%s): %s\nclient (%s): %s\n", guest_serves ? "rxe" : "isoroce", srv_cmd.c_str(),
+                guest_serves ? "isoroce" : "rxe", cli_cmd.c_str());
+    const json e0 = engine();
+    const auto r0 = rxe_counters();
+    ToolResult cli, srv;
+    auto not_listening = [](const ToolResult& r) {
+      return r.rc != 0 && (r.out.find("onnect") != std::string::npos || r.out.find("refused") != std::string::npos);
+    };
+    if (guest_serves) {
+      const int job = guest_->start(srv_cmd, kProgTimeoutS);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      for (int attempt = 0; attempt < 10; ++attempt) {
+        cli = run_tool(daemon_->socket(), cli_cmd, guest_->netns(), kProgTimeoutS);
+        if (!not_listening(cli)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      }
+      // The client gave up: the guest's server would wait for it until its timeout.
+      if (cli.rc != 0) guest_->run("killall " + srv_cmd.substr(0, srv_cmd.find(' ')) + " 2>/dev/null; true", 30);
+      const GuestResult g = guest_->wait(job, kProgTimeoutS + 30);
+      srv = {g.rc, g.out};
+    } else {
+      auto fut = std::async(std::launch::async,
+                            [&] { return run_tool(daemon_->socket(), srv_cmd, guest_->netns(), kProgTimeoutS); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      for (int attempt = 0; attempt < 10; ++attempt) {
+        const GuestResult g = guest_->run(cli_cmd, kProgTimeoutS);
+        cli = {g.rc, g.out};
+        if (!not_listening(cli) || fut.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      }
+      srv = fut.get();
+    }
+    const json e1 = engine();
+    rxe_delta_.clear();
+    std::string rxe_line;
+    for (const auto& [k, v] : rxe_counters()) {
+      const auto it = r0.find(k);
+      const long d = v - (it == r0.end() ? 0 : it->second);
+      rxe_delta_[k] = d;
+      if (d != 0) rxe_line += " " + k + " " + std::to_string(d);
+    }
+    std::printf("rxe counters:%s\n", rxe_line.c_str());
+    std::printf("isoroce engine: tx %s rx %s retransmits %s timeouts %s naks received %s\n",
+                std::to_string(e1.value("tx_frames", uint64_t{0}) - e0.value("tx_frames", uint64_t{0})).c_str(),
+                std::to_string(e1.value("rx_frames", uint64_t{0}) - e0.value("rx_frames", uint64_t{0})).c_str(),
+                std::to_string(e1.value("retransmits", uint64_t{0}) - e0.value("retransmits", uint64_t{0})).c_str(),
+                std::to_string(e1.value("timeouts", uint64_t{0}) - e0.value("timeouts", uint64_t{0})).c_str(),
+                std::to_string(e1.value("naks_received", uint64_t{0}) - e0.value("naks_received", uint64_t{0}))
+                    .c_str());
+    EXPECT_EQ(cli.rc, 0) << "client: " << cli_cmd << "\n" << cli.out << "\nserver:\n" << srv.out;
+    EXPECT_EQ(srv.rc, 0) << "server: " << srv_cmd << "\n" << srv.out << "\nclient:\n" << cli.out;
+    const ToolResult& ours = guest_serves ? cli : srv;
+    EXPECT_EQ(ours.out.find("isoroce-verbs:"), std::string::npos) << "the library complained:\n" << ours.out;
+    return {cli, srv};
+  }
+
+  std::map<std::string, long> rxe_delta_;  // rxe's counters over the last case
+  static inline RxeGuestVm* guest_ = nullptr;
+  static inline DaemonProcess* daemon_ = nullptr;
+  static inline std::string setup_error_, guest_gid_index_;
+  static inline bool skip_ = false, ready_ = false;
+};
+
+TEST_P(RxeGuest, Runs) {
+  const auto& [c, side] = GetParam();
+  if (*c.skip) GTEST_SKIP() << c.skip;
+  const bool guest_serves = side == Side::kGuestServes;
+  const auto r = run_case(c, side);
+  switch (c.check) {
+    case Check::kPingpong:
+      expect_pingpong(r, guest_serves ? kDaemonGid : kGuestGid, guest_serves ? kGuestGid : kDaemonGid);
+      break;
+    case Check::kPerftest: {
+      // isoroce's side: the whole result row. rxe's side: the size and the
+      // iterations only; perftest in the emulated guest measures its CPU's
+      // clock against time and, when the correlation is poor under TCG
+      // ("Correlation coefficient r^2: 0.87 < 0.9"), prints inf latencies.
+      const ToolResult& ours = guest_serves ? r.first : r.second;
+      const ToolResult& theirs = guest_serves ? r.second : r.first;
+      if (&ours == &r.first || ours.out.find("#bytes") != std::string::npos) expect_perftest_result(ours, c.iters);
+      if (&theirs == &r.first || theirs.out.find("#bytes") != std::string::npos) expect_perftest_rows(theirs, c.iters);
+      break;
+    }
+    case Check::kExit:
+      EXPECT_NE(r.first.out.find(c.expect), std::string::npos) << r.first.out;
+      break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Programs, RxeGuest,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values(Side::kGuestServes, Side::kIsoroceServes)),
+                         [](const ::testing::TestParamInfo<RxeGuest::ParamType>& info) {
+                           return std::string(std::get<0>(info.param).name) +
+                                  (std::get<1>(info.param) == Side::kGuestServes ? "_GuestServes" : "_IsoroceServes");
+                         });
+
+}  // namespace
+}  // namespace isoroce::test
+
+// QEMU cannot run here: the whole program is skipped (ctest: SKIP_RETURN_CODE 77).
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (const std::string why = isoroce::test::RxeGuestVm::cannot_run(); !why.empty()) {
+    std::printf("[  SKIPPED ] RxeGuest: %s\n", why.c_str());
+    return 77;
+  }
+  return RUN_ALL_TESTS();
+}
