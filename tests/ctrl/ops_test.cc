@@ -58,9 +58,9 @@ TEST(OpTable, HelpListsEveryOperationWithItsText) {
     EXPECT_FALSE(op["help"].get<std::string>().empty()) << op.dump();
   }
   for (const char* n : {"hello", "open", "alloc_pd", "reg_mr", "create_qp", "post_send", "set_rate", "set_policy",
-                        "resize_cq", "get_async_events", "help", "alloc_mw", "dealloc_mw"})
+                        "resize_cq", "get_async_events", "help", "alloc_mw", "dealloc_mw", "set_tenant"})
     EXPECT_TRUE(names.count(n)) << n;
-  EXPECT_EQ(names.size(), 40u);
+  EXPECT_EQ(names.size(), 41u);
 }
 
 // Memory windows are their client's: another client cannot free one, and
