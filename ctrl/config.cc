@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <toml++/toml.h>
 
+#include "ctrl/tenants_toml.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +50,16 @@ uint32_t devarg_number(const std::string& d, const std::string& key) {
   }
   return 0;
 }
+
+}  // namespace
+
+sched::RnicParams default_rnic_params() {
+  sched::RnicParams p;
+  sched::rnic_preset(kDefaultRnicPreset, &p);
+  return p;
+}
+
+namespace {
 
 std::optional<ConfigError> check_keys(const toml::table& t, const std::string& path,
                                       std::initializer_list<std::string_view> known) {
@@ -305,8 +317,10 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
                                   "file_prefix", "idle_sleep_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
                                   "justitia", "rnic", "limits", "admin_group", "socket_group",
-                                  "socket_mode", "policy_plugins"}))
+                                  "socket_mode", "policy_plugins", "tenant"}))
     return e;
+  c->tenants.clear();
+  if (auto e = read_tenants(t, &c->tenants)) return e;
   // Plugins first: the policy names below may be theirs.
   if (const toml::node* n = t.get("policy_plugins")) {
     const toml::array* a = n->as_array();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sched/justitia_params.h"
+#include "ctrl/tenants.h"
 #include "sched/scheduler.h"
 #include "transport/dcqcn/params.h"
 #include "transport/wire/packet.h"
@@ -57,6 +58,10 @@ std::vector<std::pair<std::string, uint64_t>> limit_values(const ClientLimits& l
 
 inline constexpr const char* kDefaultSocketGroup = "isoroce";
 
+// The rnic preset of the daemon's default baseline, and its parameters.
+inline constexpr const char* kDefaultRnicPreset = "cx4-roce";
+sched::RnicParams default_rnic_params();
+
 struct DaemonConfig {
   std::string config_file;  // the --config file (SIGHUP reloads its scheduler settings)
   std::string socket = kDefaultSocket;
@@ -65,7 +70,10 @@ struct DaemonConfig {
   // Every device's reference echo (UD QPN 15, ctrl/reference_echo.h): false makes the
   // daemon a peer that answers no probe (as rxe or a hardware RNIC), and it probes none.
   bool reference_echo = true;
-  std::string policy = "fifo";  // a registered policy (sched/policy_registry.h)
+  // A registered policy (sched/policy_registry.h). The default baseline is the rnic
+  // policy with the cx4-roce preset (kDefaultRnicPreset): a hardware RNIC's arbitration,
+  // as the Justitia paper measured it on RoCEv2; "fifo" stays selectable by name.
+  std::string policy = "rnic";
   double link_gbps = 10;
   uint32_t mtu = 1024;      // RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096
   std::string ref_peer;     // every port's justitia reference peer (an address), unless its own
@@ -79,8 +87,9 @@ struct DaemonConfig {
   // policy_plugins = [...] / --policy-plugin PATH: loaded at start (sched/policy_plugin.h),
   // only ever from here: no client request loads code (docs/security.md).
   std::vector<std::string> policy_plugins;
-  sched::RnicParams rnic;          // [rnic] table / --rnic NAME=VALUE, e.g. preset=cx4-roce (docs/sched.md)
+  sched::RnicParams rnic = default_rnic_params();  // [rnic] table / --rnic NAME=VALUE (docs/sched.md)
   ClientLimits limits;      // [limits] table / --limit NAME=VALUE
+  std::vector<TenantRule> tenants;  // [[tenant]] tables: name, weight, uids, comms (ctrl/tenants.h)
   // Members (a group name or number) are privileged clients besides root and
   // the daemon's user: device-wide settings, every QP (docs/security.md).
   std::string admin_group;

@@ -61,6 +61,7 @@ class Control {
   bool resolve_neighbor(DeviceEntry& d, const wire::IpAddr& ip);
   QpRegistry& registry() { return registry_; }
   const ClientLimits& limits() const { return limits_; }
+  Tenants& tenants() { return tenants_; }
   void set_limits(const ClientLimits& l) { limits_ = l; }
   // A count, size or amount a client asks for, against its limit: "" or a
   // failure reply's text ("limits.max_qps (1024) reached").
@@ -115,12 +116,14 @@ class Control {
  protected:
   json qp_json(DeviceEntry& d, uint32_t qpn);
   json justitia_json(DeviceEntry& d);
+  json tenants_json(DeviceEntry& d);
 
   std::vector<std::unique_ptr<DeviceEntry>> devices_;
   std::unique_ptr<CmIds> cm_;  // rdma_cm ids (cm_ids.h)
   QpRegistry registry_;
   OpTable ops_;
   ClientLimits limits_;
+  Tenants tenants_;
   std::set<Session*> attached_;  // sessions with a device open
   std::unique_ptr<TraceSession> trace_;
   uint64_t cm_seed_ = 0;

@@ -18,6 +18,7 @@ namespace isoroce::ctrl {
 Daemon::Daemon(DaemonConfig config)
     : config_(std::move(config)), set_(config_), server_(*this, config_.socket, config_.admin_gid) {
   set_limits(config_.limits);
+  tenants().set_rules(config_.tenants);
   server_.set_access(config_.socket_gid ? std::optional<gid_t>(*config_.socket_gid) : std::nullopt,
                      config_.socket_mode);
   if (!config_.socket_gid)
@@ -53,6 +54,7 @@ void Daemon::reload() {
     log(LogLevel::kError, "SIGHUP: {} kept the running settings: {}", config_.config_file, e->text());
     return;
   }
+  tenants().set_rules(fresh.tenants);  // for QPs created from now on
   for (size_t i = 0; i < devices_.size(); ++i) {
     DeviceEntry& d = *devices_[i];
     dataplane::DeviceConfig cfg = d.config();

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ctrl/cm_agent.h"
 #include "ctrl/executor.h"
@@ -86,6 +87,7 @@ struct QpInfo {
   std::string comm;
   std::string cls = "bandwidth";
   uint64_t app = 0;  // Justitia's application: the client connection (session id); 0: the daemon's own
+  std::string tenant;  // "" none (ctrl/tenants.h)
 };
 
 // QP owners by device and QPN; telemetry reads it from its own thread.
@@ -108,6 +110,18 @@ class QpRegistry {
   void set_class(const DeviceEntry* d, uint32_t qpn, const std::string& cls) {
     std::lock_guard lock(mu_);
     map_[{d, qpn}].cls = cls;
+  }
+  void set_tenant(const DeviceEntry* d, uint32_t qpn, const std::string& tenant) {
+    std::lock_guard lock(mu_);
+    map_[{d, qpn}].tenant = tenant;
+  }
+  // Device d's QPs with a tenant: (QPN, tenant).
+  std::vector<std::pair<uint32_t, std::string>> tenants_of(const DeviceEntry* d) const {
+    std::lock_guard lock(mu_);
+    std::vector<std::pair<uint32_t, std::string>> out;
+    for (const auto& [k, v] : map_)
+      if (k.first == d && !v.tenant.empty()) out.emplace_back(k.second, v.tenant);
+    return out;
   }
 
  private:

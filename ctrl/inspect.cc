@@ -2,6 +2,8 @@
 // Engine state is read on the device's executor (its worker in isoroced).
 #include <unistd.h>
 
+#include <map>
+
 #include "ctrl/config.h"
 #include "ctrl/control.h"
 #include "ctrl/wire_json.h"
@@ -71,6 +73,7 @@ json Control::qp_json(DeviceEntry& d, uint32_t qpn) {
     j["client"] = info->client;
     j["pid"] = info->pid;
     j["comm"] = info->comm;
+    if (!info->tenant.empty()) j["tenant"] = info->tenant;
   }
   return j;
 }
@@ -179,8 +182,31 @@ json Control::sched_view() {
     if (!fault.empty()) out[c.name]["policy_fault"] = fault;
     if (const sched::PolicyOps* p = sched::find_policy(c.policy); p && p->has(sched::kCapReferenceLatency))
       out[c.name]["justitia"] = justitia_json(*d);
+    if (json t = tenants_json(*d); !t.empty()) out[c.name]["tenants"] = std::move(t);
   }
   return out;
+}
+
+// Each tenant with QPs on d: its weight, QPs, bytes sent and share of what the
+// tenants sent (since the QPs were created).
+json Control::tenants_json(DeviceEntry& d) {
+  const auto qps = registry_.tenants_of(&d);
+  if (qps.empty()) return json::array();
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by;  // tenant -> (QPs, tx bytes)
+  d.run([&](sched::Picos) {
+    for (const auto& [qpn, tenant] : qps) {
+      auto& [n, bytes] = by[tenant];
+      ++n;
+      if (const transport::QpCounters* c = d.engine().qp_counters(wire::Qpn(qpn))) bytes += c->tx_bytes;
+    }
+  });
+  uint64_t total = 0;
+  for (const auto& [t, v] : by) total += v.second;
+  json list = json::array();
+  for (const auto& [t, v] : by)
+    list.push_back({{"tenant", t}, {"weight", tenants_.weight(t)}, {"qps", v.first}, {"tx_bytes", v.second},
+                    {"share", total == 0 ? 0.0 : static_cast<double>(v.second) / static_cast<double>(total)}});
+  return list;
 }
 
 json Control::justitia_json(DeviceEntry& d) {

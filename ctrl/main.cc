@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   app.add_option("--mtu", mtu, "RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096 (default 1024)");
   app.add_option("--ref-peer", ref_peer,
                  "justitia: probe this address (a port of another isoroced) as the reference flow (docs/isoroced.md)");
-  app.add_option("--policy", policy, "transmit scheduler: fifo, tassel, justitia or a plugin's policy");
+  app.add_option("--policy", policy, "transmit scheduler: rnic (default, preset cx4-roce), fifo, tassel, justitia or a plugin's policy");
   std::vector<std::string> plugins;
   app.add_option("--policy-plugin", plugins,
                  "load a policy plugin (shared object, sched/policy_api.h) before anything names its policy; repeat");

@@ -67,6 +67,42 @@ json set_class(OpContext& c) {
   return op_ok({{"qpn", qpn}, {"class", cls}, {"app", app}});
 }
 
+// A QP's tenant (ctrl/tenants.h): a client moves its own QPs unless a [[tenant]] rule
+// places it; the tenant's weight is the operator's (privileged).
+json set_tenant(OpContext& c) {
+  uint32_t qpn = 0;
+  json failure;
+  DeviceEntry* d = target_qp(c, &qpn, &failure);
+  if (d == nullptr) return failure;
+  const json& t = c.req.contains("tenant") ? c.req["tenant"] : json();
+  if (!t.is_string() || !valid_tenant_name(t.get<std::string>()))
+    return op_fail(EINVAL, "set_tenant: \"tenant\" is 1 to 64 letters, digits, '_', '-' or '.'");
+  const std::string tenant = t.get<std::string>();
+  std::optional<uint64_t> weight;
+  if (c.req.contains("weight")) {
+    weight = field_u64(c.req, "weight");
+    if (!weight || *weight < 1 || *weight > 1'000'000) return op_fail(EINVAL, "set_tenant: \"weight\" is 1 to 1000000");
+  }
+  const std::optional<QpInfo> info = c.ctl.registry().find(d, qpn);
+  if (info && info->cls == "reference")
+    return op_fail(EPERM, "set_tenant: QP " + std::to_string(qpn) + " is the justitia reference flow's");
+  if (!c.s.privileged) {
+    if (weight && *weight != c.ctl.tenants().weight(tenant))
+      return op_fail(EPERM, "set_tenant: a tenant's weight is the operator's (a privileged client's)");
+    const std::string ruled = info ? c.ctl.tenants().match(info->uid, info->comm) : std::string();
+    if (!ruled.empty() && ruled != tenant)
+      return op_fail(EPERM, "set_tenant: QP " + std::to_string(qpn) + " is tenant '" + ruled + "' by the daemon's [[tenant]] rules");
+  }
+  if (weight) c.ctl.tenants().set_weight(tenant, static_cast<uint32_t>(*weight));
+  const uint32_t id = c.ctl.tenants().id(tenant);
+  const uint32_t w = c.ctl.tenants().weight(tenant);
+  int rc = 0;
+  d->run([&](sched::Picos now) { rc = d->engine().set_qp_tenant(now, wire::Qpn(qpn), id, w); });
+  if (rc != 0) return op_fail(rc, "set_tenant");
+  c.ctl.registry().set_tenant(d, qpn, tenant);
+  return op_ok({{"qpn", qpn}, {"tenant", tenant}, {"weight", w}});
+}
+
 // set_dcqcn / set_justitia: the NAME=VALUE list in "params" applied to *cfg.
 std::string apply_params(OpContext& c, dataplane::DeviceConfig* cfg) {
   const bool dc = c.op == "set_dcqcn";
@@ -149,6 +185,7 @@ json reconfigure(OpContext& c) {
 void register_admin_ops(OpTable& t) {
   t.add({"set_rate", set_rate, false, "limit a QP's transmit rate: qpn, bps (0 removes the limit)"});
   t.add({"set_class", set_class, false, "a QP's justitia class: qpn, class (latency, throughput, bandwidth, auto: none declared)"});
+  t.add({"set_tenant", set_tenant, false, "a QP's tenant: qpn, tenant (a name), weight (the tenant's; privileged)"});
   t.add({"set_policy", reconfigure, false, "an unused device's scheduler: device, policy (a registered name: fifo, tassel, justitia, plugins)", true});
   t.add({"set_dcqcn", reconfigure, false, "an unused device's DCQCN parameters: device, params [NAME=VALUE]", true});
   t.add({"set_justitia", reconfigure, false, "an unused device's justitia parameters: device, params [NAME=VALUE]", true});

@@ -147,12 +147,23 @@ json create_qp(OpContext& c) {
     return op_fail(EINVAL, "create_qp: class '" + cls + "' (latency, throughput, bandwidth, auto)");
   // No class declared: the QP is classified from what it sends if the device says so.
   if (cls.empty()) cls = d.config().justitia.classify == sched::Classify::kDeclared ? "bandwidth" : "auto";
+  // Its tenant: a [[tenant]] rule matching the client, else what the client declares.
+  std::string tenant = c.ctl.tenants().match(s.uid, s.comm);
+  if (tenant.empty() && c.req.contains("tenant")) {
+    if (!c.req["tenant"].is_string() || !valid_tenant_name(c.req["tenant"].get<std::string>()))
+      return op_fail(EINVAL, "create_qp: \"tenant\" is 1 to 64 letters, digits, '_', '-' or '.'");
+    tenant = c.req["tenant"].get<std::string>();
+  }
+  const uint32_t tenant_id = tenant.empty() ? sched::kNoTenant : c.ctl.tenants().id(tenant);
+  const uint32_t tenant_weight = tenant.empty() ? 1 : c.ctl.tenants().weight(tenant);
   verbs::Result<wire::Qpn> r = verbs::Result<wire::Qpn>::error(EIO);
   int class_rc = 0;
   d.run([&](sched::Picos now) {
     r = d.engine().create_qp(q);
     if (!r.ok()) return;
     class_rc = d.engine().set_qp_class(now, r.value(), fc, app_id(s.id), 1);
+    if (class_rc == 0 && tenant_id != sched::kNoTenant)
+      class_rc = d.engine().set_qp_tenant(now, r.value(), tenant_id, tenant_weight);
     if (class_rc != 0) d.engine().destroy_qp(r.value());
     else s.objs.qps.insert(r.value().value());
   });
@@ -166,6 +177,7 @@ json create_qp(OpContext& c) {
   info.comm = s.comm;
   info.cls = cls;
   info.app = s.id;
+  info.tenant = tenant;
   c.ctl.registry().set(&d, qpn, std::move(info));
   if (!c.req.value("shm", false)) return op_ok({{"qpn", qpn}});
   return add_qp_rings(c, qpn, q);
@@ -233,7 +245,7 @@ void register_qp_ops(OpTable& t) {
   t.add({"destroy_ah", destroy_ah, true, "ah"});
   t.add({"create_qp", create_qp, true,
          "pd, send_cq, recv_cq, srq, type (rc, ud), max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, "
-         "max_inline_data, sq_sig_all, class, shm (rings)"});
+         "max_inline_data, sq_sig_all, class, tenant, shm (rings)"});
   t.add({"modify_qp", modify_qp, true, "qpn, attr (the attributes present set the mask)"});
   t.add({"query_qp", query_qp, true, "qpn: its attributes"});
   t.add({"destroy_qp", destroy_qp, true, "qpn"});

@@ -13,6 +13,7 @@ namespace {
 using u128 = unsigned __int128;
 
 constexpr std::uint64_t kDefaultAppBit = std::uint64_t{1} << 40;
+constexpr int kTenantShift = 49;  // a flow's key: tenant index << 49 | app << 8 | class (app < 2^41)
 
 std::uint64_t flow_key(std::uint64_t app, FlowClass cls) { return app << 8 | static_cast<std::uint64_t>(cls); }
 
@@ -48,6 +49,7 @@ JustitiaScheduler::JustitiaScheduler(const Config& config)
   }
   chunk_bytes_ = params_.token_bytes;
   chunk_ops_ = full_token_ops_;
+  tenants_.resize(1);
   bank_ = static_cast<std::int64_t>(params_.max_tokens) * chunk_bytes_;
   set_tau();
 }
@@ -80,6 +82,7 @@ void JustitiaScheduler::assign(QpId qp, std::uint64_t key, FlowClass cls, std::u
     }
     flows_[f].key = key;
     flows_[f].cls = cls;
+    flows_[f].tenant = static_cast<std::uint32_t>(key >> kTenantShift);
     flow_by_key_.emplace(key, f);
     if (cls == FlowClass::kLatency) latency_flows_.push_back(f);
   }
@@ -126,8 +129,87 @@ void JustitiaScheduler::place_in_flow(Picos now, QpId qp, FlowClass cls, std::ui
   const Packet pkt{q.bytes_, q.ends_};
   if (was_active) deactivate(now, qp);
   const std::uint64_t a = app == kOwnApp ? kDefaultAppBit | qp : app;
-  assign(qp, flow_key(a, cls), cls, weight);
+  assign(qp, flow_key(a, cls) | std::uint64_t{q.tenant_} << kTenantShift, cls, weight);
   if (was_active) activate(now, qp, pkt);
+}
+
+// `qp`'s tenant: its flow moves to the same application and class in that tenant.
+void JustitiaScheduler::set_tenant(Picos now, QpId qp, std::uint32_t tenant, std::uint32_t weight) {
+  if (qp >= qps_.size()) return;
+  std::uint32_t idx = 0;
+  if (tenant != kNoTenant) {
+    while (idx < tenants_.size() && tenants_[idx].id != tenant) ++idx;
+    if (idx == tenants_.size()) {
+      if (idx > 0x7fff) return;  // 32767 tenants per scheduler at most
+      tenants_.emplace_back();
+      tenants_[idx].id = tenant;
+    }
+  }
+  tenants_[idx].weight = std::max<std::uint32_t>(1, weight);
+  Qp& q = qps_[qp];
+  if (q.tenant_ == idx) return;
+  q.tenant_ = static_cast<std::uint16_t>(idx);
+  if (q.flow_ == kNil) return;
+  const Flow& f = flows_[q.flow_];
+  const std::uint64_t key = (f.key & ((std::uint64_t{1} << kTenantShift) - 1)) | std::uint64_t{idx} << kTenantShift;
+  const FlowClass cls = f.cls;
+  const std::uint32_t w = f.weight;
+  const bool was_active = q.active_;
+  const Packet pkt{q.bytes_, q.ends_};
+  if (was_active) deactivate(now, qp);
+  assign(qp, key, cls, w);
+  if (was_active) activate(now, qp, pkt);
+}
+
+// ---- the waiting flows, by tenant --------------------------------------------
+
+void JustitiaScheduler::wait_push(std::uint32_t unit, bool front, bool tenant_front) {
+  const std::uint32_t ti = flows_[unit - max_qps_].tenant;
+  Tenant& t = tenants_[ti];
+  if (front) {
+    Unit* u = units_.data();
+    u[unit].prev_ = kNil;
+    u[unit].next_ = t.waiting.head;
+    if (t.waiting.head == kNil) t.waiting.tail = unit;
+    else u[t.waiting.head].prev_ = unit;
+    t.waiting.head = unit;
+  } else {
+    t.waiting.push_back(units_.data(), unit);
+  }
+  if (t.queued) return;
+  t.queued = true;
+  if (tenant_front || t.round != 0) {  // in the middle of its round: it goes on
+    t.prev_ = kNil;
+    t.next_ = tenant_ring_.head;
+    if (tenant_ring_.head == kNil) tenant_ring_.tail = ti;
+    else tenants_[tenant_ring_.head].prev_ = ti;
+    tenant_ring_.head = ti;
+  } else {
+    tenant_ring_.push_back(tenants_.data(), ti);
+  }
+}
+
+std::uint32_t JustitiaScheduler::wait_pop() {
+  const std::uint32_t ti = tenant_ring_.head;
+  Tenant& t = tenants_[ti];
+  const std::uint32_t unit = t.waiting.pop_front(units_.data());
+  if (t.waiting.empty()) tenant_unqueue(t, ti);
+  return unit;
+}
+
+void JustitiaScheduler::wait_remove(std::uint32_t unit) {
+  const std::uint32_t ti = flows_[unit - max_qps_].tenant;
+  Tenant& t = tenants_[ti];
+  t.waiting.remove(units_.data(), unit);
+  if (!t.waiting.empty()) return;
+  tenant_unqueue(t, ti);
+  t.round = 0;  // idle: a new round when it comes back
+}
+
+void JustitiaScheduler::tenant_unqueue(Tenant& t, std::uint32_t idx) {
+  if (!t.queued) return;
+  tenant_ring_.remove(tenants_.data(), idx);
+  t.queued = false;
 }
 
 // ---- latency activity, SafeUtil, tokens -------------------------------------
@@ -248,8 +330,8 @@ void JustitiaScheduler::refill(Picos now) {
   // One flow holds a token at a time: the bank, not the ring, absorbs what the link
   // could not carry yet, so a latency message waits for one chunk at most.
   const std::int64_t chunk = chunk_bytes_;
-  while (bank_ >= chunk && !waiting_.empty() && holders_ == 0) {
-    const std::uint32_t unit = waiting_.pop_front(units_.data());
+  while (bank_ >= chunk && !wait_empty() && holders_ == 0) {
+    const std::uint32_t unit = wait_pop();
     Flow& f = flows_[unit - max_qps_];
     give_token(now, f);
     if (f.bytes_credit >= qps_[f.qps.head].bytes_) {
@@ -257,7 +339,7 @@ void JustitiaScheduler::refill(Picos now) {
       ++holders_;
       ring_.push_back(units_.data(), unit);
     } else {  // a token smaller than its next packet: it takes the next one too
-      push_waiting_front(unit);
+      wait_push(unit, true, true);
     }
   }
   update_gen();
@@ -269,6 +351,15 @@ void JustitiaScheduler::give_token(Picos now, Flow& f) {
   f.bytes_credit += chunk_bytes_;
   f.ops_credit += chunk_ops_;
   ++f.round;
+  // The tenant's round: after `weight` tokens the next tenant's turn.
+  Tenant& t = tenants_[f.tenant];
+  if (++t.round >= t.weight) {
+    t.round = 0;
+    if (t.queued && tenant_ring_.tail != f.tenant) {
+      tenant_ring_.remove(tenants_.data(), f.tenant);
+      tenant_ring_.push_back(tenants_.data(), f.tenant);
+    }
+  }
   trace_.emit(now, trace::Event::kTokenGrant, f.qps.head, 0, chunk_bytes_, static_cast<std::uint8_t>(f.cls),
               static_cast<std::uint64_t>(bank_ / chunk_bytes_));
 }
@@ -388,7 +479,7 @@ void JustitiaScheduler::make_eligible(Picos now, QpId qp, bool front) {
   const std::uint32_t unit = max_qps_ + fid;
   if (!front) {
     f.place = Place::kWaiting;
-    waiting_.push_back(units_.data(), unit);
+    wait_push(unit, false, false);
     trace_withhold(now, qp);
     return;
   }
@@ -406,7 +497,7 @@ void JustitiaScheduler::make_eligible(Picos now, QpId qp, bool front) {
     push_ring_front(unit);
   } else {
     f.place = Place::kWaiting;
-    push_waiting_front(unit);
+    wait_push(unit, true, true);
     trace_withhold(now, qp);
   }
 }
@@ -428,7 +519,7 @@ void JustitiaScheduler::flow_park(std::uint32_t fid) {
     ring_.remove(units_.data(), unit);
     --holders_;
   } else if (f.place == Place::kWaiting) {
-    waiting_.remove(units_.data(), unit);
+    wait_remove(unit);
   }
   f.place = Place::kParked;
   f.epoch = split_epoch_;
@@ -491,7 +582,7 @@ void JustitiaScheduler::flow_idle(std::uint32_t fid) {
     ring_.remove(units_.data(), unit);
     --holders_;
   } else if (f.place == Place::kWaiting) {
-    waiting_.remove(units_.data(), unit);
+    wait_remove(unit);
   }
   f.place = Place::kIdle;
   refund(f);
@@ -600,14 +691,6 @@ void JustitiaScheduler::push_ring_front(std::uint32_t unit) {
   ring_.head = unit;
 }
 
-void JustitiaScheduler::push_waiting_front(std::uint32_t unit) {
-  Unit* u = units_.data();
-  u[unit].prev_ = kNil;
-  u[unit].next_ = waiting_.head;
-  if (waiting_.head == kNil) waiting_.tail = unit;
-  else u[waiting_.head].prev_ = unit;
-  waiting_.head = unit;
-}
 
 // The flow at the head of the ring has spent its token (or the flow is idle).
 void JustitiaScheduler::end_turn(Picos now, std::uint32_t fid) {
@@ -625,10 +708,10 @@ void JustitiaScheduler::end_turn(Picos now, std::uint32_t fid) {
   f.ops_credit = 0;  // what is left of the bytes (less than its next packet) stays with it
   f.place = Place::kWaiting;
   if (f.round < f.weight) {
-    push_waiting_front(unit);  // the rest of its weight: the next token is its own
+    wait_push(unit, true, false);  // the rest of its weight: the next of its tenant's tokens
   } else {
     f.round = 0;
-    waiting_.push_back(units_.data(), unit);
+    wait_push(unit, false, false);
   }
 }
 
@@ -650,7 +733,7 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
     const std::uint32_t unit = ring_.head;
     if (unit == kNil) {
       // Nothing may send before the next token or the next rate-limited QP's time.
-      Picos t = waiting_.empty() ? kNever : gen_at_;
+      Picos t = wait_empty() ? kNever : gen_at_;
       if (!rate_heap_.empty()) t = std::min(t, qps_[rate_heap_.front()].next_ok_);
       if (t == kNever || t > limit) break;
       link_.idle_until(t);
@@ -760,7 +843,7 @@ void JustitiaScheduler::apply_reclass(Picos now) {
 Picos JustitiaScheduler::next_deadline() const {
   if (!control_.empty() || !ring_.empty()) return link_.free_at();
   Picos t = kNever;
-  if (!waiting_.empty()) t = std::max(link_.free_at(), holders_ == 0 ? gen_at_ : link_.free_at());
+  if (!wait_empty()) t = std::max(link_.free_at(), holders_ == 0 ? gen_at_ : link_.free_at());
   if (!rate_heap_.empty()) t = std::min(t, std::max(link_.free_at(), qps_[rate_heap_.front()].next_ok_));
   return t;
 }

@@ -37,6 +37,12 @@
 //   its token's credit without holding the ring, and on release goes to the front of
 //   the ring (of the waiting list if its credit is short, taking a banked token if
 //   there is one).
+// - Tenants (set_tenant): tokens go round robin over tenants first (a tenant of
+//   weight W takes W tokens per round), then over the waiting flows of the tenant
+//   (an application's flow of weight w takes w of its tenant's tokens per round), so a
+//   tenant's share does not grow with its applications or QPs. QPs with no tenant are
+//   in tenant 0, weight 1 (with no tenant set anywhere: the flat round robin above).
+//   Latency-class QPs are unpaced and take no tokens: tenants share the paced classes.
 // - Classification (params.classify auto / verify): QPs with no declared class
 //   (kAuto), or every QP, get their class from what they send (FlowClassifier),
 //   applied at the end of the dequeue that decided it.
@@ -77,6 +83,7 @@ class JustitiaScheduler final : public Scheduler {
   std::size_t fixed_bytes() const override;
 
   void set_class(Picos now, QpId qp, FlowClass cls, std::uint32_t app, std::uint32_t weight) override;
+  void set_tenant(Picos now, QpId qp, std::uint32_t tenant, std::uint32_t weight) override;
   void on_reference_latency(Picos now, Picos latency) override;
   void on_latency_sample(Picos now, QpId qp, Picos rtt) override;
   const JustitiaStats* justitia_stats() const override;
@@ -100,6 +107,7 @@ class JustitiaScheduler final : public Scheduler {
     bool starts_ = true;         // the ready packet starts one
     bool last_ended_ = true;     // the last packet granted ended a message
     bool active_ = false;
+    std::uint16_t tenant_ = 0;   // index in tenants_ (0: none)
   };
   struct Unit {  // ring / waiting-list links: latency QPs by QP id, flows by max_qps + flow
     std::uint32_t next_ = kNil;
@@ -121,6 +129,17 @@ class JustitiaScheduler final : public Scheduler {
     Picos last_active = 0;       // latency flows: last packet activity
     bool ever_active = false;
     std::uint32_t epoch = 0;     // split_epoch_ when parked
+    std::uint32_t tenant = 0;    // index in tenants_
+  };
+  // A tenant: its waiting flows (links through units_), its place in tenant_ring_.
+  struct Tenant {
+    std::uint32_t id = kNoTenant;
+    std::uint32_t weight = 1;
+    std::uint32_t round = 0;     // tokens taken in this round
+    bool queued = false;         // on tenant_ring_
+    IndexList waiting;           // flow units with a backlog and no token
+    std::uint32_t next_ = kNil;  // tenant_ring_ links
+    std::uint32_t prev_ = kNil;
   };
 
   // Classification (params_.classify != kDeclared): what set_class gave each QP, and
@@ -187,7 +206,14 @@ class JustitiaScheduler final : public Scheduler {
   std::int64_t bank_cap() const { return static_cast<std::int64_t>(params_.max_tokens) * params_.token_bytes; }
   void refill(Picos now);
   bool wait_for_processor(Picos at, const Qp& q);
-  void push_waiting_front(std::uint32_t unit);
+  // The waiting flows, by tenant: push (front: first of its tenant; the tenant, if
+  // not queued, first when tenant_front or in the middle of its round, else last),
+  // pop the next to get a token, remove, empty.
+  void wait_push(std::uint32_t unit, bool front, bool tenant_front);
+  std::uint32_t wait_pop();
+  void wait_remove(std::uint32_t unit);
+  bool wait_empty() const { return tenant_ring_.empty(); }
+  void tenant_unqueue(Tenant& t, std::uint32_t idx);
   void push_ring_front(std::uint32_t unit);
 
   Config config_;
@@ -200,7 +226,8 @@ class JustitiaScheduler final : public Scheduler {
   std::unordered_map<std::uint64_t, std::uint32_t> flow_by_key_;
   std::vector<std::uint32_t> latency_flows_;  // flow ids of latency class
   IndexList ring_;     // units with something to send now: latency QPs, flows holding a token
-  IndexList waiting_;  // flows with a backlog and no token
+  std::vector<Tenant> tenants_;  // [0]: QPs with no tenant
+  IndexList tenant_ring_;        // tenants with a waiting flow
   LinkModel link_;
   ControlQueue control_;
   std::size_t active_ = 0;

@@ -77,6 +77,8 @@ std::string_view validate(const Config& config);
 inline constexpr std::uint64_t kUnlimited = 0;  // a rate of 0 means no limit
 // set_class's application for a QP that is an application of its own (the default).
 inline constexpr std::uint32_t kOwnApp = 0xffff'ffff;
+// set_tenant's tenant for a QP in no tenant (the default).
+inline constexpr std::uint32_t kNoTenant = 0;
 
 class Scheduler {
  public:
@@ -130,6 +132,10 @@ class Scheduler {
   // application's share of the tokens.
   virtual void set_class(Picos /*now*/, QpId /*qp*/, FlowClass /*cls*/, std::uint32_t /*app*/,
                          std::uint32_t /*weight*/) {}
+  // `qp`'s tenant (kNoTenant: none) and the tenant's weight (>= 1; the last call
+  // for a tenant sets it): tenants share above applications, which share above their
+  // QPs (docs/sched.md, "Tenants"). justitia splits its tokens so; the others ignore it.
+  virtual void set_tenant(Picos /*now*/, QpId /*qp*/, std::uint32_t /*tenant*/, std::uint32_t /*weight*/) {}
   // One latency of the policy's reference flow (post to completion).
   virtual void on_reference_latency(Picos /*now*/, Picos /*latency*/) {}
   // One passive round trip measured by the transport on `qp` (no probe, no help from

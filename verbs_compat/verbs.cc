@@ -179,6 +179,7 @@ Qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
               {"shm", true}};
   if (init->srq) req["srq"] = init->srq->handle;
   if (const char* cls = std::getenv("ISOROCE_FLOW_CLASS"); cls && *cls) req["class"] = cls;
+  if (const char* tenant = std::getenv("ISOROCE_TENANT"); tenant && *tenant) req["tenant"] = tenant;
   std::vector<int> fds;
   json r = ctx->call(req, {}, &fds);
   if (!r.value("ok", false)) return close_all(fds), errno = reply_errno(r), nullptr;

@@ -75,6 +75,14 @@ void Flow::classify(Picos now) {
       error_statuses_[std::string("set_qp_class: ") + std::strerror(rc)]++;
       ++errors_;
     }
+    if (cfg_.tenant.empty()) continue;
+    rc = src_->verbs().set_qp_tenant(now, qp.src_qpn, cfg_.tenant, cfg_.tenant_weight);
+    if (rc == 0 && cfg_.transport == Transport::kRc)
+      rc = dst_[0].host->verbs().set_qp_tenant(now, qp.dst_qpn[0], cfg_.tenant, cfg_.tenant_weight);
+    if (rc != 0) {
+      error_statuses_[std::string("set_qp_tenant: ") + std::strerror(rc)]++;
+      ++errors_;
+    }
   }
   src_->collect_events();
 }

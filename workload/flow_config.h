@@ -62,6 +62,8 @@ struct FlowConfig {
   bool inline_data = false;       // IBV_SEND_INLINE (send/write verbs, size <= kMaxInline)
   std::string app;                // application (justitia: its QPs of one class are one flow); empty: the flow itself
   uint32_t weight = 1;            // the application's token weight (justitia)
+  std::string tenant;             // the application's tenant (justitia shares tenants first); empty: none
+  uint32_t tenant_weight = 1;     // the tenant's weight
 };
 
 // Why setup could not be done, naming the key the way a scenario file spells

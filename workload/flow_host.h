@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "transport/engine/engine.h"
+#include "workload/app_id.h"
 #include "workload/flow_config.h"
 
 namespace isoroce::workload {
@@ -48,6 +49,9 @@ class FlowVerbs {
   virtual int post_srq_recv(transport::SrqHandle srq, const transport::RecvWr& wr) = 0;
   virtual int set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) = 0;
   virtual int set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uint32_t app, uint32_t weight) = 0;
+  // `tenant`: FlowConfig::tenant (a name; the simulator numbers them, the daemon
+  // keeps its own names).
+  virtual int set_qp_tenant(Picos now, wire::Qpn qpn, const std::string& tenant, uint32_t weight) = 0;
 
  protected:
   ~FlowVerbs() = default;
@@ -74,6 +78,9 @@ class EngineVerbs final : public FlowVerbs {
   int set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) override { return e_.set_qp_rate(now, qpn, bps); }
   int set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uint32_t app, uint32_t weight) override {
     return e_.set_qp_class(now, qpn, cls, app, weight);
+  }
+  int set_qp_tenant(Picos now, wire::Qpn qpn, const std::string& tenant, uint32_t weight) override {
+    return e_.set_qp_tenant(now, qpn, tenant_id(tenant), weight);
   }
 
  private:

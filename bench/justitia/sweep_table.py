@@ -2,12 +2,14 @@
 """Writes the sweep tables of docs/isolation.md from isoroce-lab's JSON output:
 the rnic presets' calibration (calibrate-{roce,ib,iwarp}.sweep.toml) between the
 <!-- rnic-calibration --> markers, and the paper column of the Justitia experiments
-(justitia.sweep.toml) between the <!-- paper-column --> markers.
+(justitia.sweep.toml) between the <!-- paper-column --> markers, Justitia's latency
+signal (signal.sweep.toml) between <!-- signal --> and automatic classification
+(classify.sweep.toml) between <!-- classify --> and <!-- classify-liar -->.
 
   bench/justitia/sweep_table.py --dir RESULTS_DIR [--doc docs/isolation.md] [--print]
 
-RESULTS_DIR holds calibrate-roce.json, calibrate-ib.json, calibrate-iwarp.json and
-justitia.json (bench/justitia/sweep.sh makes them).
+RESULTS_DIR holds calibrate-roce.json, calibrate-ib.json, calibrate-iwarp.json,
+justitia.json, signal.json and classify.json (bench/justitia/sweep.sh makes them).
 """
 import argparse
 import json
@@ -76,6 +78,60 @@ def paper_column(d):
     return head + "\n".join(rows) + "\n"
 
 
+def means(d, name):
+    """(scenario, policy, metric) -> mean of the sweep `name`'s metric rows."""
+    t = json.load(open(os.path.join(d, f"{name}.json")))
+    return {(r["scenario"], r["policy"], r["name"]): r.get("mean") for r in t["rows"] if r["kind"] == "metric"}
+
+
+def num(v, fmt="{:.2f}"):
+    return NA if v is None else fmt.format(v)
+
+
+def signal_table(d):
+    m = means(d, "signal")
+    out = ["| run | latency p50 / p99 µs | bandwidth flow Gb/s | samples into Current99 (passive) | min SafeUtil Gb/s |",
+           "|---|---:|---:|---:|---:|",
+           f"| alone (fifo) | {num(m[('fig1-lat-alone', 'fifo', 'lat_p50_us')])} / "
+           f"{num(m[('fig1-lat-alone', 'fifo', 'lat_p99_us')])} | — | — | — |"]
+    for name, pol in [("fifo", "fifo"), ("justitia, signal = probe (the echo)", "probe"),
+                      ("justitia, signal = passive", "passive"), ("justitia, signal = both", "both")]:
+        g = lambda k: m.get(("fig1", pol, k))
+        js = NA if g("samples") is None else f"{g('samples'):.0f} ({g('passive_samples'):.0f})"
+        out.append(f"| {name} | {num(g('lat_p50_us'))} / {num(g('lat_p99_us'))} | {num(g('bw_goodput_gbps'))} | {js} | "
+                   f"{num(g('min_safe_util_gbps'), '{:.1f}')} |")
+    return "\n".join(out) + "\n"
+
+
+def classify_tables(d):
+    m = means(d, "classify")
+    out = ["| experiment | metric | declared classes | no class, classify = auto | no class, classify = declared |",
+           "|---|---|---:|---:|---:|"]
+    exps = [("1, 9", "fig1", [("latency flow p99 (µs)", "lat_p99_us", 1), ("latency flow p999 (µs)", "lat_p999_us", 1),
+                              ("bandwidth flow goodput (Gb/s)", "bw_goodput_gbps", 1)]),
+            ("2, 12", "fig2", [("throughput flow (million msgs/s)", "tput_msgs_per_sec", 1e-6),
+                               ("bandwidth flow goodput (Gb/s)", "bw_goodput_gbps", 1)]),
+            ("5, 11", "fig5", [("small / big on the wire", "small_over_big", 1)]),
+            ("5, 11", "fig11", [("one_qp / four_qps on the wire", "one_over_four_qps", 1)])]
+    for fig, scen, metrics in exps:
+        for i, (label, key, scale) in enumerate(metrics):
+            v = [m.get(c + (key,)) for c in [(scen, "declared"), (scen + "-undeclared", "auto"),
+                                             (scen + "-undeclared", "declared")]]
+            v = [None if x is None else x * scale for x in v]
+            re = m.get((scen + "-undeclared", "auto", "reclassified"))
+            extra = f" ({re:.0f} QPs reclassified)" if i == 0 and re is not None else ""
+            out.append(f"| {fig} | {label} | {num(v[0], '{:.3f}')} | {num(v[1], '{:.3f}')}{extra} | {num(v[2], '{:.3f}')} |")
+    liar = ["| classify | latency flow p50 / p99 µs | honest 1 MB flow Gb/s | liar Gb/s | honest flow errors | QPs reclassified |",
+            "|---|---:|---:|---:|---:|---:|",
+            f"| (latency flow alone, fifo) | {num(m.get(('liar-lat-alone', 'fifo', 'lat_p50_us')))} / "
+            f"{num(m.get(('liar-lat-alone', 'fifo', 'lat_p99_us')))} | — | — | — | — |"]
+    for mode in ("declared", "auto", "verify"):
+        g = lambda k: m.get(("liar", mode, k))
+        liar.append(f"| {mode} | {num(g('lat_p50_us'))} / {num(g('lat_p99_us'))} | {num(g('bw_goodput_gbps'))} | "
+                    f"{num(g('liar_goodput_gbps'))} | {num(g('bw_errors'), '{:.0f}')} | {num(g('reclassified'), '{:.0f}')} |")
+    return "\n".join(out) + "\n", "\n".join(liar) + "\n"
+
+
 def splice(doc, marker, table):
     begin, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
     if begin not in doc or end not in doc:
@@ -92,13 +148,16 @@ def main():
     ap.add_argument("--print", action="store_true")
     a = ap.parse_args()
     cal, pc = calibration(a.dir), paper_column(a.dir)
+    sig = signal_table(a.dir)
+    cls, liar = classify_tables(a.dir)
     if a.print:
-        print(cal + "\n" + pc, end="")
+        print("\n".join([cal, pc, sig, cls, liar]), end="")
         return
     doc = open(a.doc).read()
     doc = splice(splice(doc, "rnic-calibration", cal), "paper-column", pc)
+    doc = splice(splice(splice(doc, "signal", sig), "classify", cls), "classify-liar", liar)
     open(a.doc, "w").write(doc)
-    print(f"sweep_table.py: wrote the calibration and paper-column tables to {a.doc}")
+    print(f"sweep_table.py: wrote the calibration, paper-column, signal and classification tables to {a.doc}")
 
 
 if __name__ == "__main__":

@@ -273,6 +273,16 @@ std::optional<ScenarioError> validate(const Scenario& s) {
     for (size_t j = 0; j < i && !f.app.empty(); ++j)
       if (s.flows[j].app == f.app && s.flows[j].weight != f.weight)
         return err(flow_key(i, "weight"), "differs from flow " + quoted(s.flows[j].name) + " of the same app");
+    if (!f.tenant.empty() && !valid_name(f.tenant))
+      return err(flow_key(i, "tenant"), "must be 1 to 64 letters, digits, '_', '-' or '.' (got " + quoted(f.tenant) + ")");
+    if (f.tenant_weight == 0) return err(flow_key(i, "tenant_weight"), "must be at least 1");
+    for (size_t j = 0; j < i; ++j) {
+      const FlowConfig& g = s.flows[j];
+      if (!f.tenant.empty() && g.tenant == f.tenant && g.tenant_weight != f.tenant_weight)
+        return err(flow_key(i, "tenant_weight"), "differs from flow " + quoted(g.name) + " of the same tenant");
+      if (!f.app.empty() && g.app == f.app && g.tenant != f.tenant)
+        return err(flow_key(i, "tenant"), "differs from flow " + quoted(g.name) + " of the same app");
+    }
     if (f.use_srq && !uses_receives(f.verb))
       return err(flow_key(i, "use_srq"), quoted(to_string(f.verb)) + " consumes no receives");
     total_bytes += flow_buffer_bytes(f);

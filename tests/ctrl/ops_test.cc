@@ -58,10 +58,10 @@ TEST(OpTable, HelpListsEveryOperationWithItsText) {
     EXPECT_FALSE(op["help"].get<std::string>().empty()) << op.dump();
   }
   for (const char* n : {"hello", "open", "alloc_pd", "reg_mr", "create_qp", "post_send", "set_rate", "set_policy",
-                        "resize_cq", "get_async_events", "help", "alloc_mw", "dealloc_mw", "cm_channel", "cm_connect",
-                        "cm_get_event", "cm_migrate_id"})
+                        "resize_cq", "get_async_events", "help", "alloc_mw", "dealloc_mw", "set_tenant", "cm_channel",
+                        "cm_connect", "cm_get_event", "cm_migrate_id"})
     EXPECT_TRUE(names.count(n)) << n;
-  EXPECT_EQ(names.size(), 57u);  // 40 verbs and admin operations, 17 rdma_cm ones (ops_cm.cc)
+  EXPECT_EQ(names.size(), 58u);  // 41 verbs and admin operations, 17 rdma_cm ones (ops_cm.cc)
 }
 
 // Memory windows are their client's: another client cannot free one, and

@@ -405,7 +405,7 @@ TEST(IsoroceCtl, InspectsAndSteersALiveDaemon) {
   json j = json::parse(out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << out;
   EXPECT_EQ(j["sched"]["isoroce1"]["policy"], "tassel");
-  EXPECT_EQ(j["sched"]["isoroce0"]["policy"], "fifo");
+  EXPECT_EQ(j["sched"]["isoroce0"]["policy"], "rnic");  // the default baseline (cx4-roce)
   // A QP: rate and class are set and shown.
   Verbs v(d.socket(), "isoroce0");
   const uint32_t cq = v.create_cq();

@@ -99,6 +99,12 @@ TEST(SweepParse, ErrorsNameTheKeyAndLine) {
   expect_error(with(sc, "/nonexistent/x.toml"), "scenario[0].file", 0, "no such file");
   expect_error(with("paper = 3.82", "paper = -1"), "compare[0].paper", 0, "positive");
   expect_error(with("[[metric]]", "[[metric]"), "", 19, "");  // TOML syntax, with its line
+  expect_error(with("flow = \"lat\"", "flow = \"lat\"\nhost = \"a\""), "metric[0].host", 0, "not both");
+  // A host's field instead of a flow's (justitia.reclassified in classify.sweep.toml).
+  const SweepParse h = parse_sweep(with("flow = \"lat\"", "host = \"a\""), "s.toml", "/");
+  ASSERT_TRUE(h.ok()) << h.error->to_string();
+  EXPECT_EQ(h.sweep.metrics[0].host, "a");
+  EXPECT_EQ(h.sweep.metrics[0].flow, "");
 }
 
 TEST(SweepParse, PlanErrorsNameTheRun) {

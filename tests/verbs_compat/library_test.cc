@@ -478,5 +478,31 @@ TEST_F(Library, FlowClassFromVerbsExtAndFromTheEnvironment) {
   unsetenv("ISOROCE_FLOW_CLASS");
 }
 
+// The tenant of an unmodified program's QPs: ISOROCE_TENANT; a bad name is refused.
+TEST_F(Library, TenantFromTheEnvironment) {
+  Verbs admin(daemon_->socket(), "isoroce0");
+  auto tenant = [&](uint32_t qpn) {
+    json r = admin.call({{"op", "qp"}, {"qpn", qpn}});
+    return r.value("qp", json::object()).value("tenant", std::string("none"));
+  };
+  setenv("ISOROCE_TENANT", "analytics", 1);
+  Dev a;
+  make(a, "isoroce0");
+  EXPECT_EQ(tenant(a.qp->qp_num), "analytics");
+  setenv("ISOROCE_TENANT", "no/slashes", 1);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = a.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp(a.pd, &ia), nullptr) << "a bad tenant name is refused, not ignored";
+  EXPECT_EQ(errno, EINVAL);
+  unsetenv("ISOROCE_TENANT");
+  Dev b;
+  make(b, "isoroce0");
+  EXPECT_EQ(tenant(b.qp->qp_num), "none");
+}
+
 }  // namespace
 }  // namespace isoroce::test

@@ -122,6 +122,9 @@ class RemoteVerbs final : public workload::FlowVerbs {
     // The daemon groups a client's QPs into one application itself.
     return rc_of(c_.call({{"op", "set_class"}, {"qpn", qpn.value()}, {"class", std::string(sched::to_string(cls))}}));
   }
+  int set_qp_tenant(Picos, wire::Qpn qpn, const std::string& tenant, uint32_t weight) override {
+    return rc_of(c_.call({{"op", "set_tenant"}, {"qpn", qpn.value()}, {"tenant", tenant}, {"weight", weight}}));
+  }
 
  private:
   ctrl::Client& c_;

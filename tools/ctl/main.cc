@@ -108,9 +108,15 @@ int main(int argc, char** argv) {
   set_rate->add_option("RATE", rate_text, "bits per second with an optional K/M/G suffix")->required();
   auto* set_class = app.add_subcommand("set-class", "a QP's flow class (latency, throughput, bandwidth)");
   set_class->add_option("QP", qp_name, kQpHelp)->required();
-  for (auto* sub : {qp, set_rate, set_class})
+  std::string tenant;
+  uint32_t tenant_weight = 0;
+  auto* set_tenant = app.add_subcommand("set-tenant", "a QP's tenant (tenants share above applications; docs/isolation.md)");
+  set_tenant->add_option("QP", qp_name, kQpHelp)->required();
+  for (auto* sub : {qp, set_rate, set_class, set_tenant})
     sub->add_option("--device", qp_device, "the QP's device (the same as DEVICE/ in QP)");
   set_class->add_option("CLASS", cls, "latency, throughput or bandwidth")->required();
+  set_tenant->add_option("TENANT", tenant, "a name (1 to 64 of A-Z a-z 0-9 _ - .)")->required();
+  set_tenant->add_option("--weight", tenant_weight, "the tenant's weight (privileged)")->check(CLI::Range(1, 1000000));
   std::string scenario_path;
   auto* run = app.add_subcommand("run", "run a scenario of isoroce-sim on live daemons (its hosts name socket and device)");
   run->add_option("SCENARIO", scenario_path, "scenario TOML file (docs/isoroce-ctl.md)")->required();
@@ -156,7 +162,7 @@ int main(int argc, char** argv) {
   }
 
   uint32_t qpn = 0;
-  if (*qp || *set_rate || *set_class) {
+  if (*qp || *set_rate || *set_class || *set_tenant) {
     std::string named;
     if (!isoroce::ctrl::parse_qp_name(qp_name, &named, &qpn)) {
       std::fprintf(stderr, "isoroce-ctl: '%s' is not a QP (DEVICE/QPN, e.g. isoroce0/15, or a QPN)\n", qp_name.c_str());
@@ -188,7 +194,11 @@ int main(int argc, char** argv) {
     req = {{"op", "set_rate"}, {"qpn", qpn}, {"bps", bps}};
   }
   if (*set_class) req = {{"op", "set_class"}, {"qpn", qpn}, {"class", cls}};
-  if ((*qp || *set_rate || *set_class) && !qp_device.empty()) req["device"] = qp_device;
+  if (*set_tenant) {
+    req = {{"op", "set_tenant"}, {"qpn", qpn}, {"tenant", tenant}};
+    if (tenant_weight != 0) req["weight"] = tenant_weight;
+  }
+  if ((*qp || *set_rate || *set_class || *set_tenant) && !qp_device.empty()) req["device"] = qp_device;
 
   std::string error;
   auto client = Client::connect(socket, &error);

@@ -129,9 +129,10 @@ RunResult run_one(const Sweep& sweep, const Run& run) {
     }
   }
   for (const Metric& m : sweep.metrics) {
-    std::optional<double> v = field(j["flows"], m.flow, m.field);
+    const char* list = m.host.empty() ? "flows" : "hosts";
+    std::optional<double> v = field(j[list], m.host.empty() ? m.flow : m.host, m.field);
     if (v && !m.over.empty()) {
-      const std::optional<double> d = field(j["flows"], m.over, m.field);
+      const std::optional<double> d = field(j[list], m.over, m.field);
       v = d && *d != 0 ? std::optional<double>(*v / *d) : std::nullopt;
     }
     r.metrics.push_back(v);
@@ -226,6 +227,11 @@ std::vector<RunResult> run_sweep(const Sweep& sweep, const Plan& plan, const Run
       }
     });
   });
+  // The join as ThreadSanitizer sees it: libtbb is not instrumented, so the wait in
+  // parallel_for orders nothing for TSan; every worker wrote its results before its
+  // last unlock of mu, and this lock orders all of that before the caller's reads
+  // (docs/isoroce-lab.md, "ThreadSanitizer"). Costs one uncontended lock.
+  { std::lock_guard lock(mu); }
   return results;
 }
 

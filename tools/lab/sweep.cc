@@ -171,8 +171,16 @@ void parse_metrics(const toml::table& root, Sweep& s) {
   for (std::size_t i = 0; i < m->size(); ++i) {
     const toml::table& t = *(*m)[i].as_table();
     const std::string key = "metric[" + std::to_string(i) + "]";
-    known_keys(t, key, {"name", "flow", "field", "over"});
-    Metric x{need_string(t, key, "name"), need_string(t, key, "flow"), need_string(t, key, "field"), ""};
+    known_keys(t, key, {"name", "flow", "host", "field", "over"});
+    Metric x;
+    x.name = need_string(t, key, "name");
+    if (t.contains("host")) {
+      if (t.contains("flow")) fail(key + ".host", "a metric reads a flow or a host, not both", t.get("host"));
+      x.host = need_string(t, key, "host");
+    } else {
+      x.flow = need_string(t, key, "flow");
+    }
+    x.field = need_string(t, key, "field");
     if (t.contains("over")) x.over = need_string(t, key, "over");
     s.metrics.push_back(std::move(x));
   }

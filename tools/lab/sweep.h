@@ -41,6 +41,7 @@ struct GridAxis {
 struct Metric {
   std::string name;
   std::string flow;   // the flow whose report field is read
+  std::string host;   // or (instead of flow) the host's: "justitia.reclassified"
   std::string field;  // dotted path in its JSON report: "lat_us.p99", "wire_gbps"
   std::string over;   // if set: the value is flow.field / over.field
 };

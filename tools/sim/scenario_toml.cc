@@ -312,7 +312,7 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
   Table t(raw, "flow[" + std::to_string(i) + "]",
           {"name", "src", "dst", "transport", "verb", "size", "count", "depth", "qps", "class", "start_us", "mtu",
            "timeout", "retry_cnt", "rnr_retry", "min_rnr_timer", "max_rd_atomic", "rate_gbps", "post_recv",
-           "post_recv_delay_us", "use_srq", "recv_depth", "start_psn", "inline", "app", "weight"});
+           "post_recv_delay_us", "use_srq", "recv_depth", "start_psn", "inline", "app", "weight", "tenant", "tenant_weight"});
   sim::FlowConfig f;
   f.name = t.string("name");
   f.src = t.string("src");
@@ -370,6 +370,8 @@ void parse_flow(const toml::table& raw, size_t i, sim::Scenario& s) {
   f.inline_data = t.boolean("inline", false);
   f.app = t.string("app", std::string());
   f.weight = static_cast<uint32_t>(t.integer("weight", 1, 1, 1'000'000));
+  f.tenant = t.string("tenant", std::string());
+  f.tenant_weight = static_cast<uint32_t>(t.integer("tenant_weight", 1, 1, 1'000'000));
   s.flows.push_back(std::move(f));
 }
 
@@ -578,6 +580,8 @@ std::string scenario_to_toml(const sim::Scenario& s) {
     if (f.inline_data) o << "inline = true\n";
     if (!f.app.empty()) o << "app = " << q(f.app) << "\n";
     if (f.weight != 1) o << "weight = " << f.weight << "\n";
+    if (!f.tenant.empty()) o << "tenant = " << q(f.tenant) << "\n";
+    if (f.tenant_weight != 1) o << "tenant_weight = " << f.tenant_weight << "\n";
   }
   return o.str();
 }

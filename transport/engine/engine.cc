@@ -487,6 +487,13 @@ int EngineImpl::set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uin
   return 0;
 }
 
+int EngineImpl::set_qp_tenant(Picos now, wire::Qpn qpn, uint32_t tenant, uint32_t weight) {
+  QpCtx* q = find_qp(qpn);
+  if (q == nullptr || weight == 0) return EINVAL;
+  sched_->set_tenant(now, q->slot, tenant, weight);
+  return 0;
+}
+
 void EngineImpl::add_reference_latency(Picos now, Picos latency) { sched_->on_reference_latency(now, latency); }
 
 std::vector<AsyncEvent> EngineImpl::take_async_events() {

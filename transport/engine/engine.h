@@ -316,6 +316,9 @@ class Engine {
   // logical flow) and the application's weight (>= 1). A latency-class QP set while
   // Current99 > Target99 raises kLatencyTargetMissed. 0 or EINVAL (unknown QP).
   virtual int set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uint32_t app, uint32_t weight) = 0;
+  // The QP's tenant (sched::kNoTenant: none) and the tenant's weight (>= 1): tenants
+  // share above applications (sched::Scheduler::set_tenant). 0 or EINVAL.
+  virtual int set_qp_tenant(Picos now, wire::Qpn qpn, uint32_t tenant, uint32_t weight) = 0;
   // One latency of the policy's reference flow, measured by the driver.
   virtual void add_reference_latency(Picos now, Picos latency) = 0;
   // The port's scheduler (telemetry: sched::Scheduler::justitia_stats()).

@@ -55,6 +55,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   int set_qp_rate(Picos now, wire::Qpn qpn, uint64_t bps) override;
   std::vector<AsyncEvent> take_async_events() override;
   int set_qp_class(Picos now, wire::Qpn qpn, sched::FlowClass cls, uint32_t app, uint32_t weight) override;
+  int set_qp_tenant(Picos now, wire::Qpn qpn, uint32_t tenant, uint32_t weight) override;
   void add_reference_latency(Picos now, Picos latency) override;
   const sched::Scheduler& scheduler() const override { return *sched_; }
 

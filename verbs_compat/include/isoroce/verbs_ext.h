@@ -2,7 +2,7 @@
  * kind of traffic a QP carries (the justitia policy isolates the classes; see
  * docs/isolation.md). Without changing a program, ISOROCE_FLOW_CLASS=latency|
  * throughput|bandwidth in its environment sets the class of every QP it
- * creates.
+ * creates, and ISOROCE_TENANT=NAME their tenant (docs/isoroced.md, "Tenants").
  *
  * The function lives in libisoroce-verbs.so. A program that may run without
  * isoroce calls isoroce_qp_set_class_if_present(), which looks the symbol up

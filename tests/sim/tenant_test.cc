@@ -1,0 +1,105 @@
+// Hierarchical sharing in the simulator (issue 19): bench/scenarios/justitia/
+// tenants.toml, tenant "big" with four applications of 4 QPs each (16 QPs), tenant
+// "small" with one QP, 1 MB WRITEs, 10 ms of virtual time. Shares are of the sum of
+// the flows' goodput; one 1 MB token is about 1.3% of the run.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim_util.h"
+
+namespace isoroce::sim {
+namespace {
+
+using testing::flow;
+using testing::run_scenario;
+
+Scenario load() {
+  auto p = tools::load_scenario(std::string(ISOROCE_JUSTITIA_SCENARIOS) + "/tenants.toml");
+  EXPECT_TRUE(p.ok()) << (p.error ? p.error->to_string() : "");
+  return p.scenario;
+}
+
+struct Shares {
+  double big[4] = {};
+  double big_total = 0;
+  double small = 0;
+};
+
+Shares shares_of(const Scenario& s) {
+  const SimReport r = run_scenario(s);
+  Shares out;
+  double total = flow(r, "small").goodput_gbps;
+  for (int i = 0; i < 4; ++i) total += flow(r, "big" + std::to_string(i + 1)).goodput_gbps;
+  EXPECT_GT(total, 90.0);  // the link (100 Gb/s) stays busy
+  for (int i = 0; i < 4; ++i) {
+    const FlowReport& f = flow(r, "big" + std::to_string(i + 1));
+    EXPECT_EQ(f.errors, 0u);
+    out.big[i] = f.goodput_gbps / total;
+    out.big_total += out.big[i];
+  }
+  out.small = flow(r, "small").goodput_gbps / total;
+  return out;
+}
+
+// Receive: tenants.toml as it is (tenant weights 1:1). Expect: small 50% +- 3%, big
+// 50% +- 3%, each of big's applications 12.5% +- 2%. Under fifo (no tenants in the
+// hardware baseline) small gets about 1/17 (below 10%).
+TEST(TenantShares, SixteenQpsGetNoMoreThanOne) {
+  const Scenario s = load();
+  const Shares sh = shares_of(s);
+  EXPECT_NEAR(sh.small, 0.5, 0.03);
+  EXPECT_NEAR(sh.big_total, 0.5, 0.03);
+  for (double b : sh.big) EXPECT_NEAR(b, 0.125, 0.02);
+  Scenario fifo = s;
+  for (auto& h : fifo.hosts) h.policy = "fifo";
+  EXPECT_LT(shares_of(fifo).small, 0.1);
+}
+
+// Receive: big's tenant_weight 2, then small's 2. Expect: 2/3 : 1/3 and 1/3 : 2/3
+// (+- 3%).
+TEST(TenantShares, WeightsTwoToOne) {
+  Scenario s = load();
+  for (auto& f : s.flows)
+    if (f.tenant == "big") f.tenant_weight = 2;
+  Shares sh = shares_of(s);
+  EXPECT_NEAR(sh.big_total, 2.0 / 3, 0.03);
+  EXPECT_NEAR(sh.small, 1.0 / 3, 0.03);
+  s = load();
+  for (auto& f : s.flows)
+    if (f.tenant == "small") f.tenant_weight = 2;
+  sh = shares_of(s);
+  EXPECT_NEAR(sh.big_total, 1.0 / 3, 0.03);
+  EXPECT_NEAR(sh.small, 2.0 / 3, 0.03);
+}
+
+// Receive: big1's application weight 3 (the others 1). Expect: the tenants still
+// split 50/50; within big, big1 takes 3/6 of its half (25% +- 2%), the other three
+// 1/6 each (8.3% +- 2%).
+TEST(TenantShares, ATenantsShareSplitsBetweenItsApplicationsByWeight) {
+  Scenario s = load();
+  for (auto& f : s.flows)
+    if (f.name == "big1") f.weight = 3;
+  const Shares sh = shares_of(s);
+  EXPECT_NEAR(sh.small, 0.5, 0.03);
+  EXPECT_NEAR(sh.big[0], 0.25, 0.02);
+  for (int i = 1; i < 4; ++i) EXPECT_NEAR(sh.big[i], 0.5 / 6, 0.02);
+}
+
+// Scenario checks: a tenant's weight must agree across its flows, an application
+// stays in one tenant.
+TEST(TenantShares, ScenarioRefusesDisagreeingTenants) {
+  Scenario s = load();
+  s.flows[0].tenant_weight = 3;
+  auto e = validate(s);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->to_string().find("tenant_weight"), std::string::npos) << e->to_string();
+  s = load();
+  s.flows[1].app = s.flows[4].app;  // big2 claims small's application
+  e = validate(s);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NE(e->to_string().find("tenant"), std::string::npos) << e->to_string();
+}
+
+}  // namespace
+}  // namespace isoroce::sim
