@@ -60,7 +60,8 @@ inline void TasselScheduler::make_eligible(Picos now, QpId qp) {
   QpSlot& s = qps_[qp];
   const Picos start = s.time_;
   s.time_ += duration(s.bytes_, s.cost_);
-  trace_.emit(now, trace::Event::kEligible, qp, 0, s.bytes_, 0, start, s.time_);
+  if (trace_.on(trace::Event::kEligible)) [[unlikely]]
+    trace_.emit(now, trace::Event::kEligible, qp, phi_q16(), s.bytes_, 0, start, s.time_);
   pool_.push(qps_.data(), qp);
 }
 

@@ -51,6 +51,8 @@ class TasselScheduler final : public Scheduler {
   // For tests and telemetry: system time, the sum of the active limits, where a QP waits.
   Picos system_time() const { return v_; }
   std::uint64_t active_limited_bps() const { return active_bps_; }
+  // Phi = active_limited_bps() / link rate, as trace::Event::kEligible carries it (Q16.16).
+  std::uint32_t phi_q16() const { return trace::phi_q16(active_bps_, config_.link_bps); }
   Where where(QpId qp) const {
     if (qp >= qps_.size()) return Where::kIdle;
     return qps_[qp].where_ == Where::kTimeline ? timeline_.where(qps_.data(), qp) : qps_[qp].where_;
