@@ -7,6 +7,7 @@
 
 #include "sched/scheduler.h"
 #include "sched/tassel.h"
+#include "sched/timeline.h"
 #include "tests/sched/fake_link.h"
 
 namespace isoroce::sched::testing {
@@ -81,7 +82,9 @@ TEST(SchedTrace, TasselPhiMatchesTheScheduler) {
       eligible.push_back(r);
       EXPECT_EQ(r.psn, s->phi_q16()) << r.time;
       EXPECT_EQ(r.psn, trace::phi_q16(s->active_limited_bps(), 100'000'000'000));
-      EXPECT_LE(r.a, s->system_time()) << r.time;  // eligible: S <= V
+      // Eligible: S <= V, to the timeline's slot (a packet whose S falls in V's
+      // 64 ps slot is released with it).
+      EXPECT_LE(r.a, s->system_time() + Timeline::kSlotPicos - 1) << r.time;
       EXPECT_GT(r.b, r.a);                        // F = S + L / r
     }
   } rec;

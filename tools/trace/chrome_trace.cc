@@ -8,6 +8,7 @@
 #include <deque>
 #include <set>
 
+#include "sched/justitia_params.h"
 #include "tools/trace/chrome_args.h"
 #include "transport/wire/opcode.h"
 
@@ -183,7 +184,7 @@ void Writer::names() {
     const std::string name = it != meta_.port_names.end() ? it->second : fmt::format("port {}", p);
     meta_line(p + 1u, 0, "process_name", fmt::format(R"({{"name":{}}})", chrome::quote(name)));
     meta_line(p + 1u, 0, "process_sort_index", fmt::format(R"({{"sort_index":{}}})", p));
-    meta_line(p + 1u, 0, "thread_name", R"({"name":"scheduler (port)"})");
+    meta_line(p + 1u, 0, "thread_name", R"j({"name":"scheduler (port)"})j");
   }
   for (uint64_t key : qps) {
     const auto port = static_cast<uint16_t>(key >> 32);
