@@ -68,6 +68,7 @@ class TasselScheduler final : public Scheduler {
   [[gnu::always_inline]] void place_limited(Picos now, QpId qp, Picos start);
   void release_due(Picos now);
   [[gnu::always_inline]] void make_eligible(Picos now, QpId qp);
+  [[gnu::cold, gnu::noinline]] void trace_eligible(Picos now, QpId qp, Picos start) const;
   void remove_from_queue(QpId qp);
   [[gnu::always_inline]] void grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src);
 
