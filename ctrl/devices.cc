@@ -183,6 +183,9 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     e->ip_text = pc.ip_text;
     e->ref_peer_ip = pc.ref_peer;
     e->pump = std::make_unique<ShmPump>(e->engine());
+#if defined(__x86_64__)  // the library stamps posts with rdtsc, the TSC this clock counts
+    e->pump->set_tsc(clock_->start_tsc(), clock_->hz());
+#endif
     e->driver->add_hook(e->pump.get());
     out->push_back(std::move(e));
   }

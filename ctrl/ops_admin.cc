@@ -139,7 +139,9 @@ json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::Devi
     if (busy) return;
     // The pump drives the engine that was replaced: a new one for the new engine.
     d->driver->remove_hook(d->pump.get());
-    d->pump = std::make_unique<ShmPump>(d->engine());
+    auto pump = std::make_unique<ShmPump>(d->engine());
+    pump->set_tsc(d->pump->tsc_start(), d->pump->tsc_hz());
+    d->pump = std::move(pump);
     d->driver->add_hook(d->pump.get());
   });
   ctl.resume_cm(*d);

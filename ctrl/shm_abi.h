@@ -47,6 +47,15 @@
 // of shared memory before checking it, and checks every field (opcode, SGE
 // count, lengths, handles) before anything reaches the engine.
 //
+// The ring stage of a trace (docs/profiling.md): while the daemon records post
+// events for the device, it sets kStampPostTsc in an SQ's trace_flags (the first
+// spare word of rxe_queue_buf, pad_1[0]); the library, when it publishes WQEs and
+// finds the flag set, stores the TSC (rdtsc, the machine's clock that the daemon's
+// clock counts too) in each WQE's iova, which nothing else in a send WQE uses.
+// The daemon turns it into its own time and the engine's post record carries how
+// long the WR waited in the ring. With the flag clear (tracing off) a post costs
+// one load of a line the library already reads.
+//
 // Completion events: create_cq with "events": true returns, after the queue
 // memfd, an eventfd the daemon made (EFD_NONBLOCK: a client's own eventfd could
 // block the daemon's write). The library arms a CQ (ibv_req_notify_cq) by
@@ -170,6 +179,10 @@ inline std::atomic<uint32_t>& consumer(void* base) {
 }
 inline uint8_t* element(void* base, uint32_t index, uint32_t log2_elem) {
   return static_cast<uint8_t*>(base) + kQueueHeaderBytes + (size_t{index} << log2_elem);
+}
+inline constexpr uint32_t kStampPostTsc = 1;
+inline std::atomic<uint32_t>& trace_flags(void* base) {
+  return *reinterpret_cast<std::atomic<uint32_t>*>(&header(base)->pad_1[0]);
 }
 inline CqNotify* cq_notify(void* base, uint32_t log2_entries, uint32_t log2_elem) {
   return reinterpret_cast<CqNotify*>(static_cast<uint8_t*>(base) + kQueueHeaderBytes +

@@ -56,6 +56,7 @@ void ShmQueue::close_fd() {
 
 void ShmPump::add_sq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, uint32_t max_inline, const ClientObjects* owner) {
   sqs_.push_back({qpn, q, max_sge, max_inline, false, -1, owner});
+  shm::trace_flags(q->base()).store(stamping_ ? shm::kStampPostTsc : 0, std::memory_order_relaxed);
 }
 void ShmPump::add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, const ClientObjects* owner) {
   rqs_.push_back({qpn, q, max_sge, 0, false, -1, owner});
@@ -129,7 +130,23 @@ void ShmPump::remove_cq(uint32_t cq) {
   std::erase_if(cqs_, [&](const Work& w) { return w.id == cq; });
 }
 
+void ShmPump::follow_trace() {
+  const bool want = tsc_hz_ != 0 && (engine_.trace_mask() & trace::bit(trace::Event::kPost)) != 0;
+  if (want == stamping_) return;
+  stamping_ = want;
+  for (const Work& w : sqs_)
+    shm::trace_flags(w.q->base()).store(want ? shm::kStampPostTsc : 0, std::memory_order_relaxed);
+}
+
+// A stamp is the application's: anything before the clock started, or garbage, is 0.
+sched::Picos ShmPump::stamp_to_picos(uint64_t tsc) const {
+  if (tsc <= tsc_start_) return 0;
+  const unsigned __int128 ps = static_cast<unsigned __int128>(tsc - tsc_start_) * 1'000'000'000'000u / tsc_hz_;
+  return ps >= sched::kNever ? 0 : static_cast<sched::Picos>(ps);
+}
+
 unsigned ShmPump::poll(sched::Picos now) {
+  follow_trace();
   unsigned n = 0;
   for (const Work& w : sqs_) n += pump_send(now, w);
   for (Work& w : rqs_) n += pump_recv(now, w);
@@ -173,6 +190,7 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
     wr.ah = wqe.wr.wr.ud.ah_num;
     wr.remote_qpn = wqe.wr.wr.ud.remote_qpn;
     wr.remote_qkey = wqe.wr.wr.ud.remote_qkey;
+    if (stamping_) [[unlikely]] wr.app_post = stamp_to_picos(wqe.iova);
     sges_.clear();
     if (wr.send_flags & IBV_SEND_INLINE) {
       // The bytes are in the element: the engine copies them during post_send.

@@ -78,6 +78,15 @@ class ShmPump final : public dataplane::DeviceHook {
   void remove_cq(uint32_t cq);
   bool empty() const { return sqs_.empty() && rqs_.empty() && cqs_.empty(); }
 
+  // The TSC as the engine's clock counts it (dataplane::TscClock: start and
+  // rate), to turn the library's post stamps into the ring stage of a trace.
+  void set_tsc(uint64_t start_tsc, uint64_t hz) {
+    tsc_start_ = start_tsc;
+    tsc_hz_ = hz;
+  }
+  uint64_t tsc_start() const { return tsc_start_; }
+  uint64_t tsc_hz() const { return tsc_hz_; }
+
   unsigned poll(sched::Picos now) override;
   const ShmCounters& counters() const { return counters_; }
 
@@ -96,6 +105,10 @@ class ShmPump final : public dataplane::DeviceHook {
     uint32_t next = 0;
   };
   unsigned pump_send(sched::Picos now, const Work& w);
+  // Sets or clears kStampPostTsc in every SQ when the engine starts or stops
+  // recording post events.
+  void follow_trace();
+  sched::Picos stamp_to_picos(uint64_t tsc) const;
   unsigned pump_recv(sched::Picos now, Work& w);
   // One receive of QP qpn left its RQ (completed, or dropped without a completion).
   void retire_recv(uint32_t qpn);
@@ -107,6 +120,8 @@ class ShmPump final : public dataplane::DeviceHook {
   std::vector<transport::Sge> sges_;
   std::vector<ibv_wc> wcs_;
   ShmCounters counters_;
+  uint64_t tsc_start_ = 0, tsc_hz_ = 0;  // 0 Hz: no stamps
+  bool stamping_ = false;                // kStampPostTsc set in the SQs
 };
 
 }  // namespace isoroce::ctrl

@@ -156,16 +156,20 @@ class Scheduler {
   const trace::Tracer& tracer() const { return trace_; }
 
  protected:
-  // A grant the policy just made (kGrant: a = departure, b = 1 for control).
+  // A grant the policy just made (kGrant: a = departure, b = 1 for control). The
+  // check is inline; the record is built out of line, in cold code, so the hot
+  // path keeps only a load and a branch per trace point (docs/performance.md).
   void trace_grant(Picos now, const Grant& g) const {
-    trace_.emit(now, trace::Event::kGrant, g.qp, 0, g.bytes, 0, g.departure,
-                g.kind == GrantKind::kControl ? 1 : 0);
+    if (trace_.on(trace::Event::kGrant)) [[unlikely]] trace_grant_record(now, g);
   }
   void trace_activate(Picos now, QpId qp, std::uint32_t bytes) const {
-    trace_.emit(now, trace::Event::kActivate, qp, 0, bytes);
+    if (trace_.on(trace::Event::kActivate)) [[unlikely]] trace_.emit(now, trace::Event::kActivate, qp, 0, bytes);
   }
   void trace_rate(Picos now, QpId qp, std::uint64_t bps) const {
     trace_.emit(now, trace::Event::kRate, qp, 0, 0, 0, bps);
+  }
+  [[gnu::cold, gnu::noinline]] void trace_grant_record(Picos now, const Grant& g) const {
+    trace_.emit(now, trace::Event::kGrant, g.qp, 0, g.bytes, 0, g.departure, g.kind == GrantKind::kControl ? 1 : 0);
   }
 
   trace::Tracer trace_;

@@ -60,13 +60,18 @@ inline void TasselScheduler::make_eligible(Picos now, QpId qp) {
   QpSlot& s = qps_[qp];
   const Picos start = s.time_;
   s.time_ += duration(s.bytes_, s.cost_);
-  trace_.emit(now, trace::Event::kEligible, qp, 0, s.bytes_, 0, start, s.time_);
+  if (trace_.on(trace::Event::kEligible)) [[unlikely]] trace_eligible(now, qp, start);
   pool_.push(qps_.data(), qp);
 }
 
 inline void TasselScheduler::place_limited(Picos now, QpId qp, Picos start) {
   qps_[qp].time_ = start;
   if (!timeline_.insert(qps_.data(), qp)) make_eligible(now, qp);
+}
+
+void TasselScheduler::trace_eligible(Picos now, QpId qp, Picos start) const {
+  const QpSlot& s = qps_[qp];
+  trace_.emit(now, trace::Event::kEligible, qp, phi_q16(), s.bytes_, 0, start, s.time_);
 }
 
 void TasselScheduler::release_due(Picos now) {

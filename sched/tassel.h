@@ -51,6 +51,8 @@ class TasselScheduler final : public Scheduler {
   // For tests and telemetry: system time, the sum of the active limits, where a QP waits.
   Picos system_time() const { return v_; }
   std::uint64_t active_limited_bps() const { return active_bps_; }
+  // Phi = active_limited_bps() / link rate, as trace::Event::kEligible carries it (Q16.16).
+  std::uint32_t phi_q16() const { return trace::phi_q16(active_bps_, config_.link_bps); }
   Where where(QpId qp) const {
     if (qp >= qps_.size()) return Where::kIdle;
     return qps_[qp].where_ == Where::kTimeline ? timeline_.where(qps_.data(), qp) : qps_[qp].where_;
@@ -66,6 +68,7 @@ class TasselScheduler final : public Scheduler {
   [[gnu::always_inline]] void place_limited(Picos now, QpId qp, Picos start);
   void release_due(Picos now);
   [[gnu::always_inline]] void make_eligible(Picos now, QpId qp);
+  [[gnu::cold, gnu::noinline]] void trace_eligible(Picos now, QpId qp, Picos start) const;
   void remove_from_queue(QpId qp);
   [[gnu::always_inline]] void grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src);
 

@@ -26,9 +26,10 @@ namespace isoroce::trace {
 using sched::Picos;
 
 enum class Event : std::uint8_t {
-  kPost,           // transport: a work request posted (bytes: message length; a: ibv_wr_opcode; psn: message id)
+  kPost,           // transport: a work request posted (bytes: message length; a: ibv_wr_opcode; psn: message id;
+                   // b: ps it waited in the application's shared-memory ring, 0 unknown)
   kActivate,       // sched: a QP became ready with a packet (bytes: its size)
-  kEligible,       // sched: tassel start/finish (a: S, b: F, virtual ps) once eligible
+  kEligible,       // sched: tassel start/finish (a: S, b: F, virtual ps; psn: Phi in Q16.16) once eligible
   kTokenGrant,     // sched: justitia token granted to a paced flow (bytes: token bytes; a: tokens left)
   kTokenWithhold,  // sched: justitia had a paced packet ready but no token (bytes: packet)
   kGrant,          // sched: a packet granted (bytes; a: departure ps; b: 1 for control)
@@ -56,6 +57,17 @@ inline constexpr EventMask kAllEvents = (EventMask{1} << kEventCount) - 1;
 // The qp of records about the whole port (safe_util, token_issue).
 inline constexpr std::uint32_t kNoQp = 0xffff'ffff;
 inline constexpr EventMask bit(Event e) { return EventMask{1} << static_cast<unsigned>(e); }
+
+// kEligible carries Tassel's Phi (the sum of the active QPs' rate limits over the link
+// rate) in its psn field as an unsigned Q16.16 fixed-point number, saturated at
+// 0xffffffff (Phi < 65536): psn is unused by eligibility, so the record stays 40 bytes.
+inline constexpr unsigned kPhiFracBits = 16;
+inline constexpr std::uint32_t phi_q16(std::uint64_t active_bps, std::uint64_t link_bps) {
+  if (link_bps == 0) return 0xffff'ffff;
+  const unsigned __int128 q = (static_cast<unsigned __int128>(active_bps) << kPhiFracBits) / link_bps;
+  return q > 0xffff'ffff ? 0xffff'ffff : static_cast<std::uint32_t>(q);
+}
+inline constexpr double phi_of(std::uint32_t q16) { return static_cast<double>(q16) / (1u << kPhiFracBits); }
 
 // Names used on command lines (--events) and in trace files.
 inline constexpr std::array<std::string_view, kEventCount> kEventNames = {
@@ -91,6 +103,13 @@ class Sink {
   ~Sink() = default;
 };
 
+// Built with -DISOROCE_TRACE=OFF (CMake), every event is off at compile time.
+#ifdef ISOROCE_NO_TRACE
+inline constexpr bool kCompiledIn = false;
+#else
+inline constexpr bool kCompiledIn = true;
+#endif
+
 // What a component holds. Off until attach(); emit() of an event not in the mask
 // does nothing and builds nothing.
 class Tracer {
@@ -102,8 +121,8 @@ class Tracer {
   }
   void detach() { attach(nullptr, 0, 0); }
 
-  bool on(Event e) const { return (mask_ & bit(e)) != 0; }
-  EventMask mask() const { return mask_; }
+  bool on(Event e) const { return kCompiledIn && (mask_ & bit(e)) != 0; }
+  EventMask mask() const { return kCompiledIn ? mask_ : 0; }
   Sink* sink() const { return sink_; }
   std::uint16_t port() const { return port_; }
 

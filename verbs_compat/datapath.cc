@@ -9,6 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "transport/verbs/wr_check.h"
 #include "verbs_compat/internal.h"
@@ -147,6 +150,15 @@ int post_recv_ring(Ring& ring, uint32_t max_sge, uint32_t max_wr, ibv_recv_wr* w
 
 }  // namespace
 
+void stamp_posts_slow(const Ring& sq, uint32_t from, uint32_t to) {
+#if defined(__x86_64__)
+  const uint64_t tsc = __rdtsc();
+  for (uint32_t i = from; i != to; i = (i + 1) & sq.mask) reinterpret_cast<shm::SendWqe*>(sq.at(i))->iova = tsc;
+#else
+  (void)sq, (void)from, (void)to;  // no TSC the daemon shares: no ring stage
+#endif
+}
+
 int post_one_send(Qp& q, const ibv_send_wr& wr, uint32_t* prod, uint32_t* cons) {
   Ring& ring = q.sq;
   uint64_t total = 0;
@@ -172,7 +184,10 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   for (; wr; wr = wr->next)
     if ((rc = post_one_send(q, *wr, &prod, &cons)) != 0) break;
   // Pairs with the daemon's acquire load of producer_index (ShmPump::pump_send).
-  if (prod != start) shm::producer(ring.base).store(prod, std::memory_order_release);
+  if (prod != start) {
+    stamp_posts(ring, start, prod);
+    shm::producer(ring.base).store(prod, std::memory_order_release);
+  }
   if (rc) *bad_wr = wr;
   return rc;
 }

@@ -81,6 +81,15 @@ struct Ring {
   uint8_t* at(uint32_t i) const { return shm::element(base, i & mask, log2_elem); }
   size_t elem_bytes() const { return size_t{1} << log2_elem; }
 };
+// The ring stage of a trace (ctrl/shm_abi.h, kStampPostTsc): while the daemon asks
+// for it, the WQEs [from, to) of the SQ get the TSC of their publication in their
+// iova. Off, one relaxed load and a predicted branch per post call.
+void stamp_posts_slow(const Ring& sq, uint32_t from, uint32_t to);
+inline void stamp_posts(const Ring& sq, uint32_t from, uint32_t to) {
+  if (!(shm::trace_flags(sq.base).load(std::memory_order_relaxed) & shm::kStampPostTsc)) [[likely]]
+    return;
+  stamp_posts_slow(sq, from, to);
+}
 // Maps fd (and closes it) with the geometry in geo; false on failure.
 bool map_ring(int fd, const json& geo, bool cq, Ring* r);
 void unmap_ring(Ring* r);

@@ -180,7 +180,10 @@ int wr_complete(ibv_qp_ex* x) {
   const int err = b.err;
   // One publish for the whole batch; pairs with the daemon's acquire load of
   // producer_index (ShmPump::pump_send). Nothing when the batch failed.
-  if (err == 0 && b.prod != b.start) shm::producer(q.sq.base).store(b.prod, std::memory_order_release);
+  if (err == 0 && b.prod != b.start) {
+    stamp_posts(q.sq, b.start, b.prod);
+    shm::producer(q.sq.base).store(b.prod, std::memory_order_release);
+  }
   if (err) debug("qp_ex %u: wr_complete: %s, nothing posted", x->qp_base.qp_num, std::strerror(err));
   b.err = 0;
   q.sq_mu.unlock();

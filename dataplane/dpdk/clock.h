@@ -15,6 +15,8 @@ class TscClock {
   TscClock() : start_(rte_get_tsc_cycles()), hz_(rte_get_tsc_hz()) {}
 
   sched::Picos now() const { return to_picos(rte_get_tsc_cycles() - start_); }
+  uint64_t start_tsc() const { return start_; }
+  uint64_t hz() const { return hz_; }
   sched::Picos to_picos(uint64_t cycles) const {
     return static_cast<sched::Picos>(static_cast<unsigned __int128>(cycles) * 1'000'000'000'000u / hz_);
   }

@@ -146,5 +146,53 @@ TEST(ShmPump, GarbageWqeCompletesInErrorAndTheDaemonCarriesOn) {
   EXPECT_EQ(f.device(0).pump->counters().bad_wqes, 1u);
 }
 
+// The ring stage (ctrl/shm_abi.h, kStampPostTsc): while the engine records post
+// events the pump asks the library for stamps; a WQE published at 3 us and taken
+// by the pump at 10 us gives a post record that waited 7 us in the ring. A TSC of
+// 1 THz (one tick a picosecond, starting at 0) makes the stamps virtual time.
+TEST(ShmPump, RingWaitOfAStampedPostIsInThePostRecord) {
+  VirtualFabric f;
+  TestClient a(f, 1), b(f, 2);
+  Memory ma(1 << 16), mb(1 << 16);
+  ShmEnd ea = make_end(a, "isoroce0", ma), eb = make_end(b, "isoroce1", mb);
+  to_rts(a, ea.qpn, rtr(eb.qpn, "10.0.0.2"));
+  to_rts(b, eb.qpn, rtr(ea.qpn, "10.0.0.1"));
+  struct Posts final : trace::Sink {
+    std::vector<trace::Record> rs;
+    void record(const trace::Record& r) override { rs.push_back(r); }
+  } posts;
+  f.device(0).pump->set_tsc(0, 1'000'000'000'000);
+  f.run_for(10'000'000);
+  EXPECT_EQ(shm::trace_flags(ea.sq->base).load(), 0u);  // tracing off: no stamps asked for
+  f.device(0).engine().attach_trace(&posts, trace::bit(trace::Event::kPost), 0);
+  f.run_for(0);
+  EXPECT_EQ(shm::trace_flags(ea.sq->base).load(), shm::kStampPostTsc);
+  const sched::Picos taken = f.now();
+  rxe_send_wqe w{};
+  w.wr.wr_id = 5;
+  w.wr.opcode = IBV_WR_RDMA_WRITE;
+  w.wr.send_flags = IBV_SEND_SIGNALED;
+  w.wr.wr.rdma.remote_addr = 0x20000;
+  w.wr.wr.rdma.rkey = eb.rkey;
+  w.dma.num_sge = 1;
+  w.dma.length = 64;
+  w.iova = taken - 7'000'000;  // the library's stamp: published 7 us ago
+  post(*ea.sq, w, {{0x20000, 64, ea.lkey}});
+  f.run_for(100'000'000);
+  ASSERT_EQ(posts.rs.size(), 1u);
+  EXPECT_EQ(posts.rs[0].time, taken);
+  EXPECT_EQ(posts.rs[0].b, 7'000'000u);
+  EXPECT_EQ(drain(*ea.cq_ring).size(), 1u);
+  // A stamp from before the clock started (or garbage in the future) is no wait.
+  w.iova = taken + 1'000'000'000'000;
+  post(*ea.sq, w, {{0x20000, 64, ea.lkey}});
+  f.run_for(100'000'000);
+  ASSERT_EQ(posts.rs.size(), 2u);
+  EXPECT_EQ(posts.rs[1].b, 0u);
+  f.device(0).engine().attach_trace(nullptr, 0, 0);
+  f.run_for(0);
+  EXPECT_EQ(shm::trace_flags(ea.sq->base).load(), 0u);
+}
+
 }  // namespace
 }  // namespace isoroce::ctrl::testing

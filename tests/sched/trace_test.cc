@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "sched/scheduler.h"
+#include "sched/tassel.h"
+#include "sched/timeline.h"
 #include "tests/sched/fake_link.h"
 
 namespace isoroce::sched::testing {
@@ -61,6 +63,56 @@ TEST(SchedTrace, TasselOneQpAtAKnownRate) {
   }
   EXPECT_EQ(rec.records[0].a, 10'000'000'000u);
   EXPECT_EQ(rec.records[1].bytes, 1000u);
+}
+
+// Tassel's Phi (sum of the active limits over the link rate) in every eligible record
+// (psn, Q16.16), checked against the scheduler's own state as each record arrives:
+// QP 1 at 60 Gb/s alone (Phi 0.6), QP 2 at 60 Gb/s joins (1.2), QP 3 at 30 Gb/s
+// (1.5), then QP 2's last packet leaves (0.9).
+TEST(SchedTrace, TasselPhiMatchesTheScheduler) {
+  Config c;
+  c.link_bps = 100'000'000'000;
+  c.max_qps = 4;
+  TasselScheduler s(c);
+  struct Checker final : trace::Sink {
+    const TasselScheduler* s = nullptr;
+    std::vector<trace::Record> eligible;
+    void record(const trace::Record& r) override {
+      if (r.event != Event::kEligible) return;
+      eligible.push_back(r);
+      EXPECT_EQ(r.psn, s->phi_q16()) << r.time;
+      EXPECT_EQ(r.psn, trace::phi_q16(s->active_limited_bps(), 100'000'000'000));
+      // Eligible: S <= V, to the timeline's slot (a packet whose S falls in V's
+      // 64 ps slot is released with it).
+      EXPECT_LE(r.a, s->system_time() + Timeline::kSlotPicos - 1) << r.time;
+      EXPECT_GT(r.b, r.a);                        // F = S + L / r
+    }
+  } rec;
+  rec.s = &s;
+  s.attach_trace(&rec, trace::bit(Event::kEligible), 0);
+  // QP 2 sends 200 packets (done at about 45 us); the others never run out.
+  FakeLink link(s, c, [](QpId q, std::uint64_t i) { return Packet{q == 2 && i >= 200 ? 0u : 1000u, true}; });
+  s.set_rate(0, 1, 60'000'000'000);
+  s.set_rate(0, 2, 60'000'000'000);
+  s.set_rate(0, 3, 30'000'000'000);
+  link.start(1);
+  link.run_until(5'000'000);
+  link.start(2);
+  link.run_until(10'000'000);
+  link.start(3);
+  link.run_until(200'000'000);
+  auto phi_at = [&](QpId qp, Picos t) {  // the Phi of qp's last eligible record at or before t
+    uint32_t phi = 0;
+    for (const auto& r : rec.eligible)
+      if (r.qp == qp && r.time <= t) phi = r.psn;
+    return trace::phi_of(phi);
+  };
+  EXPECT_DOUBLE_EQ(phi_at(1, 4'000'000), 39321.0 / 65536);  // 0.6 in Q16.16, rounded down
+  EXPECT_DOUBLE_EQ(phi_at(1, 9'000'000), 78643.0 / 65536);  // 1.2
+  EXPECT_DOUBLE_EQ(phi_at(2, 12'000'000), 1.5);
+  EXPECT_DOUBLE_EQ(phi_at(3, 200'000'000), 58982.0 / 65536);  // 0.9 once QP 2 is done
+  EXPECT_EQ(trace::phi_q16(3, 0), 0xffffffffu);
+  EXPECT_EQ(trace::phi_q16(uint64_t{1} << 62, 1), 0xffffffffu);  // saturates
 }
 
 TEST(SchedTrace, OffByDefaultAndMaskFilters) {

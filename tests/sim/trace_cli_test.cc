@@ -310,15 +310,20 @@ TEST_F(TraceCli, PcapngFramesHaveAValidIcrcAndTheirDecision) {
   const CmdResult t = run("tshark -r " + temp("p.pcapng") + " -T fields -e frame.protocols -e frame.comment");
   ASSERT_EQ(t.status, 0) << t.out;
   std::stringstream ss(t.out);
-  size_t n = 0, rate = 0;
+  size_t n = 0, rate = 0, phi = 0;
   for (std::string line; std::getline(ss, line);) {
     if (line.find("eth:ethertype:ip:udp:infiniband") != 0) continue;  // tshark's own warnings
     ++n;
     EXPECT_NE(line.find("isoroce policy=tassel"), std::string::npos) << line;
-    rate += line.find("rate limit 40.000 Gb/s") != std::string::npos;
+    const bool limited = line.find("rate limit 40.000 Gb/s") != std::string::npos;
+    rate += limited;
+    // Tassel's S, F and Phi of the limited QP's packets: only it has a limit, Phi = 40/100.
+    if (limited) EXPECT_NE(line.find(" phi 0.4000"), std::string::npos) << line;
+    phi += line.find("; S ") != std::string::npos && line.find(" us F ") != std::string::npos;
   }
   EXPECT_EQ(n, frames.size());
   EXPECT_GT(rate, 0u);
+  EXPECT_EQ(phi, rate);
   const CmdResult v = run("tshark -r " + temp("p.pcapng") + " -c 1 -V");
   EXPECT_NE(v.out.find("Packet comments"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("InfiniBand"), std::string::npos);
@@ -326,6 +331,15 @@ TEST_F(TraceCli, PcapngFramesHaveAValidIcrcAndTheirDecision) {
   std::vector<Epb> rx = read_pcapng(slurp(temp("p-rx.pcapng")), &interfaces);
   ASSERT_FALSE(rx.empty());
   for (const Epb& e : rx) EXPECT_TRUE(e.comment.empty());
+}
+
+// Justitia's comments carry the tokens banked when the frame was released.
+TEST_F(TraceCli, JustitiaCommentsCarryTokens) {
+  ASSERT_EQ(run(kTool + " --no-wall --policy justitia " + scenario_ + " --pcap " + temp("j.pcapng")).status, 0);
+  const CmdResult t = run("tshark -r " + temp("j.pcapng") + " -T fields -e frame.comment");
+  ASSERT_EQ(t.status, 0) << t.out;
+  EXPECT_NE(t.out.find("isoroce policy=justitia; waited "), std::string::npos) << t.out.substr(0, 2000);
+  EXPECT_NE(t.out.find("; tokens "), std::string::npos) << t.out.substr(0, 2000);
 }
 
 TEST_F(TraceCli, BadEventListAndUnwritableFilesAreClearErrors) {

@@ -120,5 +120,25 @@ TEST(Rperf, NearestRankPercentiles) {
   EXPECT_EQ(percentiles({}).n, 0u);
 }
 
+// The ring stage: posts that carry the time they waited in the application's ring
+// (the post record's b) give a "ring" stage first, and "total" runs from the
+// application's post.
+TEST(Rperf, RingStageFromThePostRecord) {
+  std::vector<trace::Record> rs;
+  message(rs, 0, 0, 200, 300);
+  message(rs, 1, 10'000 * kNs, 0, 100);
+  rs[0].b = 3000 * kNs;                  // message 0 waited 3 us in the ring
+  rs[rs.size() / 2].b = 1000 * kNs;      // message 1, 1 us
+  ASSERT_EQ(rs[rs.size() / 2].event, E::kPost);
+  const auto st = breakdown(messages(rs, {0, 16}, QpRef{1, 32}));
+  ASSERT_EQ(st.size(), 7u);
+  EXPECT_EQ(st[0].name, "ring");
+  EXPECT_DOUBLE_EQ(st[0].p.p50_ns, 1000);
+  EXPECT_DOUBLE_EQ(st[0].p.p99_ns, 3000);
+  EXPECT_EQ(st[6].name, "total");
+  EXPECT_DOUBLE_EQ(st[6].p.p50_ns, 1150 + 1000);
+  EXPECT_DOUBLE_EQ(st[6].p.p99_ns, 1350 + 3000);
+}
+
 }  // namespace
 }  // namespace isoroce::tools::rperf

@@ -54,7 +54,7 @@ std::vector<Message> messages(std::span<const trace::Record> records, QpRef wire
   Message* cur = nullptr;
   for (const trace::Record& r : by_time(records)) {
     if (is(r, wire) && r.event == E::kPost) {
-      out.push_back(Message{r.psn, r.time});
+      out.push_back(Message{r.psn, r.time, r.b});
       cur = &out.back();
       continue;
     }
@@ -107,10 +107,12 @@ std::vector<Picos> rperf_rtts(std::span<const trace::Record> records, QpRef wire
 }
 
 std::vector<Stage> breakdown(const std::vector<Message>& msgs) {
-  std::vector<Picos> sched, wire, resp, ret, net, comp, total;
+  std::vector<Picos> ring, sched, wire, resp, ret, net, comp, total;
   bool have_peer = false;
+  const bool have_ring = std::any_of(msgs.begin(), msgs.end(), [](const Message& m) { return m.ring != 0; });
   for (const Message& m : msgs) {
     if (!m.completion) continue;
+    ring.push_back(m.ring);
     if (m.grant) sched.push_back(*m.grant - std::min(*m.grant, m.post));
     if (m.tx && m.resp_rx && m.resp_ack_tx && m.ack) {
       have_peer = true;
@@ -120,9 +122,10 @@ std::vector<Stage> breakdown(const std::vector<Message>& msgs) {
     }
     if (m.tx && m.ack) net.push_back(*m.ack - *m.tx);
     if (m.ack) comp.push_back(*m.completion - *m.ack);
-    total.push_back(*m.completion - m.post);
+    total.push_back(*m.completion - m.post + m.ring);
   }
   std::vector<Stage> out;
+  if (have_ring) out.push_back({"ring", percentiles(ring)});
   out.push_back({"scheduler", percentiles(sched)});
   if (have_peer) {
     out.push_back({"wire", percentiles(wire)});

@@ -17,9 +17,12 @@
 //              responder's port traced; else 0 and counted in "return")
 //   return     the ACK departs -> the requester takes it
 //   completion the ACK taken -> the completion written
-// and "ring" (the application's post -> the engine's post), which the daemon
-// sees only as the time the pump took: the trace starts at the engine's post,
-// so it is 0 in the trace and RPerf's subtraction is what removes it.
+// and, before them,
+//   ring       the application's post (libisoroce-verbs publishing the WQE in the
+//              shared-memory send ring) -> the daemon's pump taking it (the
+//              engine's post): the post record's b, present when the library
+//              stamped the WQE (ctrl/shm_abi.h, kStampPostTsc)
+// so that "total" runs from the application's post when the ring is known.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,7 @@ struct QpRef {
 struct Message {
   uint32_t id = 0;
   Picos post = 0;
+  Picos ring = 0;  // waited in the application's ring before post (0: unknown)
   std::optional<Picos> grant, tx, resp_rx, resp_ack_tx, ack, completion;
 };
 
@@ -64,8 +68,9 @@ struct Stage {
   std::string name;
   Percentiles p;
 };
-// scheduler, wire, responder, return, completion, and total (post ->
-// completion), over the messages that have every instant the stage needs.
+// ring (when any post carries it), scheduler, wire, responder, return,
+// completion, and total (the application's post -> completion), over the
+// messages that have every instant the stage needs.
 std::vector<Stage> breakdown(const std::vector<Message>& msgs);
 
 }  // namespace isoroce::tools::rperf

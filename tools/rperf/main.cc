@@ -30,58 +30,31 @@ bool parse_ref(const std::string& text, rp::QpRef* q) {
   return true;
 }
 
-// A Chrome trace's events as records: isoroce-ctl trace's (tools/trace/
-// chrome_trace.h: raw fields in args) or isoroce-sim --trace's (tools/sim/
-// chrome_trace.h: pid = host + 1, posts and completions as message slices,
-// fields decoded). Only what the breakdown reads is recovered.
+// A Chrome trace's events as records (tools/trace/chrome_trace.h, the writer of
+// isoroce-ctl trace, isoroce-sim --trace and isoroce-trace): every record is an
+// instant whose args carry its raw fields; pid is the port + 1.
 bool from_chrome(const std::string& text, std::vector<Record>* out, std::string* error) {
   using isoroce::trace::Event;
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.contains("traceEvents")) return *error = "neither trace records nor a Chrome trace", false;
-  const bool sim = j.contains("otherData") && j["otherData"].value("generator", "") == "isoroce-sim";
   auto ps = [](double us) { return static_cast<isoroce::sched::Picos>(std::llround(us * 1e6)); };
   for (const json& e : j["traceEvents"]) {
-    const std::string ph = e.value("ph", "");
-    if (ph != "i" && ph != "X") continue;
-    const json& a = e.contains("args") ? e["args"] : json::object();
-    Record r;
-    r.port = static_cast<uint16_t>(e.value("pid", 0) - (sim ? 1 : 0));
-    r.qp = e.value("tid", 0u);
-    r.time = ps(e.value("ts", 0.0));
-    if (ph == "X") {  // isoroce-sim: a message from post to completion
-      if (!sim || !a.contains("msg_id")) continue;
-      r.psn = a["msg_id"].get<uint32_t>();
-      r.event = Event::kPost;
-      out->push_back(r);
-      r.event = Event::kCompletion;
-      r.time += ps(e.value("dur", 0.0));
-      r.a = a.value("status", 0u);
-      out->push_back(r);
-      continue;
-    }
+    if (e.value("ph", "") != "i" || !e.contains("args")) continue;
+    const json& a = e["args"];
     const std::string name = e.value("name", "");
+    Record r;
     bool known = false;
     for (std::size_t i = 0; i < isoroce::trace::kEventCount; ++i)
       if (isoroce::trace::kEventNames[i] == name) r.event = static_cast<Event>(i), known = true;
-    if (!known) continue;
-    if (!sim) {
-      r.qp = a.value("qp", r.qp);
-      r.psn = a.value("psn", 0u);
-      r.bytes = a.value("bytes", 0u);
-      r.cls = a.value("class", uint8_t{0});
-      r.a = a.value("a", uint64_t{0});
-      r.b = a.value("b", uint64_t{0});
-    } else {
-      if (sim && (r.event == Event::kPost || r.event == Event::kCompletion)) continue;  // from the slices
-      r.psn = a.value("psn", 0u);
-      r.bytes = a.value("bytes", 0u);
-      if (r.event == Event::kGrant) {
-        r.a = ps(a.value("departure_us", 0.0));
-        r.b = a.value("control", false) ? 1 : 0;
-      }
-      if (r.event == Event::kFrameTx || r.event == Event::kFrameRx) r.a = a.value("opcode", uint64_t{0});
-      if (r.event == Event::kAck) r.a = a.value("syndrome", uint64_t{0});
-    }
+    if (!known || !a.contains("qp")) continue;
+    r.port = static_cast<uint16_t>(e.value("pid", 1) - 1);
+    r.time = ps(e.value("ts", 0.0));
+    r.qp = a.value("qp", 0u);
+    r.psn = a.value("psn", 0u);
+    r.bytes = a.value("bytes", 0u);
+    r.cls = a.value("class", uint8_t{0});
+    r.a = a.value("a", uint64_t{0});
+    r.b = a.value("b", uint64_t{0});
     out->push_back(r);
   }
   return true;

@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "dataplane/sim/simulator.h"
-#include "tools/sim/chrome_trace.h"
 #include "sched/policy_plugin.h"
 #include "sched/policy_registry.h"
 #include "tools/sim/pcap_writer.h"
@@ -195,7 +194,7 @@ int main(int argc, char** argv) {
     });
   }
   const sim::SimReport report = simulator->run();
-  if (!trace_file.empty()) trace_out << tools::chrome_trace(recorder).dump() << "\n";
+  if (!trace_file.empty()) tools::write_chrome_trace(trace_out, recorder.records(), recorder.chrome_meta());
   if (!timeseries_file.empty()) series_out << tools::timeseries_csv(recorder);
   for (auto [file, out] : {std::pair{&trace_file, &trace_out}, std::pair{&timeseries_file, &series_out}}) {
     if (file->empty()) continue;

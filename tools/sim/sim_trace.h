@@ -12,6 +12,7 @@
 
 #include "dataplane/sim/simulator.h"
 #include "sched/trace.h"
+#include "tools/trace/chrome_trace.h"
 
 namespace isoroce::tools {
 
@@ -19,7 +20,7 @@ namespace isoroce::tools {
 inline constexpr trace::EventMask kDecisionEvents =
     trace::bit(trace::Event::kActivate) | trace::bit(trace::Event::kGrant) | trace::bit(trace::Event::kRate) |
     trace::bit(trace::Event::kTokenGrant) | trace::bit(trace::Event::kTokenIssue) |
-    trace::bit(trace::Event::kFrameTx);
+    trace::bit(trace::Event::kFrameTx) | trace::bit(trace::Event::kEligible);
 
 class SimTrace final : public trace::Sink {
  public:
@@ -33,6 +34,11 @@ class SimTrace final : public trace::Sink {
   // the scheduler since the packet was ready, rate limit, tokens banked.
   const std::string& tx_comment(uint32_t host) const { return hosts_[host].comment; }
 
+  // What the Chrome trace writer (tools/trace/chrome_trace.h) adds to the records:
+  // hosts and flows by name, the seed, and from the samples each QP's throughput
+  // per period and the switch queue toward each host.
+  TraceMeta chrome_meta() const;
+
   const std::vector<trace::Record>& records() const { return records_; }
   const std::vector<sim::SimSample>& samples() const { return samples_; }
   const sim::Scenario& scenario() const { return scenario_; }
@@ -41,11 +47,15 @@ class SimTrace final : public trace::Sink {
   struct QpState {
     sched::Picos ready = 0;   // when its ready packet became ready
     uint64_t rate_bps = 0;    // the scheduler's limit (0: none)
+    bool eligible_seen = false;  // tassel: S, F and Phi of its last eligible packet
+    sched::Picos start = 0, finish = 0;
+    uint32_t phi_q16 = 0;
   };
   struct PendingGrant {
     uint32_t qp = 0;
     sched::Picos waited = 0;
     bool control = false;
+    QpState at_grant;  // the QP's state when it was granted
   };
   struct HostState {
     std::deque<PendingGrant> grants;  // granted, frame not built yet

@@ -98,6 +98,10 @@ struct SendWr {
   uint32_t remote_qkey = 0;
   verbs::MwBind bind{};          // IBV_WR_BIND_MW
   uint32_t invalidate_rkey = 0;  // IBV_WR_LOCAL_INV, IBV_WR_SEND_WITH_INV
+  // When the application published it in a shared-memory send ring, on the engine's
+  // clock (0: unknown): the trace's post record carries now - app_post, the time the
+  // WR waited in the application's ring (trace::Event::kPost's b).
+  Picos app_post = 0;
 };
 
 struct RecvWr {
@@ -348,6 +352,8 @@ class Engine {
   // empty mask turns tracing off. `sink` must outlive the engine or the next call.
   // Attaching records a kRate for every QP that has a rate limit already.
   virtual void attach_trace(trace::Sink* sink, trace::EventMask mask, uint16_t port) = 0;
+  // The events being recorded (0: tracing off).
+  virtual trace::EventMask trace_mask() const = 0;
 };
 
 }  // namespace isoroce::transport

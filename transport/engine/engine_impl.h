@@ -68,6 +68,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   const EngineConfig& config() const override { return config_; }
   QpDcqcnState qp_dcqcn(wire::Qpn qpn) const override;
   void attach_trace(trace::Sink* sink, trace::EventMask mask, uint16_t port) override;
+  trace::EventMask trace_mask() const override { return trace_.mask(); }
 
  private:
   // The scheduler's records, QpId -> QPN and the QP's class, forwarded to the sink.

@@ -102,7 +102,8 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   w.completed_ok = false;
   w.msg_id = q.posted++;
   if (now > trace_now_) trace_now_ = now;
-  trace(now, trace::Event::kPost, q, w.msg_id, static_cast<uint32_t>(w.length), w.opcode);
+  trace(now, trace::Event::kPost, q, w.msg_id, static_cast<uint32_t>(w.length), w.opcode,
+        wr.app_post != 0 && wr.app_post < now ? now - wr.app_post : 0);
 
   if (st == IBV_QPS_ERR) {
     flush(q);
