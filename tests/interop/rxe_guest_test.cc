@@ -61,6 +61,10 @@ struct Case {
   const char* expect = "";
   // Non-empty: the case is skipped with this reason (a known bug, named).
   const char* skip = "";
+  // A librdmacm program: isoroce's side preloads libisoroce-rdmacm.so too, and
+  // the guest's side talks to the kernel's rdma_cm (rdma_ucm), whose IB CM MADs
+  // cross the wire to isoroce's QP 1 (docs/cm.md).
+  bool cm = false;
 };
 
 #define PINGPONG(prog, args) prog " -d {dev} -g {gid} -p {port} -n {iters} -c " args
@@ -97,6 +101,20 @@ const Case kCases[] = {
     {"ReadLat", PERFTEST("ib_read_lat", ""), PERFTEST("ib_read_lat", "{tcp_server}"), Check::kPerftest, 200},
     {"SendLat", PERFTEST("ib_send_lat", ""), PERFTEST("ib_send_lat", "{tcp_server}"), Check::kPerftest, 200},
     {"AtomicLat", PERFTEST("ib_atomic_lat", ""), PERFTEST("ib_atomic_lat", "{tcp_server}"), Check::kPerftest, 200},
+    // librdmacm programs: connection management through IB CM MADs on QP 1.
+    {"Rping", "rping -s -a {rdma_server} -p {port} -C {iters} -S 4096 -V",
+     "rping -c -v -a {rdma_server} -p {port} -C {iters} -S 4096 -V", Check::kExit, 20, "ping data: rdma-ping-19",
+     "", true},
+    {"Ucmatose", "ucmatose -b {rdma_server} -p {port} -c 2 -C 10 -S 200",
+     "ucmatose -s {rdma_server} -p {port} -c 2 -C 10 -S 200", Check::kExit, 10, "test complete", "", true},
+    {"Udaddy", "udaddy -b {rdma_server} -c 2 -C 10", "udaddy -s {rdma_server} -c 2 -C 10", Check::kExit, 10,
+     "test complete", "", true},
+    {"RdmaServerClient", "rdma_server -s {rdma_server} -p {port}", "rdma_client -s {rdma_server} -p {port}",
+     Check::kExit, 1, "end 0", "", true},
+    {"SendLatRdmaCm", "ib_send_lat -R -d {dev} -p {port} -n {iters}",
+     "ib_send_lat -R -d {dev} -p {port} -n {iters} {rdma_server}", Check::kExit, 100, "#bytes", "", true},
+    {"WriteBwRdmaCm", "ib_write_bw -R -d {dev} -p {port} -n {iters}",
+     "ib_write_bw -R -d {dev} -p {port} -n {iters} {rdma_server}", Check::kExit, 100, "#bytes", "", true},
 };
 
 enum class Side { kGuestServes, kIsoroceServes };
@@ -206,7 +224,9 @@ class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
 
   // The case's command line for one side.
   std::string command(const Case& c, const char* tmpl, bool in_guest, bool guest_serves, int port) const {
-    return replace_all(tmpl, {{"{dev}", in_guest ? "rxe0" : "isoroce0"},
+    const std::string preload =
+        c.cm && !in_guest ? "env LD_PRELOAD=\"" ISOROCE_RDMACM_LIB " " ISOROCE_VERBS_LIB "\" " : "";
+    return preload + replace_all(tmpl, {{"{dev}", in_guest ? "rxe0" : "isoroce0"},
                               {"{gid}", in_guest ? guest_gid_index_ : "0"},
                               {"{port}", std::to_string(port)},
                               {"{iters}", std::to_string(c.iters)},
