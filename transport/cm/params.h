@@ -18,7 +18,7 @@ struct ConnectParams {
   Gid peer_gid{};
   uint64_t service_id = 0;
   uint32_t qpn = 0;           // local QPN (24 bits)
-  uint32_t starting_psn = 0;  // local QP's send PSN (24 bits)
+  uint32_t starting_psn = 0;  // local QP's receive PSN (rq_psn), which the peer sends from (24 bits)
   QpType qp_type = QpType::kRc;
   uint8_t responder_resources = 0;  // RDMA READ/atomic we accept (max_dest_rd_atomic)
   uint8_t initiator_depth = 0;      // RDMA READ/atomic we issue (max_rd_atomic)
@@ -44,7 +44,7 @@ struct ConnectParams {
 // accept(): the REP (12.6.8).
 struct AcceptParams {
   uint32_t qpn = 0;
-  uint32_t starting_psn = 0;
+  uint32_t starting_psn = 0;  // local QP's receive PSN (rq_psn), which the peer sends from
   uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
   uint8_t rnr_retry_count = 7;
@@ -85,7 +85,7 @@ struct SidrReplyParams {
 struct PeerParams {
   Gid gid{};                     // the peer's GID (source GID of its MADs)
   uint32_t qpn = 0;              // its QPN (REQ's Local QPN / REP's Local QPN)
-  uint32_t starting_psn = 0;     // its send PSN: our QP's rq_psn
+  uint32_t starting_psn = 0;     // its receive PSN: our QP's sq_psn (as Linux and RNICs use it)
   uint32_t comm_id = 0;          // its Local Communication ID
   uint64_t service_id = 0;       // the REQ's or SIDR_REQ's service ID
   QpType qp_type = QpType::kRc;

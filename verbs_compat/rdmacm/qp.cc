@@ -34,7 +34,12 @@ int init_qp_attr(Id& i, ibv_qp_attr* a, int* mask) {
       if (!i.have_remote) return fail(EINVAL);
       a->path_mtu = i.mtu;
       a->dest_qp_num = i.remote_qpn;
-      a->rq_psn = i.remote_psn;
+      // Each side receives from the PSN it announced in its own REQ or REP and
+      // sends from the one its peer announced: what Linux's rdma_cm and a
+      // hardware RNIC do on the wire (linlinw5_rping.pcap: the active side's
+      // first SEND carries the REP's starting PSN, the passive side's first
+      // READ the REQ's).
+      a->rq_psn = i.psn;
       a->max_dest_rd_atomic = i.responder_resources;
       a->min_rnr_timer = i.min_rnr_timer;
       a->ah_attr.is_global = 1;
@@ -47,7 +52,7 @@ int init_qp_attr(Id& i, ibv_qp_attr* a, int* mask) {
               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
       return 0;
     case IBV_QPS_RTS:
-      a->sq_psn = i.id.qp_type == IBV_QPT_UD ? 0 : i.psn;
+      a->sq_psn = i.id.qp_type == IBV_QPT_UD ? 0 : i.remote_psn;
       if (i.id.qp_type == IBV_QPT_UD) {
         *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
         return 0;
