@@ -110,6 +110,6 @@ if [[ ${PROFILE:-0} == 1 ]]; then
     echo
     echo "worker profile, $b (perf record -e cpu-clock, last round):"
     perf report -i "$tmp/worker-$(basename "$b").data" --no-children --sort sym --stdio -g none 2>/dev/null |
-      grep '%' | head -25
+      grep '%' | head -25 || true
   done
 fi
