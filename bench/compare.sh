@@ -10,6 +10,7 @@
 #   Tassel packets/s at 16K and 1 backlogged QPs    vs binary-heap WF2Q+ (bench/sched)
 #   ib_write_bw 64 KB through isoroced              vs one core's streaming memcpy
 #   ib_write_bw 64 B messages/s                     (small-message rate)
+#   64 B WRITE, the worker's busy time per message  vs the rate achieved (bench/verbs/small.sh)
 #   ib_write_lat / ib_send_lat 2 B median, p99      vs kernel TCP loopback (qperf tcp_lat)
 # --quick: one repetition and short runs (about a minute and a half on the 2-core VM);
 # default: 5 repetitions, medians (about five minutes). The verbs rows need root,
@@ -54,6 +55,10 @@ if [[ -x $bin/isoroced && -e $root/$build/lib/libisoroce-verbs.so && $(id -u) ==
    command -v ib_write_bw >/dev/null && command -v qperf >/dev/null; then
   echo "running verbs (isoroced, perftest, qperf) ..." >&2
   LAT_ITERS=$lat_iters BW_ITERS=$bw_iters "$root/bench/verbs/run.sh" "$build" >"$verbs" 2>&1 || true
+  if command -v perf >/dev/null; then
+    echo "running small-message rate (bench/verbs/small.sh) ..." >&2
+    ROUNDS=$((quick ? 1 : 3)) N=$((quick ? 300000 : 1000000)) "$root/bench/verbs/small.sh" "$build" >"$tmp/small.txt" 2>&1 || true
+  fi
 else
   echo "verbs rows skipped: needs root, $build/bin/isoroced, libisoroce-verbs.so, perftest and qperf" >"$verbs"
 fi
@@ -138,6 +143,17 @@ else:
     small = grab("ib_write_bw 64 B")
     if small:
         rows.append(("ib_write_bw 64 B, one application thread", f"{small / 64:.2f} M msg/s", "", "", "2x of 1.2 M/s"))
+    try:
+        for line in open(f"{tmp}/small.txt"):
+            f = line.split()
+            # bench/verbs/small.sh's table: build, M msg/s, worker busy, worker CPU, client CPU (ns per message)
+            if len(f) == 5 and f[0] != "build" and re.fullmatch(r"[0-9.]+", f[1]) and float(f[2]) > 0:
+                rate, busy = float(f[1]), float(f[2])
+                rows.append(("64 B WRITE: worker busy time per message (both ends)", f"{busy:.0f} ns",
+                             f"achieved {rate:.2f} M msg/s", f"{rate * busy / 1e3:.2f} of the worker's {1e3 / busy:.1f} M msg/s",
+                             "busy time down, utilisation up"))
+    except FileNotFoundError:
+        pass
     tcp = grab("kernel TCP latency")
     for t in ("ib_write_lat", "ib_send_lat"):
         med_, p99 = grab(f"{t} 2 B (apps on CPU 0)", 0), grab(f"{t} 2 B (apps on CPU 0)", 1)

@@ -189,6 +189,7 @@ void CmAgent::pump(sched::Picos now) {
 }
 
 void CmAgent::push_events() {
+  if (!mgr_->has_events()) return;  // the common pass: no lock
   cm::Event e;
   size_t added = 0;
   {
@@ -245,7 +246,12 @@ unsigned CmAgent::poll(sched::Picos now) {
   transport::Engine& e = driver_.engine();
   unsigned work = 0;
   ibv_wc wc[16];
-  for (int n; stats_.running && (n = e.poll_cq(cq_, wc)) > 0;) {
+  // The loop below drains the CQ: nothing new while the engine queued nothing.
+  const uint64_t queued = e.completions_queued();
+  const bool fresh = queued != seen_completions_ || &e != seen_engine_;
+  seen_completions_ = queued;
+  seen_engine_ = &e;
+  for (int n; fresh && stats_.running && (n = e.poll_cq(cq_, wc)) > 0;) {
     for (int i = 0; i < n; ++i) {
       ++work;
       if (wc[i].opcode == IBV_WC_RECV) {

@@ -129,6 +129,8 @@ class CmAgent final : public dataplane::DeviceHook {
   // QP1's resources (valid while running).
   std::unique_ptr<uint8_t[]> mem_;  // kRecvs receive slots, then kSends send slots
   uint32_t pd_ = 0, cq_ = 0, lkey_ = 0;
+  uint64_t seen_completions_ = 0;  // the engine's completions_queued() at the last poll
+  const transport::Engine* seen_engine_ = nullptr;  // and that engine (a reconfigure replaces it)
   bool has_pd_ = false, has_cq_ = false, has_mr_ = false, has_qp_ = false, hooked_ = false;
   uint32_t next_send_slot_ = 0;
   std::map<cm::Gid, uint32_t> ahs_;

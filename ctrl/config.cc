@@ -575,7 +575,11 @@ uint32_t af_packet_data_room(const std::string& devargs, uint32_t mtu) {
 }
 
 std::vector<std::string> eal_arguments(const DaemonConfig& c) {
-  std::vector<std::string> a = {"isoroced", "-l", c.lcores, "--file-prefix", c.file_prefix};
+  // A plain list ("0,1,2") is EAL's -l; a list that places lcores on CPUs
+  // ("0@0,1@1,2@1": three lcores on two CPUs, e.g. two workers on a 2-core
+  // machine) is EAL's --lcores.
+  const bool mapped = c.lcores.find_first_of("@()") != std::string::npos;
+  std::vector<std::string> a = {"isoroced", mapped ? "--lcores" : "-l", c.lcores, "--file-prefix", c.file_prefix};
   bool any_pci = false;
   for (const PortConfig& p : c.ports) {
     if (c.loopback) break;

@@ -224,7 +224,8 @@ nlohmann::json DeviceSet::workers_view() const {
     json devs = json::array();
     for (const auto* d : workers_[i]->devices()) devs.push_back(d->config().name);
     workers.push_back({{"lcore", worker_lcores_[i]}, {"devices", devs}, {"passes", st.passes},
-                       {"busy_passes", st.busy_passes}, {"sleeps", st.sleeps}, {"commands", st.commands}});
+                       {"busy_passes", st.busy_passes}, {"sleeps", st.sleeps}, {"commands", st.commands},
+                       {"busy_ns", st.busy_ns}});
   }
   return workers;
 }

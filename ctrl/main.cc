@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> plugins;
   app.add_option("--policy-plugin", plugins,
                  "load a policy plugin (shared object, sched/policy_api.h) before anything names its policy; repeat");
-  app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports (default 0,1)");
+  app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports, spread round robin (default 0,1); "
+                 "LCORE@CPU entries place lcores on CPUs (EAL --lcores), e.g. 0@0,1@1,2@0");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
   app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");
   std::vector<std::string> dcqcn;

@@ -84,6 +84,8 @@ class ReferenceEcho final : public dataplane::DeviceHook {
   std::unique_ptr<uint8_t[]> mem_;
   transport::PdHandle pd_ = 0;
   transport::CqHandle cq_ = 0;
+  uint64_t seen_completions_ = 0;  // the engine's completions_queued() at the last poll
+  const transport::Engine* seen_engine_ = nullptr;  // and that engine (a reconfigure replaces it)
   uint32_t lkey_ = 0;
   bool has_pd_ = false, has_cq_ = false, has_mr_ = false, has_qp_ = false, hooked_ = false;
   std::map<wire::IpAddr, uint32_t> ahs_;  // at most kMaxAhs

@@ -64,7 +64,10 @@ void ShmPump::add_rq(uint32_t qpn, ShmQueue* q, uint32_t max_sge, const ClientOb
 void ShmPump::add_srq(uint32_t srq, ShmQueue* q, uint32_t max_sge, const ClientObjects* owner) {
   rqs_.push_back({srq, q, max_sge, 0, true, -1, owner});
 }
-void ShmPump::add_cq(uint32_t cq, ShmQueue* q, int eventfd) { cqs_.push_back({cq, q, 0, 0, false, eventfd}); }
+void ShmPump::add_cq(uint32_t cq, ShmQueue* q, int eventfd) {
+  cqs_.push_back({cq, q, 0, 0, false, eventfd});
+  cq_backlog_ = true;  // look at it on the next pass whatever the engine queued before
+}
 
 namespace {
 // Unconsumed completions in a CQ ring: the consumer index is the
@@ -100,6 +103,7 @@ int ShmPump::replace_cq(uint32_t cq, ShmQueue* to) {
   new_nt->solicited_only = old_nt->solicited_only;
   new_nt->armed.store(old_nt->armed.exchange(0, std::memory_order_acq_rel), std::memory_order_release);
   it->q = to;
+  cq_backlog_ = true;
   return 0;
 }
 
@@ -150,7 +154,15 @@ unsigned ShmPump::poll(sched::Picos now) {
   unsigned n = 0;
   for (const Work& w : sqs_) n += pump_send(now, w);
   for (Work& w : rqs_) n += pump_recv(now, w);
-  for (const Work& w : cqs_) n += pump_cq(w);
+  // Most passes complete nothing (an application signals one WR in many): the
+  // CQs are looked at only when the engine queued a completion since the last
+  // look, or a CQ ring was too full, or a batch too short, to take them all.
+  const uint64_t queued = engine_.completions_queued();
+  if (queued != seen_completions_ || cq_backlog_) {
+    seen_completions_ = queued;
+    cq_backlog_ = false;
+    for (const Work& w : cqs_) n += pump_cq(w);
+  }
   return n;
 }
 
@@ -160,13 +172,16 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
   const uint32_t prod = shm::producer(q.base()).load(std::memory_order_acquire) & q.mask();
   uint32_t cons = shm::consumer(q.base()).load(std::memory_order_relaxed) & q.mask();
   unsigned moved = 0;
+  const size_t tail_bytes = q.elem_bytes() - sizeof(shm::SendWqe);
+  if (scratch_.size() < tail_bytes) scratch_.resize(tail_bytes);
   while (cons != prod && moved < kMaxBatch) {
     // Copy out first: the application may change the element while we look.
-    scratch_.assign(q.element(cons), q.element(cons) + q.elem_bytes());
+    // Only what the WQE uses is copied (its 208 bytes, then its SGEs or its
+    // inline bytes), each byte once, before it is checked.
+    const uint8_t* el = q.element(cons);
     shm::SendWqe wqe;  // the C layout of rxe_send_wqe (shm_abi.h)
-    std::memcpy(&wqe, scratch_.data(), sizeof wqe);
-    const uint8_t* tail = scratch_.data() + sizeof wqe;
-    const size_t tail_bytes = scratch_.size() - sizeof wqe;
+    std::memcpy(&wqe, el, sizeof wqe);
+    const uint8_t* tail = el + sizeof wqe;  // shared memory: read each field once
     transport::SendWr wr;
     wr.wr_id = wqe.wr.wr_id;
     wr.opcode = static_cast<ibv_wr_opcode>(wqe.wr.opcode);
@@ -196,7 +211,10 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
       // The bytes are in the element: the engine copies them during post_send.
       const uint32_t len = wqe.dma.length;
       ok = ok && len <= w.max_inline && len <= tail_bytes;
-      if (ok && len) sges_.push_back({reinterpret_cast<uint64_t>(tail), len, 0});
+      if (ok && len) {
+        std::memcpy(scratch_.data(), tail, len);
+        sges_.push_back({reinterpret_cast<uint64_t>(scratch_.data()), len, 0});
+      }
     } else {
       const uint32_t nsge = wqe.dma.num_sge;
       ok = ok && nsge <= w.max_sge && nsge * sizeof(rxe_sge) <= tail_bytes;
@@ -231,12 +249,13 @@ unsigned ShmPump::pump_recv(sched::Picos now, Work& w) {
   uint32_t cons = w.srq ? shm::consumer(q.base()).load(std::memory_order_relaxed) & q.mask() : w.next;
   uint32_t dropped = 0;  // RQ: WQEs gone without a completion
   unsigned moved = 0;
+  const size_t tail_bytes = q.elem_bytes() - sizeof(shm::RecvWqe);
   while (cons != prod && moved < kMaxBatch) {
-    scratch_.assign(q.element(cons), q.element(cons) + q.elem_bytes());
+    // As pump_send: the WQE, then each SGE, copied out once before checking.
+    const uint8_t* el = q.element(cons);
     shm::RecvWqe wqe;  // the C layout of rxe_recv_wqe
-    std::memcpy(&wqe, scratch_.data(), sizeof wqe);
-    const uint8_t* tail = scratch_.data() + sizeof wqe;
-    const size_t tail_bytes = scratch_.size() - sizeof wqe;
+    std::memcpy(&wqe, el, sizeof wqe);
+    const uint8_t* tail = el + sizeof wqe;
     const uint32_t nsge = wqe.dma.num_sge;
     bool ok = nsge <= w.max_sge && nsge * sizeof(rxe_sge) <= tail_bytes;
     sges_.clear();
@@ -283,10 +302,14 @@ unsigned ShmPump::pump_cq(const Work& w) {
   const uint32_t cons = shm::consumer(q.base()).load(std::memory_order_acquire) & q.mask();
   uint32_t prod = shm::producer(q.base()).load(std::memory_order_relaxed) & q.mask();
   const uint32_t room = (cons - prod - 1) & q.mask();
-  if (room == 0) return 0;  // the application is behind: completions wait in the engine's CQ
+  if (room == 0) {  // the application is behind: completions wait in the engine's CQ
+    cq_backlog_ = true;
+    return 0;
+  }
   wcs_.resize(std::min(room, kMaxBatch));
   const int n = engine_.poll_cq(w.id, wcs_);
   if (n <= 0) return 0;
+  if (static_cast<size_t>(n) == wcs_.size()) cq_backlog_ = true;  // there may be more
   bool solicited_or_error = false;
   for (int i = 0; i < n; ++i) {
     const ibv_wc& wc = wcs_[static_cast<size_t>(i)];

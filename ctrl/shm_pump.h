@@ -122,6 +122,8 @@ class ShmPump final : public dataplane::DeviceHook {
   ShmCounters counters_;
   uint64_t tsc_start_ = 0, tsc_hz_ = 0;  // 0 Hz: no stamps
   bool stamping_ = false;                // kStampPostTsc set in the SQs
+  uint64_t seen_completions_ = 0;        // the engine's completions_queued() at the last look at the CQs
+  bool cq_backlog_ = true;               // a CQ may hold completions the last look left behind
 };
 
 }  // namespace isoroce::ctrl

@@ -10,6 +10,7 @@ namespace isoroce::dataplane {
 namespace {
 constexpr unsigned kRingSize = 256;
 constexpr unsigned kCommandBurst = 16;
+constexpr sched::Picos kPreempted = 200'000'000;  // a busy pass this long was descheduled
 }  // namespace
 
 Worker::Worker(unsigned id, std::vector<Device*> devices, const TscClock& clock, IdleConfig idle)
@@ -64,6 +65,8 @@ void Worker::run() {
     passes_.fetch_add(1, std::memory_order_relaxed);
     if (work != 0) {
       busy_passes_.fetch_add(1, std::memory_order_relaxed);
+      const sched::Picos took = clock_.now() - now;
+      if (took < kPreempted) busy_ps_.fetch_add(took, std::memory_order_relaxed);
       empty_passes_ = 0;
       sleep_bound_ = idle_.min_sleep;
       continue;
@@ -92,7 +95,8 @@ void Worker::idle_wait(sched::Picos now) {
 
 WorkerStats Worker::stats() const {
   return {passes_.load(std::memory_order_relaxed), busy_passes_.load(std::memory_order_relaxed),
-          sleeps_.load(std::memory_order_relaxed), commands_.load(std::memory_order_relaxed)};
+          sleeps_.load(std::memory_order_relaxed), commands_.load(std::memory_order_relaxed),
+          busy_ps_.load(std::memory_order_relaxed) / 1000};
 }
 
 }  // namespace isoroce::dataplane

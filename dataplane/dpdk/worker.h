@@ -35,6 +35,10 @@ struct WorkerStats {
   uint64_t busy_passes = 0;
   uint64_t sleeps = 0;
   uint64_t commands = 0;
+  // Time spent in passes that did work, in nanoseconds (a pass longer than
+  // 200 us is left out: the thread was preempted, not working). busy_ns per
+  // message is what a message costs the worker, whatever else shares its CPU.
+  uint64_t busy_ns = 0;
 };
 
 class Worker {
@@ -75,7 +79,7 @@ class Worker {
   uint32_t empty_passes_ = 0;
   sched::Picos sleep_bound_ = 0;
   // Written by the worker, read by telemetry (relaxed: counters only).
-  std::atomic<uint64_t> passes_{0}, busy_passes_{0}, sleeps_{0}, commands_{0};
+  std::atomic<uint64_t> passes_{0}, busy_passes_{0}, sleeps_{0}, commands_{0}, busy_ps_{0};
 };
 
 }  // namespace isoroce::dataplane

@@ -58,7 +58,7 @@ struct ShmEnd {
   std::unique_ptr<Ring> cq_ring, sq, rq;
 };
 
-ShmEnd make_end(TestClient& c, const std::string& dev, Memory& mem, const std::string& type = "rc") {
+ShmEnd make_end(TestClient& c, const std::string& dev, Memory& mem, const std::string& type = "rc", int cqe = 32) {
   ShmEnd e;
   EXPECT_TRUE(c.call({{"op", "open"}, {"device", dev}})["ok"]);
   e.pd = c.call({{"op", "alloc_pd"}})["pd"];
@@ -67,7 +67,7 @@ ShmEnd make_end(TestClient& c, const std::string& dev, Memory& mem, const std::s
   e.lkey = r["lkey"];
   e.rkey = r["rkey"];
   std::vector<int> fds;
-  r = c.call({{"op", "create_cq"}, {"cqe", 32}, {"shm", true}}, {}, &fds);
+  r = c.call({{"op", "create_cq"}, {"cqe", cqe}, {"shm", true}}, {}, &fds);
   EXPECT_EQ(fds.size(), 1u);
   e.cq = r["cq"];
   e.cq_ring = std::make_unique<Ring>(fds[0], r, true);
@@ -125,6 +125,45 @@ TEST(ShmPump, WriteThroughTheRingsCompletesInTheCqRing) {
   EXPECT_EQ(mb.data[4096 + 2048], 0);
   EXPECT_EQ(f.device(0).pump->counters().send_wqes, 1u);
   EXPECT_EQ(f.device(0).pump->counters().cqes, 1u);
+}
+
+// The pump looks at the CQs only when the engine queued a completion since
+// its last look, or the last look left some behind: completions held back by
+// a full CQ ring must still arrive once the application makes room, with no
+// new completion to wake the pump.
+TEST(ShmPump, CompletionsHeldBackByAFullCqRingArriveWhenTheApplicationCatchesUp) {
+  VirtualFabric f;
+  TestClient a(f, 1), b(f, 2);
+  Memory ma(1 << 16), mb(1 << 16);
+  // cqe 8: a ring of 16 slots, which holds 15 completions.
+  ShmEnd ea = make_end(a, "isoroce0", ma, "rc", 8), eb = make_end(b, "isoroce1", mb);
+  to_rts(a, ea.qpn, rtr(eb.qpn, "10.0.0.2"));
+  to_rts(b, eb.qpn, rtr(ea.qpn, "10.0.0.1"));
+  const uint32_t ring_slots = ea.cq_ring->mask();
+  ASSERT_EQ(ring_slots, 15u);
+  for (uint64_t i = 0; i < 16; ++i) {  // max_send_wr is 16
+    rxe_send_wqe w{};
+    w.wr.wr_id = 100 + i;
+    w.wr.opcode = IBV_WR_RDMA_WRITE;
+    w.wr.send_flags = IBV_SEND_SIGNALED;
+    w.wr.wr.rdma.remote_addr = 0x20000 + 64 * i;
+    w.wr.wr.rdma.rkey = eb.rkey;
+    w.dma.num_sge = 1;
+    w.dma.length = 64;
+    post(*ea.sq, w, {{0x20000, 64, ea.lkey}});
+  }
+  f.run_for(100'000'000);
+  std::vector<ib_uverbs_wc> wc = drain(*ea.cq_ring);
+  ASSERT_EQ(wc.size(), 15u);  // the ring was full: the 16th waits in the engine
+  f.run_for(100'000'000);     // nothing new happens on the wire
+  const std::vector<ib_uverbs_wc> rest = drain(*ea.cq_ring);
+  ASSERT_EQ(rest.size(), 1u);
+  wc.insert(wc.end(), rest.begin(), rest.end());
+  for (uint64_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(wc[i].wr_id, 100 + i);
+    EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+  }
+  EXPECT_EQ(f.device(0).pump->counters().cqes, 16u);
 }
 
 TEST(ShmPump, GarbageWqeCompletesInErrorAndTheDaemonCarriesOn) {

@@ -321,6 +321,42 @@ TEST_F(Loopback, TelemetryAnswersThroughDpdkTelemetryPy) {
   EXPECT_NE(out.find("\"policy\": \"tassel\""), std::string::npos) << out;
 }
 
+// --lcores in EAL's LCORE@CPU form: three lcores on two CPUs, so a 2-core
+// machine runs two workers, one port each; a WRITE crosses from one to the other.
+TEST(DaemonConfig, LcoresPlacedOnCpusGiveTwoWorkersOnePortEach) {
+  DaemonProcess d({"--loopback", "--lcores", "0@0,1@1,2@0"});
+  ASSERT_TRUE(d.ok()) << d.log();
+  {
+    Verbs a(d.socket(), "isoroce0"), b(d.socket(), "isoroce1");
+    ASSERT_TRUE(a.ok() && b.ok());
+    const json st = a.call({{"op", "status"}});
+    ASSERT_TRUE(st["ok"].get<bool>()) << st.dump();
+    const json& w = st["status"]["workers"];
+    ASSERT_EQ(w.size(), 2u) << st.dump();
+    EXPECT_EQ(w[0]["devices"], json::array({"isoroce0"})) << st.dump();
+    EXPECT_EQ(w[1]["devices"], json::array({"isoroce1"})) << st.dump();
+    const uint32_t cq_a = a.create_cq(), cq_b = b.create_cq();
+    const uint32_t qp_a = a.create_qp(cq_a), qp_b = b.create_qp(cq_b);
+    Buffer* buf_a = a.reg(1 << 16, kAll);
+    Buffer* buf_b = b.reg(1 << 16, kAll);
+    ASSERT_TRUE(qp_a && qp_b && buf_a && buf_b);
+    ASSERT_TRUE(a.connect_rc(qp_a, "10.0.0.2", qp_b, 1, 2)["ok"].get<bool>());
+    ASSERT_TRUE(b.connect_rc(qp_b, "10.0.0.1", qp_a, 2, 1)["ok"].get<bool>());
+    fill(buf_a->data, 40000, 3);
+    ASSERT_TRUE(a.post_send(qp_a, {{"wr_id", 1}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                                   {"sg", {sge(*buf_a, 0, 40000)}}, {"remote_addr", buf_b->iova()},
+                                   {"rkey", buf_b->rkey}})["ok"].get<bool>());
+    auto wc = a.wait(cq_a, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0]["status"], 0) << wc[0].dump();
+    EXPECT_EQ(std::memcmp(buf_a->data, buf_b->data, 40000), 0);
+    const json after = a.call({{"op", "status"}});
+    EXPECT_GT(after["status"]["workers"][0]["busy_ns"].get<uint64_t>(), 0u) << after.dump();
+    EXPECT_GT(after["status"]["workers"][1]["busy_ns"].get<uint64_t>(), 0u) << after.dump();
+  }
+  EXPECT_EQ(d.stop(), 0) << d.log();
+}
+
 TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
   struct Case {
     std::vector<std::string> args;

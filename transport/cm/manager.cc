@@ -582,6 +582,8 @@ bool Manager::pop_event(Event* out) {
   return true;
 }
 
+bool Manager::has_events() const { return !impl_->events.empty(); }
+
 bool Manager::state(Id id, State* s) const {
   const Conn* c = impl_->find(id);
   if (!c || c->destroyed) return false;

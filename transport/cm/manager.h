@@ -141,6 +141,7 @@ class Manager {
   // Outputs (FIFO). false when empty.
   bool pop_mad(OutMad* out);
   bool pop_event(Event* out);
+  bool has_events() const;
 
   // Observation.
   const ManagerStats& stats() const;

@@ -168,6 +168,7 @@ void EngineImpl::complete(CqHandle cq, const ibv_wc& wc, uint32_t msg_id) {
     return;
   }
   c.entries.push() = wc;
+  ++completions_queued_;
   if (trace_.on(trace::Event::kCompletion)) [[unlikely]] {
     const QpCtx* q = find_qp(wire::Qpn(wc.qp_num));
     trace_.emit(trace_now_, trace::Event::kCompletion, wc.qp_num, msg_id, wc.byte_len,

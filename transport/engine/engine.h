@@ -275,6 +275,10 @@ class Engine {
   virtual int destroy_cq(CqHandle cq) = 0;
   // Returns the number of completions written to out (ibv_poll_cq), or -EINVAL.
   virtual int poll_cq(CqHandle cq, std::span<ibv_wc> out) = 0;
+  // Completions queued on any of this engine's CQs since it was made. A driver
+  // that polls its CQs every pass skips poll_cq (a hash lookup per CQ) while
+  // this has not moved and its last polls drained what they found.
+  virtual uint64_t completions_queued() const = 0;
   // ibv_resize_cq(): the CQ holds up to cqe completions from now on; queued ones
   // stay, in order. `outside` counts completions already polled out of the
   // engine that the application has not consumed yet (a driver's own queue,

@@ -34,6 +34,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   Result<CqHandle> create_cq(int cqe) override;
   int destroy_cq(CqHandle cq) override;
   int poll_cq(CqHandle cq, std::span<ibv_wc> out) override;
+  uint64_t completions_queued() const override { return completions_queued_; }
   int resize_cq(CqHandle cq, int cqe, uint32_t outside) override;
   Result<SrqHandle> create_srq(PdHandle pd, const ibv_srq_attr& attr) override;
   int modify_srq(SrqHandle srq, const ibv_srq_attr& attr, uint32_t mask) override;
@@ -249,6 +250,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   EngineConfig config_;
   std::unique_ptr<sched::Scheduler> sched_;
   EngineCounters counters_;
+  uint64_t completions_queued_ = 0;  // completions_queued()
   verbs::PdTable pds_;
   verbs::MrTable mrs_;
   verbs::MwTable mws_;
