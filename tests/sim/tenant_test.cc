@@ -86,6 +86,72 @@ TEST(TenantShares, ATenantsShareSplitsBetweenItsApplicationsByWeight) {
   for (int i = 1; i < 4; ++i) EXPECT_NEAR(sh.big[i], 0.5 / 6, 0.02);
 }
 
+// ---- tassel (bench/scenarios/justitia/tenants_tassel.toml) ----------------------
+// The same tenants under tassel with per-QP limits that oversubscribe the link: big's
+// 16 QPs at 10 Gb/s each, small's one at 80 Gb/s. Shares of the flows' bytes on the
+// wire (headers and unfinished messages included: 1 MB messages at a few Gb/s per QP
+// complete too rarely in 10 ms for goodput to resolve a share).
+struct WireShares {
+  double big = 0, small = 0, total_gbps = 0;
+  double big_flow[4] = {};
+};
+
+WireShares tassel_shares(const Scenario& s) {
+  const SimReport r = run_scenario(s);
+  WireShares out;
+  for (int i = 0; i < 4; ++i) {
+    const FlowReport& f = flow(r, "big" + std::to_string(i + 1));
+    EXPECT_EQ(f.errors, 0u);
+    out.big_flow[i] = f.wire_gbps;
+    out.big += f.wire_gbps;
+  }
+  out.small = flow(r, "small").wire_gbps;
+  out.total_gbps = out.big + out.small;
+  for (double& b : out.big_flow) b /= out.total_gbps;
+  out.big /= out.total_gbps;
+  out.small /= out.total_gbps;
+  return out;
+}
+
+Scenario load_tassel() {
+  auto p = tools::load_scenario(std::string(ISOROCE_JUSTITIA_SCENARIOS) + "/tenants_tassel.toml");
+  EXPECT_TRUE(p.ok()) << (p.error ? p.error->to_string() : "");
+  return p.scenario;
+}
+
+// Receive: tenants_tassel.toml as it is. Expect: small 50% +- 1%, big 50% +- 1% split
+// evenly over its 4 applications (12.5% +- 0.5%), the link full (99 Gb/s and up).
+// Without tenants (the same limits): tassel's split by limits, small 1/3 +- 1%.
+TEST(TenantShares, TasselSixteenLimitedQpsGetNoMoreThanOne) {
+  Scenario s = load_tassel();
+  WireShares sh = tassel_shares(s);
+  EXPECT_NEAR(sh.small, 0.5, 0.01);
+  EXPECT_NEAR(sh.big, 0.5, 0.01);
+  for (double b : sh.big_flow) EXPECT_NEAR(b, 0.125, 0.005);
+  EXPECT_GT(sh.total_gbps, 99.0);
+  for (auto& f : s.flows) f.tenant.clear();
+  sh = tassel_shares(s);
+  EXPECT_NEAR(sh.small, 1.0 / 3, 0.01);
+}
+
+// Receive: small's limit lowered to 20 Gb/s (below its half), then big's tenant
+// weight 2 with small's limit back at 80. Expect: small at its limit (20 Gb/s +- 1%)
+// and big the rest of the link; with weights 2:1, 2/3 : 1/3 +- 1%.
+TEST(TenantShares, TasselLimitsHoldAndWeightsSplit) {
+  Scenario s = load_tassel();
+  for (auto& f : s.flows)
+    if (f.name == "small") f.rate_bps = 20'000'000'000;
+  WireShares sh = tassel_shares(s);
+  EXPECT_NEAR(sh.small * sh.total_gbps, 20.0, 0.2);
+  EXPECT_GT(sh.total_gbps, 99.0);
+  s = load_tassel();
+  for (auto& f : s.flows)
+    if (f.tenant == "big") f.tenant_weight = 2;
+  sh = tassel_shares(s);
+  EXPECT_NEAR(sh.big, 2.0 / 3, 0.01);
+  EXPECT_NEAR(sh.small, 1.0 / 3, 0.01);
+}
+
 // Scenario checks: a tenant's weight must agree across its flows, an application
 // stays in one tenant.
 TEST(TenantShares, ScenarioRefusesDisagreeingTenants) {
