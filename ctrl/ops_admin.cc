@@ -100,7 +100,9 @@ json set_tenant(OpContext& c) {
   d->run([&](sched::Picos now) { rc = d->engine().set_qp_tenant(now, wire::Qpn(qpn), id, w); });
   if (rc != 0) return op_fail(rc, "set_tenant");
   c.ctl.registry().set_tenant(d, qpn, tenant);
-  return op_ok({{"qpn", qpn}, {"tenant", tenant}, {"weight", w}});
+  const bool enforced = !note_tenant_ignored(c.ctl, *d, qpn, tenant);
+  return op_ok({{"device", d->config().name}, {"qpn", qpn}, {"qp", d->config().name + "/" + std::to_string(qpn)},
+                {"tenant", tenant}, {"weight", w}, {"enforced", enforced}});
 }
 
 // set_dcqcn / set_justitia: the NAME=VALUE list in "params" applied to *cfg.
