@@ -54,6 +54,12 @@ TEST(TenantShares, SixteenQpsGetNoMoreThanOne) {
   Scenario fifo = s;
   for (auto& h : fifo.hosts) h.policy = "fifo";
   EXPECT_LT(shares_of(fifo).small, 0.1);
+  // fifo says it ignores the tenants, once per host and tenant, as the daemon does.
+  const SimReport r = run_scenario(fifo);
+  ASSERT_EQ(r.hosts[0].log.size(), 2u);
+  EXPECT_EQ(r.hosts[0].log[0], "host a: tenant 'big' (flow big1): policy fifo models a hardware RNIC, which "
+                               "arbitrates per QP and has no tenants: recorded, not enforced");
+  EXPECT_TRUE(run_scenario(s).hosts[0].log.empty());  // justitia applies them
 }
 
 // Receive: big's tenant_weight 2, then small's 2. Expect: 2/3 : 1/3 and 1/3 : 2/3
