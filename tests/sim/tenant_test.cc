@@ -4,6 +4,8 @@
 // the flows' goodput; one 1 MB token is about 1.3% of the run.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "sim_util.h"
@@ -156,6 +158,34 @@ TEST(TenantShares, TasselLimitsHoldAndWeightsSplit) {
   sh = tassel_shares(s);
   EXPECT_NEAR(sh.big, 2.0 / 3, 0.01);
   EXPECT_NEAR(sh.small, 1.0 / 3, 0.01);
+}
+
+// Receive: tenants_tassel.toml with its [[tenant]] table for "big" at weight 2, a
+// [[tenant]] that contradicts a flow's tenant_weight, one that names no flow's tenant.
+// Expect: every flow of "big" weighs 2 and big gets 2/3 +- 1%; the other two refused,
+// naming the key and what is wrong.
+TEST(TenantShares, ScenarioTenantTablesWeighTheirFlows) {
+  std::ifstream in(std::string(ISOROCE_JUSTITIA_SCENARIOS) + "/tenants_tassel.toml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string big = "name = \"big\"\nweight = 1";
+  ASSERT_NE(text.find(big), std::string::npos);
+  std::string two = text;
+  two.replace(two.find(big), big.size(), "name = \"big\"\nweight = 2");
+  auto p = tools::parse_scenario(two, "t.toml");
+  ASSERT_TRUE(p.ok()) << p.error->to_string();
+  for (const auto& f : p.scenario.flows) EXPECT_EQ(f.tenant_weight, f.tenant == "big" ? 2u : 1u) << f.name;
+  EXPECT_NEAR(tassel_shares(p.scenario).big, 2.0 / 3, 0.01);
+  std::string clash = two;
+  clash.replace(clash.find("tenant = \"big\"\n"), 15, "tenant = \"big\"\ntenant_weight = 3\n");
+  p = tools::parse_scenario(clash, "t.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error->to_string().find("tenant[0].weight: flow \"big1\" says tenant_weight = 3"), std::string::npos)
+      << p.error->to_string();
+  std::string stray = text + "\n[[tenant]]\nname = \"nobody\"\n";
+  p = tools::parse_scenario(stray, "t.toml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error->to_string().find("tenant[2].name: no flow has tenant = \"nobody\""), std::string::npos)
+      << p.error->to_string();
 }
 
 // Scenario checks: a tenant's weight must agree across its flows, an application
