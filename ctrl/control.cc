@@ -197,9 +197,9 @@ void Control::drain_async_events() {
       const uint64_t client = owner != nullptr ? owner->id : 0;
       if (ev.type == transport::AsyncEventType::kLatencyTargetMissed) {
         log(LogLevel::kWarning,
-            "{}: latency-class QP {} (client {}{}) admitted while Current99 {} us > Target99 {} us "
+            "{}: latency-class QP {}/{} (client {}{}) admitted while Current99 {} us > Target99 {} us "
             "(justitia soft admission; SafeUtil {} Gb/s)",
-            name, ev.id, client, owner ? " pid " + std::to_string(owner->pid) + " " + owner->comm : std::string(),
+            name, name, ev.id, client, owner ? " pid " + std::to_string(owner->pid) + " " + owner->comm : std::string(),
             have_js ? static_cast<double>(js.current99) / 1e6 : 0.0, have_js ? static_cast<double>(js.target99) / 1e6 : 0.0,
             have_js ? static_cast<double>(js.safe_util_bps) / 1e9 : 0.0);
       } else {

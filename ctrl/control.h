@@ -132,4 +132,12 @@ class Control {
 // Justitia's application of a client connection (its session id; 0: none known).
 uint32_t app_id(uint64_t session);
 
+// A QP's name wherever QPNs can repeat (every device numbers its own): "isoroce0/17"
+// (issue 19; isoroce-ctl takes the same form).
+std::string qp_label(const DeviceEntry& d, uint32_t qpn);
+
+// qpn on d was put in `tenant`: true if d's policy ignores tenants (ctrl/tenants.h),
+// logged once per device and tenant.
+bool note_tenant_ignored(Control& ctl, DeviceEntry& d, uint32_t qpn, const std::string& tenant);
+
 }  // namespace isoroce::ctrl

@@ -202,10 +202,14 @@ json Control::tenants_json(DeviceEntry& d) {
   });
   uint64_t total = 0;
   for (const auto& [t, v] : by) total += v.second;
+  // Whether the device's policy applies tenants (fifo and rnic, as a hardware RNIC, do
+  // not: the shares are then what per-QP arbitration gives them).
+  const bool enforced = tenants_ignored_by(d.config().policy).empty();
   json list = json::array();
   for (const auto& [t, v] : by)
     list.push_back({{"tenant", t}, {"weight", tenants_.weight(t)}, {"qps", v.first}, {"tx_bytes", v.second},
-                    {"share", total == 0 ? 0.0 : static_cast<double>(v.second) / static_cast<double>(total)}});
+                    {"share", total == 0 ? 0.0 : static_cast<double>(v.second) / static_cast<double>(total)},
+                    {"enforced", enforced}});
   return list;
 }
 

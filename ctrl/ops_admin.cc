@@ -30,7 +30,8 @@ DeviceEntry* target_qp(OpContext& c, uint32_t* qpn, json* failure) {
   if (d == nullptr) return *failure = op_fail(err ? err : EINVAL, c.op + ": " + (err ? error : "not a QPN")), nullptr;
   // A client steers its own user's QPs; privileged clients every QP (docs/security.md).
   if (!c.ctl.may_see(c.s, *d, static_cast<uint32_t>(*q)))
-    return *failure = op_fail(EPERM, c.op + ": QP " + std::to_string(*q) + " belongs to another user"), nullptr;
+    return *failure = op_fail(EPERM, c.op + ": QP " + qp_label(*d, static_cast<uint32_t>(*q)) + " belongs to another user"),
+           nullptr;
   *qpn = static_cast<uint32_t>(*q);
   return d;
 }
@@ -45,7 +46,7 @@ json set_rate(OpContext& c) {
   int rc = 0;
   d->run([&](sched::Picos now) { rc = d->engine().set_qp_rate(now, wire::Qpn(qpn), *bps); });
   if (rc != 0) return op_fail(rc, "set_rate");
-  return op_ok({{"qpn", qpn}, {"bps", *bps}});
+  return op_ok({{"device", d->name()}, {"qpn", qpn}, {"qp", qp_label(*d, qpn)}, {"bps", *bps}});
 }
 
 json set_class(OpContext& c) {
@@ -58,13 +59,13 @@ json set_class(OpContext& c) {
   if (!parse_class(cls, &fc)) return op_fail(EINVAL, "set_class: class '" + cls + "' (latency, throughput, bandwidth, auto)");
   const std::optional<QpInfo> info = c.ctl.registry().find(d, qpn);
   if (info && info->cls == "reference")
-    return op_fail(EPERM, "set_class: QP " + std::to_string(qpn) + " is the justitia reference flow's");
+    return op_fail(EPERM, "set_class: QP " + qp_label(*d, qpn) + " is the justitia reference flow's");
   const uint64_t app = info ? info->app : 0;
   int rc = 0;
   d->run([&](sched::Picos now) { rc = d->engine().set_qp_class(now, wire::Qpn(qpn), fc, app_id(app), 1); });
   if (rc != 0) return op_fail(rc, "set_class");
   c.ctl.registry().set_class(d, qpn, cls);
-  return op_ok({{"qpn", qpn}, {"class", cls}, {"app", app}});
+  return op_ok({{"device", d->name()}, {"qpn", qpn}, {"qp", qp_label(*d, qpn)}, {"class", cls}, {"app", app}});
 }
 
 // A QP's tenant (ctrl/tenants.h): a client moves its own QPs unless a [[tenant]] rule
@@ -85,13 +86,13 @@ json set_tenant(OpContext& c) {
   }
   const std::optional<QpInfo> info = c.ctl.registry().find(d, qpn);
   if (info && info->cls == "reference")
-    return op_fail(EPERM, "set_tenant: QP " + std::to_string(qpn) + " is the justitia reference flow's");
+    return op_fail(EPERM, "set_tenant: QP " + qp_label(*d, qpn) + " is the justitia reference flow's");
   if (!c.s.privileged) {
     if (weight && *weight != c.ctl.tenants().weight(tenant))
       return op_fail(EPERM, "set_tenant: a tenant's weight is the operator's (a privileged client's)");
     const std::string ruled = info ? c.ctl.tenants().match(info->uid, info->comm) : std::string();
     if (!ruled.empty() && ruled != tenant)
-      return op_fail(EPERM, "set_tenant: QP " + std::to_string(qpn) + " is tenant '" + ruled + "' by the daemon's [[tenant]] rules");
+      return op_fail(EPERM, "set_tenant: QP " + qp_label(*d, qpn) + " is tenant '" + ruled + "' by the daemon's [[tenant]] rules");
   }
   if (weight) c.ctl.tenants().set_weight(tenant, static_cast<uint32_t>(*weight));
   const uint32_t id = c.ctl.tenants().id(tenant);
@@ -100,7 +101,9 @@ json set_tenant(OpContext& c) {
   d->run([&](sched::Picos now) { rc = d->engine().set_qp_tenant(now, wire::Qpn(qpn), id, w); });
   if (rc != 0) return op_fail(rc, "set_tenant");
   c.ctl.registry().set_tenant(d, qpn, tenant);
-  return op_ok({{"qpn", qpn}, {"tenant", tenant}, {"weight", w}});
+  const bool enforced = !note_tenant_ignored(c.ctl, *d, qpn, tenant);
+  return op_ok({{"device", d->name()}, {"qpn", qpn}, {"qp", qp_label(*d, qpn)},
+                {"tenant", tenant}, {"weight", w}, {"enforced", enforced}});
 }
 
 // set_dcqcn / set_justitia: the NAME=VALUE list in "params" applied to *cfg.

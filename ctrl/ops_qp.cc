@@ -7,9 +7,20 @@
 #include <cstring>
 
 #include "ctrl/control.h"
+#include "ctrl/log.h"
 #include "ctrl/wire_json.h"
 
 namespace isoroce::ctrl {
+
+std::string qp_label(const DeviceEntry& d, uint32_t qpn) { return d.config().name + "/" + std::to_string(qpn); }
+
+bool note_tenant_ignored(Control& ctl, DeviceEntry& d, uint32_t qpn, const std::string& tenant) {
+  const std::string why = tenants_ignored_by(d.config().policy);
+  if (why.empty()) return false;
+  if (ctl.tenants().first_ignored(d.config().name, tenant))
+    log(LogLevel::kWarning, "QP {} in tenant '{}': {}", qp_label(d, qpn), tenant, why);
+  return true;
+}
 namespace {
 
 json ring_json(const ShmQueue& q) { return {{"log2_entries", q.log2_entries()}, {"log2_elem", q.log2_elem()}}; }
@@ -179,6 +190,7 @@ json create_qp(OpContext& c) {
   info.app = s.id;
   info.tenant = tenant;
   c.ctl.registry().set(&d, qpn, std::move(info));
+  if (!tenant.empty()) note_tenant_ignored(c.ctl, d, qpn, tenant);
   if (!c.req.value("shm", false)) return op_ok({{"qpn", qpn}});
   return add_qp_rings(c, qpn, q);
 }

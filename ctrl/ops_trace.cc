@@ -43,6 +43,15 @@ json trace_start(OpContext& c) {
   if (std::string e = parse_options(c.req, &opt); !e.empty()) return op_fail(EINVAL, "trace_start: " + e);
   std::string error;
   int err = 0;
+  // A QP without a device: the device that has it (QPNs repeat across devices: a bare
+  // QPN two devices have is refused, as by every op that names a QP). A QPN no device
+  // has yet is traced on every device, for a QP about to be created.
+  if (opt.qp != 0 && opt.device.empty()) {
+    if (DeviceEntry* d = c.ctl.find_qp(opt.qp, "", &err, &error)) opt.device = d->name();
+    else if (err == EINVAL) return op_fail(EINVAL, "trace_start: " + error);
+    err = 0;
+    error.clear();
+  }
   // A finished trace nobody collected gives way (its owner keeps its memfd).
   cur.reset();
   cur = TraceSession::start(c.ctl, c.s.id, opt, TraceSession::Clock::now(), &error, &err);

@@ -28,7 +28,7 @@ json qp(OpContext& c) {
   DeviceEntry* d = c.ctl.find_qp(static_cast<uint32_t>(*qpn), c.req.value("device", ""), &err, &error);
   if (d == nullptr) return op_fail(err, "qp: " + error);
   if (!c.ctl.may_see(c.s, *d, static_cast<uint32_t>(*qpn)))
-    return op_fail(EPERM, "qp: QP " + std::to_string(*qpn) + " belongs to another user");
+    return op_fail(EPERM, "qp: QP " + qp_label(*d, static_cast<uint32_t>(*qpn)) + " belongs to another user");
   auto v = c.ctl.qp_view(*d, static_cast<uint32_t>(*qpn));
   if (!v) return op_fail(ENOENT, "qp: no QP " + d->name() + "/" + std::to_string(*qpn));
   return op_ok({{"qp", *v}});

@@ -98,8 +98,8 @@ void Daemon::start_reference_flow(DeviceEntry& d) {
   registry_.set(peer, st.dst_qpn, daemon_qp());
   d.ref = std::move(flow);
   d.ref_peer = peer;
-  log(LogLevel::kInfo, "{}: policy justitia: reference flow to {} (QP {} -> {}), a {} B WRITE every {} us, Target99 {} us",
-      c.name, peer->name(), st.src_qpn, st.dst_qpn, ReferenceFlow::kProbeBytes,
+  log(LogLevel::kInfo, "{}: policy justitia: reference flow to {} (QP {}/{} -> {}/{}), a {} B WRITE every {} us, Target99 {} us",
+      c.name, peer->name(), c.name, st.src_qpn, peer->name(), st.dst_qpn, ReferenceFlow::kProbeBytes,
       static_cast<double>(c.justitia.ref_period) / 1e6, static_cast<double>(c.justitia.target99) / 1e6);
 }
 

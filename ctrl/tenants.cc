@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ctrl/tenants_toml.h"
+#include "sched/policy_registry.h"
 
 namespace isoroce::ctrl {
 
@@ -90,6 +91,21 @@ uint32_t Tenants::weight(const std::string& name) const {
 void Tenants::set_weight(const std::string& name, uint32_t weight) {
   std::lock_guard lock(mu_);
   weights_[name] = weight;
+}
+
+std::string tenants_ignored_by(const std::string& policy) {
+  const sched::PolicyOps* p = sched::find_policy(policy);
+  if (p != nullptr && p->has(sched::kCapTenants)) return {};
+  if (policy == "fifo" || policy == "rnic")
+    return "policy " + policy + " models a hardware RNIC, which arbitrates per QP and has no tenants: the tenant is "
+           "recorded, not enforced (justitia and tassel enforce tenants; docs/isolation.md)";
+  return "policy " + policy + " does not apply tenants (a plugin gets no tenant event): the tenant is recorded, "
+         "not enforced (justitia and tassel enforce tenants; docs/isolation.md)";
+}
+
+bool Tenants::first_ignored(const std::string& device, const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  return ignored_.emplace(device + "/" + tenant, true).second;
 }
 
 }  // namespace isoroce::ctrl

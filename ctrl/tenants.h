@@ -26,6 +26,13 @@ struct TenantRule {
 // Whether `name` may name a tenant: 1 to 64 of [A-Za-z0-9_.-].
 bool valid_tenant_name(const std::string& name);
 
+// Empty if the transmit policy called `policy` applies tenants (sched::kCapTenants:
+// justitia, tassel), else why it does not: a QP's tenant is then recorded (isoroce-ctl
+// qp, sched's per-tenant bytes) and ignored by the scheduler. fifo and rnic model a
+// hardware RNIC, which arbitrates per QP and has no tenants; plugins get no tenant
+// event (ABI 1).
+std::string tenants_ignored_by(const std::string& policy);
+
 class Tenants {
  public:
   void set_rules(std::vector<TenantRule> rules);
@@ -36,12 +43,16 @@ class Tenants {
   // Its weight: set_weight's, else its rule's, else 1.
   uint32_t weight(const std::string& name) const;
   void set_weight(const std::string& name, uint32_t weight);
+  // True the first time for (device, tenant): the daemon logs that a policy ignores
+  // tenants once per device and tenant, not per QP.
+  bool first_ignored(const std::string& device, const std::string& tenant);
 
  private:
   mutable std::mutex mu_;
   std::vector<TenantRule> rules_;
   std::map<std::string, uint32_t> ids_;
   std::map<std::string, uint32_t> weights_;
+  std::map<std::string, bool> ignored_;  // "device/tenant" already logged
 };
 
 }  // namespace isoroce::ctrl

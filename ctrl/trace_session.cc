@@ -135,7 +135,7 @@ json TraceSession::summary() const {
   }
   return {{"active", active_},     {"devices", devs},         {"records", written_},
           {"dropped", dropped},    {"truncated", truncated_}, {"write_errors", write_errors_},
-          {"events", event_names(opt_.mask)}, {"qp", opt_.qp},  {"seconds", opt_.seconds},
+          {"events", event_names(opt_.mask)}, {"qp", opt_.qp},  {"device", opt_.device}, {"seconds", opt_.seconds},
           {"max_records", opt_.max_records},  {"record_bytes", sizeof(trace::Record)},
           {"time_unit", "ps since the daemon's TSC clock started"}};
 }

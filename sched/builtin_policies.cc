@@ -16,12 +16,12 @@ std::vector<PolicyOps> builtin_policies() {
                  kCapMessageRate, "built-in",
                  [](const Config& c) -> std::unique_ptr<Scheduler> { return std::make_unique<FifoScheduler>(c); }});
   out.push_back({"tassel", "per-QP rate limits (WF2Q+ on a timing wheel), work-conserving otherwise", 1,
-                 kCapEnforcesRates, "built-in",
+                 kCapEnforcesRates | kCapTenants, "built-in",
                  [](const Config& c) -> std::unique_ptr<Scheduler> { return std::make_unique<TasselScheduler>(c); }});
   out.push_back({"justitia",
                  "Justitia isolation: latency QPs unpaced, the others on multi-resource tokens (SafeUtil from the "
                  "reference flow)",
-                 1, kCapEnforcesRates | kCapReferenceLatency | kCapMessageRate, "built-in",
+                 1, kCapEnforcesRates | kCapReferenceLatency | kCapMessageRate | kCapTenants, "built-in",
                  [](const Config& c) -> std::unique_ptr<Scheduler> {
                    if (!validate(c.justitia).empty()) return nullptr;
                    return std::make_unique<JustitiaScheduler>(c);

@@ -25,6 +25,10 @@ enum PolicyCap : std::uint32_t {
   kCapEnforcesRates = 1u << 0,     // set_rate limits are enforced (DCQCN needs this)
   kCapReferenceLatency = 1u << 1,  // uses on_reference_latency: the driver runs the reference flow
   kCapMessageRate = 1u << 2,       // models Config::max_msgs_per_sec
+  // Applies set_tenant (tenants share above applications). Without it a QP's tenant
+  // is recorded by the drivers and ignored by the scheduler: fifo and rnic model a
+  // hardware RNIC, which has no tenants; plugins (ABI 1 has no tenant event).
+  kCapTenants = 1u << 3,
 };
 
 // Makes the policy's scheduler; nullptr if `config` is unusable for it.

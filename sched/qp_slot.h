@@ -21,6 +21,7 @@ enum class Where : std::uint8_t {
   kHeap,       // timeline, far future
   kPool,       // eligible, ordered by finish time
   kUnlimited,  // no rate limit: round robin
+  kShared,     // may send, in the tenants' share tree (tassel with tenants: share_tree.h)
 };
 
 struct alignas(32) QpSlot {

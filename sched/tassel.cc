@@ -37,7 +37,7 @@ void TasselScheduler::sync(Picos t) {
 }
 
 void TasselScheduler::update_sigma() {
-  if (active_bps_ <= config_.link_bps) {
+  if (active_bps_ <= config_.link_bps || shared_) {  // sharing: the tree shares, V is real time
     sigma_ = kSigmaOne;
     v_frac_ = 0;
   } else {
@@ -56,17 +56,68 @@ Picos TasselScheduler::when_system_time_reaches(Picos v) const {
 }
 
 // S -> F: the packet is eligible; its finish time uses the rate in force now.
+template <bool kShared>
 inline void TasselScheduler::make_eligible(Picos now, QpId qp) {
   QpSlot& s = qps_[qp];
   const Picos start = s.time_;
   s.time_ += duration(s.bytes_, s.cost_);
   if (trace_.on(trace::Event::kEligible)) [[unlikely]] trace_eligible(now, qp, start);
-  pool_.push(qps_.data(), qp);
+  if constexpr (kShared) {
+    tree_->push(qps_.data(), qp);
+  } else {
+    pool_.push(qps_.data(), qp);
+  }
 }
 
+template <bool kShared>
 inline void TasselScheduler::place_limited(Picos now, QpId qp, Picos start) {
   qps_[qp].time_ = start;
-  if (!timeline_.insert(qps_.data(), qp)) make_eligible(now, qp);
+  if (!timeline_.insert(qps_.data(), qp)) make_eligible<kShared>(now, qp);
+}
+
+void TasselScheduler::push_unlimited(QpId qp) {
+  if (shared_) {
+    tree_->push(qps_.data(), qp);
+  } else {
+    qps_[qp].where_ = Where::kUnlimited;
+    unlimited_.push_back(qps_.data(), qp);
+  }
+}
+
+ShareTree& TasselScheduler::tree() {
+  if (!tree_) tree_ = std::make_unique<ShareTree>(config_.max_qps);
+  return *tree_;
+}
+
+// The first tenant: from now on V is real time and the QPs that may send wait in the
+// share tree. Those eligible or unlimited now move there (the calendar's in F order).
+void TasselScheduler::start_sharing(Picos now) {
+  sync(now);
+  tree();
+  shared_ = true;
+  update_sigma();
+  for (QpId qp = pool_.pop(qps_.data()); qp != kNil; qp = pool_.pop(qps_.data())) tree_->push(qps_.data(), qp);
+  for (QpId qp = unlimited_.pop_front(qps_.data()); qp != kNil; qp = unlimited_.pop_front(qps_.data()))
+    tree_->push(qps_.data(), qp);
+}
+
+void TasselScheduler::set_class(Picos /*now*/, QpId qp, FlowClass /*cls*/, std::uint32_t app, std::uint32_t weight) {
+  if (qp >= qps_.size()) return;
+  if (!tree_ && app == kOwnApp && weight <= 1) return;  // the default: nothing to record
+  const bool queued = qps_[qp].where_ == Where::kShared;
+  if (queued) tree_->remove(qps_.data(), qp);
+  tree().set_app(qp, app, weight);
+  if (queued) tree_->push(qps_.data(), qp);
+}
+
+void TasselScheduler::set_tenant(Picos now, QpId qp, std::uint32_t tenant, std::uint32_t weight) {
+  if (qp >= qps_.size()) return;
+  if (!shared_ && tenant == kNoTenant && !tree_) return;  // the default: nothing to record
+  const bool queued = qps_[qp].where_ == Where::kShared;
+  if (queued) tree_->remove(qps_.data(), qp);
+  tree().set_tenant(qp, tenant, weight);
+  if (queued) tree_->push(qps_.data(), qp);
+  if (!shared_ && tenant != kNoTenant) start_sharing(now);
 }
 
 void TasselScheduler::trace_eligible(Picos now, QpId qp, Picos start) const {
@@ -74,8 +125,9 @@ void TasselScheduler::trace_eligible(Picos now, QpId qp, Picos start) const {
   trace_.emit(now, trace::Event::kEligible, qp, phi_q16(), s.bytes_, 0, start, s.time_);
 }
 
+template <bool kShared>
 void TasselScheduler::release_due(Picos now) {
-  timeline_.advance(qps_.data(), v_, [this, now](std::uint32_t qp) { make_eligible(now, qp); });
+  timeline_.advance(qps_.data(), v_, [this, now](std::uint32_t qp) { make_eligible<kShared>(now, qp); });
 }
 
 void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
@@ -86,13 +138,17 @@ void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
   s.bytes_ = pkt.bytes;
   ++active_;
   if (s.cost_ == 0) {
-    s.where_ = Where::kUnlimited;
-    unlimited_.push_back(qps_.data(), qp);
+    push_unlimited(qp);
     return;
   }
   active_bps_ += rates_[qp];
   update_sigma();
-  place_limited(now, qp, std::max(s.time_, v_));  // S = max(F of the last packet, V)
+  const Picos start = std::max(s.time_, v_);  // S = max(F of the last packet, V)
+  if (shared_) {
+    place_limited<true>(now, qp, start);
+  } else {
+    place_limited<false>(now, qp, start);
+  }
 }
 
 bool TasselScheduler::enqueue_control(Picos now, QpId qp, std::uint32_t bytes) {
@@ -110,6 +166,9 @@ void TasselScheduler::remove_from_queue(QpId qp) {
     case Where::kUnlimited:
       unlimited_.remove(qps_.data(), qp);
       s.where_ = Where::kIdle;
+      break;
+    case Where::kShared:
+      tree_->remove(qps_.data(), qp);
       break;
     case Where::kIdle:
       break;
@@ -142,7 +201,11 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
       remove_from_queue(qp);
       active_bps_ += bps;
       update_sigma();
-      place_limited(now, qp, v_ + left);
+      if (shared_) {
+        place_limited<true>(now, qp, v_ + left);
+      } else {
+        place_limited<false>(now, qp, v_ + left);
+      }
       return;
     }
   }
@@ -150,12 +213,18 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   if (bps != kUnlimited) active_bps_ += bps;
   update_sigma();
   if (was_limited && bps == kUnlimited) {
-    remove_from_queue(qp);
-    s.where_ = Where::kUnlimited;
-    unlimited_.push_back(qps_.data(), qp);
+    // (In the share tree it may send already; elsewhere it now may.)
+    if (s.where_ != Where::kShared) {
+      remove_from_queue(qp);
+      push_unlimited(qp);
+    }
   } else if (!was_limited && bps != kUnlimited) {
     remove_from_queue(qp);
-    place_limited(now, qp, std::max(s.time_, v_));
+    if (shared_) {
+      place_limited<true>(now, qp, std::max(s.time_, v_));
+    } else {
+      place_limited<false>(now, qp, std::max(s.time_, v_));
+    }
   }
 }
 
@@ -172,7 +241,7 @@ void TasselScheduler::deactivate(Picos now, QpId qp) {
     update_sigma();
   }
   // The dropped packet is not charged: back from its F to its S.
-  if (s.where_ == Where::kPool) s.time_ -= std::min(s.time_, duration(s.bytes_, s.cost_));
+  if ((s.where_ == Where::kPool || (s.where_ == Where::kShared && s.cost_ != 0))) s.time_ -= std::min(s.time_, duration(s.bytes_, s.cost_));
   remove_from_queue(qp);
   --active_;
 }
@@ -181,6 +250,7 @@ bool TasselScheduler::active(QpId qp) const {
   return qp < qps_.size() && qps_[qp].where_ != Where::kIdle;
 }
 
+template <bool kShared>
 inline void TasselScheduler::grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src) {
   QpSlot& s = qps_[qp];
   out = {qp, s.bytes_, at, GrantKind::kData};
@@ -198,21 +268,34 @@ inline void TasselScheduler::grant(Picos now, QpId qp, Picos at, Grant& out, Pac
   }
   s.bytes_ = next.bytes;
   if (s.cost_ == 0) {
-    s.where_ = Where::kUnlimited;
-    unlimited_.push_back(qps_.data(), qp);
+    if constexpr (kShared) {
+      tree_->push(qps_.data(), qp);
+    } else {
+      s.where_ = Where::kUnlimited;
+      unlimited_.push_back(qps_.data(), qp);
+    }
+  } else if constexpr (kShared) {
+    // Still backlogged, but it may have waited in the tree past its F: its next
+    // packet starts no earlier than now (V), so no wait turns into a burst.
+    place_limited<true>(at, qp, std::max(s.time_, v_));
   } else {
-    place_limited(at, qp, s.time_);  // still backlogged: S = F of the packet just granted
+    place_limited<false>(at, qp, s.time_);  // still backlogged: S = F of the packet just granted
   }
 }
 
 std::size_t TasselScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource& src) {
+  return shared_ ? dequeue_as<true>(now, out, src) : dequeue_as<false>(now, out, src);
+}
+
+template <bool kShared>
+std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketSource& src) {
   const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
   std::size_t n = 0;
   while (n < out.size()) {
     const Picos at = link_.start(now);
     if (at > limit) break;  // the link is busy
     sync(at);
-    release_due(at);
+    release_due<kShared>(at);
     if (!control_.empty()) {
       const ControlQueue::Entry c = control_.pop();
       out[n] = {c.qp, c.bytes, at, GrantKind::kControl};
@@ -220,11 +303,21 @@ std::size_t TasselScheduler::dequeue(Picos now, std::span<Grant> out, PacketSour
       link_.occupy(at, c.bytes);
       continue;
     }
-    QpId qp = pool_.pop(qps_.data());
-    if (qp == kNil) qp = unlimited_.pop_front(qps_.data());
-    if (qp != kNil) {
-      grant(now, qp, at, out[n++], src);
-      continue;
+    if constexpr (kShared) {
+      const QpId qp = tree_->pop(qps_.data());
+      if (qp != kNil) {
+        const std::uint32_t bytes = qps_[qp].bytes_;
+        grant<true>(now, qp, at, out[n++], src);
+        tree_->charge(qp, bytes);
+        continue;
+      }
+    } else {
+      QpId qp = pool_.pop(qps_.data());
+      if (qp == kNil) qp = unlimited_.pop_front(qps_.data());
+      if (qp != kNil) {
+        grant<false>(now, qp, at, out[n++], src);
+        continue;
+      }
     }
     // Nothing eligible: the link idles until the next QP is.
     const Picos start = timeline_.next_start();
@@ -237,7 +330,8 @@ std::size_t TasselScheduler::dequeue(Picos now, std::span<Grant> out, PacketSour
 }
 
 Picos TasselScheduler::next_deadline() const {
-  if (!control_.empty() || !pool_.empty() || !unlimited_.empty()) return link_.free_at();
+  if (!control_.empty() || !pool_.empty() || !unlimited_.empty() || (shared_ && !tree_->empty()))
+    return link_.free_at();
   const Picos start = timeline_.next_start();
   if (start == kNever) return kNever;
   return std::max(link_.free_at(), when_system_time_reaches(start));

@@ -14,9 +14,20 @@
 // and the link stays full instead of building a queue.
 // QPs without a limit are served round robin when no limited QP is eligible; control
 // packets go first.
+//
+// Tenants (set_tenant; issue 19): from the first QP put in a tenant, the scheduler
+// shares hierarchically. Rate limits still decide when a QP may send (S <= V, with V
+// now real time: Phi no longer stretches it), but the QPs that may send go to a share
+// tree (share_tree.h: tenants by weight, then applications by weight, then QPs in
+// turn) instead of the finish-time calendar, and unlimited QPs join them there. So a
+// tenant's share of an oversubscribed link follows its weight, not its QP count or
+// its limits, and no QP exceeds its limit (a QP that waited in the tree restarts its
+// clock: S = max(F, V) for its next packet, so it never catches up in a burst).
+// Without any tenant nothing changes.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "sched/eligible_pool.h"
@@ -24,6 +35,7 @@
 #include "sched/link.h"
 #include "sched/qp_slot.h"
 #include "sched/scheduler.h"
+#include "sched/share_tree.h"
 #include "sched/timeline.h"
 
 namespace isoroce::sched {
@@ -42,11 +54,20 @@ class TasselScheduler final : public Scheduler {
   Picos next_deadline() const override;
   bool active(QpId qp) const override;
   std::size_t active_qps() const override { return active_; }
-  // The QP's state, its rate, and its share of the timeline's buckets (64 B per 7).
+  // The QP's state, its rate, and its share of the timeline's buckets (64 B per 7);
+  // with tenants or applications, the share tree's per-QP state and nodes as well.
   std::size_t bytes_per_qp() const override {
-    return sizeof(QpSlot) + sizeof(std::uint64_t) + (sizeof(Bucket) + Bucket::kEntries - 1) / Bucket::kEntries;
+    return sizeof(QpSlot) + sizeof(std::uint64_t) + (sizeof(Bucket) + Bucket::kEntries - 1) / Bucket::kEntries +
+           (tree_ ? tree_->bytes() / qps_.size() : 0);
   }
   std::size_t fixed_bytes() const override;
+
+  // Applications (set_class's app and weight; the class is not used) and tenants:
+  // the share tree's levels. set_class alone changes nothing until a QP has a tenant.
+  void set_class(Picos now, QpId qp, FlowClass cls, std::uint32_t app, std::uint32_t weight) override;
+  void set_tenant(Picos now, QpId qp, std::uint32_t tenant, std::uint32_t weight) override;
+  // Whether the share tree is in use (a QP was put in a tenant).
+  bool sharing() const { return shared_; }
 
   // For tests and telemetry: system time, the sum of the active limits, where a QP waits.
   Picos system_time() const { return v_; }
@@ -65,12 +86,22 @@ class TasselScheduler final : public Scheduler {
   void sync(Picos t);
   void update_sigma();
   Picos when_system_time_reaches(Picos v) const;
+  template <bool kShared>
   [[gnu::always_inline]] void place_limited(Picos now, QpId qp, Picos start);
+  template <bool kShared>
   void release_due(Picos now);
+  template <bool kShared>
   [[gnu::always_inline]] void make_eligible(Picos now, QpId qp);
   [[gnu::cold, gnu::noinline]] void trace_eligible(Picos now, QpId qp, Picos start) const;
   void remove_from_queue(QpId qp);
+  // An unlimited QP that may send: round robin, or the share tree.
+  void push_unlimited(QpId qp);
+  template <bool kShared>
   [[gnu::always_inline]] void grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src);
+  template <bool kShared>
+  std::size_t dequeue_as(Picos now, std::span<Grant> out, PacketSource& src);
+  ShareTree& tree();
+  void start_sharing(Picos now);
 
   Config config_;
   std::vector<QpSlot> qps_;
@@ -87,6 +118,8 @@ class TasselScheduler final : public Scheduler {
   std::uint64_t sigma_ = kSigmaOne;  // dV/dt = min(1, 1/Phi), 32 fractional bits
   std::uint64_t active_bps_ = 0;  // sum of the rates of active limited QPs
   std::size_t active_ = 0;
+  bool shared_ = false;              // a QP has a tenant: eligible QPs go to tree_
+  std::unique_ptr<ShareTree> tree_;  // made by the first set_class with an application or set_tenant
 };
 
 }  // namespace isoroce::sched

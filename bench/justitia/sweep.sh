@@ -9,7 +9,7 @@ root=$(cd "$here/../.." && pwd)
 build=${1:-$root/build}
 threads=${2:-0}
 out=${OUT:-$(mktemp -d)}
-for s in calibrate-roce calibrate-ib calibrate-iwarp justitia signal classify; do
+for s in calibrate-roce calibrate-ib calibrate-iwarp justitia signal classify scale; do
   "$build/bin/isoroce-lab" "$here/$s.sweep.toml" --threads "$threads" --csv "$out/$s.csv" --json "$out/$s.json"
 done
 python3 "$here/sweep_table.py" --dir "$out" --doc "$root/docs/isolation.md"

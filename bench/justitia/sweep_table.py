@@ -4,12 +4,14 @@ the rnic presets' calibration (calibrate-{roce,ib,iwarp}.sweep.toml) between the
 <!-- rnic-calibration --> markers, and the paper column of the Justitia experiments
 (justitia.sweep.toml) between the <!-- paper-column --> markers, Justitia's latency
 signal (signal.sweep.toml) between <!-- signal --> and automatic classification
-(classify.sweep.toml) between <!-- classify --> and <!-- classify-liar -->.
+(classify.sweep.toml) between <!-- classify --> and <!-- classify-liar -->, Fig. 16
+and §6.5.1 (scale.sweep.toml) between <!-- scale -->.
 
   bench/justitia/sweep_table.py --dir RESULTS_DIR [--doc docs/isolation.md] [--print]
 
 RESULTS_DIR holds calibrate-roce.json, calibrate-ib.json, calibrate-iwarp.json,
-justitia.json, signal.json and classify.json (bench/justitia/sweep.sh makes them).
+justitia.json, signal.json, classify.json and scale.json (bench/justitia/sweep.sh makes
+them); a table whose results are missing is left as it is.
 """
 import argparse
 import json
@@ -132,6 +134,41 @@ def classify_tables(d):
     return "\n".join(out) + "\n", "\n".join(liar) + "\n"
 
 
+SCALE_POLICIES = ["fifo", "cx4-roce", "justitia"]
+SCALE_ROWS = [  # compare name, what, unit ("x": a ratio to alone)
+    ("fig16-lat-p99-x", "16: latency flow p99 vs alone, 128 bandwidth applications", "x"),
+    ("fig16-bw-total-gbps", "16: the 128 applications on the wire (Gb/s)", ""),
+    ("fig16-bw-jain", "16: Jain's index over the 128 applications", ""),
+    ("sec651-lat-worst-p99-x", "§6.5.1: worst p99 of the 8 latency flows vs alone", "x"),
+    ("sec651-lat-worst-p50-x", "§6.5.1: worst median of the 8 latency flows vs alone", "x"),
+    ("sec651-lat-messages-kept", "§6.5.1: latency messages completed vs alone (8 flows, 8-12 ms)", "x"),
+]
+SCALE_PAPER = {"fig16-bw-jain": "equal shares (figure only)",
+               "sec651-lat-worst-p99-x": "79.8x / 4.87x (16.4x better)",
+               "sec651-lat-worst-p50-x": "71.4x / 1.46x (48.8x better)"}
+
+
+def scale_table(d):
+    t = json.load(open(os.path.join(d, "scale.json")))
+    c = compares(t)
+    out = ["| figure: metric | paper (fifo / justitia) | " + " | ".join(SCALE_POLICIES) + " |",
+           "|---|---|" + "---:|" * len(SCALE_POLICIES)]
+    for name, what, unit in SCALE_ROWS:
+        cells = []
+        for p in SCALE_POLICIES:
+            r = c.get((name, p))
+            if r is None or r.get("mean") is None:
+                cells.append(NA)
+            elif unit == "x" and r["mean"] == 0:
+                cells.append("none completed")  # latency flows with no message: no latency
+            else:
+                m = r["mean"]
+                cells.append((("{:.3g}" if abs(m) < 10 else "{:.1f}").format(m) + "x") if unit == "x"
+                             else ("{:.4f}".format(m) if "jain" in name else "{:.2f}".format(m)))
+        out.append(f"| {what} | {SCALE_PAPER.get(name, NA)} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def splice(doc, marker, table):
     begin, end = f"<!-- {marker} -->", f"<!-- /{marker} -->"
     if begin not in doc or end not in doc:
@@ -147,17 +184,27 @@ def main():
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "isolation.md"))
     ap.add_argument("--print", action="store_true")
     a = ap.parse_args()
-    cal, pc = calibration(a.dir), paper_column(a.dir)
-    sig = signal_table(a.dir)
-    cls, liar = classify_tables(a.dir)
+    have = lambda *names: all(os.path.exists(os.path.join(a.dir, n + ".json")) for n in names)
+    tables = []  # (marker, text)
+    if have("calibrate-roce", "calibrate-ib", "calibrate-iwarp"):
+        tables.append(("rnic-calibration", calibration(a.dir)))
+    if have("justitia"):
+        tables.append(("paper-column", paper_column(a.dir)))
+    if have("signal"):
+        tables.append(("signal", signal_table(a.dir)))
+    if have("classify"):
+        cls, liar = classify_tables(a.dir)
+        tables += [("classify", cls), ("classify-liar", liar)]
+    if have("scale"):
+        tables.append(("scale", scale_table(a.dir)))
     if a.print:
-        print("\n".join([cal, pc, sig, cls, liar]), end="")
+        print("\n".join(t for _, t in tables), end="")
         return
     doc = open(a.doc).read()
-    doc = splice(splice(doc, "rnic-calibration", cal), "paper-column", pc)
-    doc = splice(splice(splice(doc, "signal", sig), "classify", cls), "classify-liar", liar)
+    for marker, text in tables:
+        doc = splice(doc, marker, text)
     open(a.doc, "w").write(doc)
-    print(f"sweep_table.py: wrote the calibration, paper-column, signal and classification tables to {a.doc}")
+    print(f"sweep_table.py: wrote {', '.join(m for m, _ in tables)} to {a.doc}")
 
 
 if __name__ == "__main__":

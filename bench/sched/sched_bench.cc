@@ -5,6 +5,7 @@
 // to the scheduler's next deadline and dequeues a batch of up to 32 packets departing
 // within the next microsecond. One packet = one dequeue + one re-enqueue of its QP.
 //   BM_Tassel       the timing-wheel scheduler of sched/
+//   BM_TasselTenants  the same with its QPs in 16 tenants (the share tree)
 //   BM_HeapWF2Q     the same WF2Q+ on two std::priority_queue binary heaps
 //   BM_TokenBucket  a token bucket per QP, polled round robin
 // Arg: active QPs. items/s: packets/s. link_util: share of the virtual link used.
@@ -111,6 +112,20 @@ void BM_Tassel(benchmark::State& state) {
   run_deadline_driven(state, *sched);
 }
 
+// BM_Tassel with every QP in one of 16 tenants (weights 1 to 4), 4 applications
+// per tenant: the share tree decides among the QPs that may send (sched/share_tree.h).
+// The limits are the same as BM_Tassel's, so the link is not oversubscribed and the
+// cost measured is the tree's, not a different schedule's.
+void BM_TasselTenants(benchmark::State& state) {
+  const auto qps = static_cast<std::uint32_t>(state.range(0));
+  auto sched = std::make_unique<TasselAdapter>(bench_config(qps));
+  for (QpId q = 0; q < qps; ++q) {
+    sched->sched.set_class(0, q, FlowClass::kBandwidth, q % 64, 1);
+    sched->sched.set_tenant(0, q, 1 + q % 16, 1 + q % 4);
+  }
+  run_deadline_driven(state, *sched);
+}
+
 // A trace sink that only counts: what is left is the cost of emitting.
 class CountingSink final : public trace::Sink {
  public:
@@ -170,6 +185,7 @@ void qp_counts(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Tassel)->Apply(qp_counts);
 BENCHMARK(BM_TasselTraced)->Apply(qp_counts);
+BENCHMARK(BM_TasselTenants)->Apply(qp_counts);
 BENCHMARK(BM_HeapWF2Q)->Apply(qp_counts);
 BENCHMARK(BM_TokenBucket)->Apply(qp_counts);
 

@@ -75,7 +75,7 @@ void Host::collect_events() {
     if (e.type != transport::AsyncEventType::kLatencyTargetMissed) continue;
     ++admission_warnings_;
     const sched::JustitiaStats* js = engine_->scheduler().justitia_stats();
-    log_.push_back("host " + cfg_.name + ": latency-class QP " + std::to_string(e.id) +
+    log_.push_back("host " + cfg_.name + ": latency-class QP " + cfg_.name + "/" + std::to_string(e.id) +
                    " created while Current99 " + std::to_string(js ? js->current99 / 1'000'000.0 : 0.0) +
                    " us > Target99 " + std::to_string(js ? js->target99 / 1'000'000.0 : 0.0) + " us");
   }

@@ -83,6 +83,8 @@ class Host final : public Endpoint, public transport::TxSink, public FlowHost {
   void bind_cq(transport::CqHandle cq, Flow* flow, int side) override;
   void bind_cq(transport::CqHandle cq, ReferenceFlow* ref);
   void set_reference(ReferenceFlow* ref) { ref_ = ref; }
+  // A line for the report's log (SimReport host log).
+  void note(std::string line) { log_.push_back(std::move(line)); }
   // Async events of the engine (soft admission warnings) since the last call.
   void collect_events() override;
 

@@ -88,6 +88,26 @@ std::unique_ptr<Simulator> Simulator::create(const Scenario& scenario, ScenarioE
       return nullptr;
     }
   }
+  // Tenants under a policy that does not apply them (fifo, rnic: a hardware RNIC has
+  // none; plugins): recorded and ignored, said once per host and tenant, as the
+  // daemon logs it (docs/isolation.md, "Tenants").
+  for (size_t i = 0; i < w->hosts.size(); ++i) {
+    const HostConfig& h = scenario.hosts[i];
+    const sched::PolicyOps* policy = sched::find_policy(h.policy);
+    if (policy != nullptr && policy->has(sched::kCapTenants)) continue;
+    std::vector<std::string> said;
+    for (const auto& f : scenario.flows) {
+      if (f.tenant.empty() || (f.src != h.name && std::find(f.dst.begin(), f.dst.end(), h.name) == f.dst.end()))
+        continue;
+      if (std::find(said.begin(), said.end(), f.tenant) != said.end()) continue;
+      said.push_back(f.tenant);
+      w->hosts[i]->note("host " + h.name + ": tenant '" + f.tenant + "' (flow " + f.name + "): policy " + h.policy +
+                        (h.policy == "fifo" || h.policy == "rnic"
+                             ? " models a hardware RNIC, which arbitrates per QP and has no tenants"
+                             : " does not apply tenants") +
+                        ": recorded, not enforced");
+    }
+  }
   w->unfinished = w->flows.size();
   return std::unique_ptr<Simulator>(new Simulator(std::move(w)));
 }

@@ -1,7 +1,11 @@
 // Naming a QP where QPNs repeat across devices: DEVICE/QPN (parse_qp_name), the
-// "device" field of qp, set_rate and set_class, and the error that lists the
-// candidates when a bare QPN is ambiguous.
+// "device" field of qp, set_rate, set_class, set_tenant and trace_start, the replies
+// that name the QP as DEVICE/QPN, and the error that lists the candidates when a bare
+// QPN is ambiguous.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <vector>
 
 #include "ctrl/protocol.h"
 #include "tests/ctrl/virtual_fabric.h"
@@ -58,10 +62,36 @@ TEST(QpName, AmbiguousQpnListsTheCandidates) {
   EXPECT_EQ(r["errno"], EINVAL) << r.dump();
   r = a.call({{"op", "set_rate"}, {"qpn", qa}, {"bps", 1'000'000'000}, {"device", "isoroce1"}});
   ASSERT_TRUE(r["ok"]) << r.dump();
+  // The reply names the QP it changed with its device.
+  EXPECT_EQ(r["qp"], "isoroce1/" + n) << r.dump();
+  EXPECT_EQ(r["device"], "isoroce1") << r.dump();
   EXPECT_EQ(f.device(1).engine().qp_rate(wire::Qpn(qb)), 1'000'000'000u);
   EXPECT_EQ(f.device(0).engine().qp_rate(wire::Qpn(qa)), 0u);
   r = a.call({{"op", "set_class"}, {"qpn", qa}, {"class", "latency"}, {"device", "isoroce0"}});
   EXPECT_TRUE(r["ok"]) << r.dump();
+  EXPECT_EQ(r["qp"], "isoroce0/" + n) << r.dump();
+  r = a.call({{"op", "set_tenant"}, {"qpn", qa}, {"tenant", "t1"}});
+  EXPECT_EQ(r["errno"], EINVAL) << r.dump();
+  r = a.call({{"op", "set_tenant"}, {"qpn", qa}, {"tenant", "t1"}, {"device", "isoroce1"}});
+  ASSERT_TRUE(r["ok"]) << r.dump();
+  EXPECT_EQ(r["qp"], "isoroce1/" + n) << r.dump();
+  EXPECT_EQ(r["enforced"], true) << r.dump();  // tassel applies tenants
+
+  // The live trace's QP filter: a bare QPN two devices have is refused as above; with
+  // its device, only that device is traced.
+  std::vector<int> fds;
+  r = a.call({{"op", "trace_start"}, {"seconds", 1}, {"qp", qa}}, {}, &fds);
+  EXPECT_EQ(r["errno"], EINVAL) << r.dump();
+  EXPECT_NE(r["error"].get<std::string>().find("is ambiguous"), std::string::npos) << r.dump();
+  for (int fd : fds) close(fd);
+  fds.clear();
+  r = a.call({{"op", "trace_start"}, {"seconds", 1}, {"qp", qa}, {"device", "isoroce1"}}, {}, &fds);
+  ASSERT_TRUE(r["ok"]) << r.dump();
+  EXPECT_EQ(r["device"], "isoroce1") << r.dump();
+  ASSERT_EQ(r["devices"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["devices"][0]["name"], "isoroce1") << r.dump();
+  for (int fd : fds) close(fd);
+  EXPECT_TRUE(a.call({{"op", "trace_stop"}})["ok"]);
 
   r = a.call({{"op", "qp"}, {"qpn", qa}, {"device", "isoroce7"}});
   EXPECT_EQ(r["errno"], ENODEV) << r.dump();
@@ -79,6 +109,13 @@ TEST(QpName, UniqueQpnNeedsNoDevice) {
   json r = a.call({{"op", "qp"}, {"qpn", q}});
   ASSERT_TRUE(r["ok"]) << r.dump();
   EXPECT_EQ(r["qp"]["device"], "isoroce1");
+  // A bare QPN in the trace filter is narrowed to the device that has it.
+  std::vector<int> fds;
+  r = a.call({{"op", "trace_start"}, {"seconds", 1}, {"qp", q}}, {}, &fds);
+  ASSERT_TRUE(r["ok"]) << r.dump();
+  EXPECT_EQ(r["device"], "isoroce1") << r.dump();
+  for (int fd : fds) close(fd);
+  EXPECT_TRUE(a.call({{"op", "trace_stop"}})["ok"]);
 }
 
 }  // namespace

@@ -201,7 +201,7 @@ TEST_F(JustitiaLoopback, LatencyQpAdmittedOverTargetRaisesAnAsyncEvent) {
   EXPECT_EQ(r["events"][0]["device"], "isoroce0");
   EXPECT_TRUE(v.call({{"op", "get_async_events"}})["events"].empty());  // taken
   EXPECT_EQ(sched()["isoroce0"]["justitia"]["latency_target_missed"].get<uint64_t>(), before + 1);
-  EXPECT_NE(daemon_->log().find("latency-class QP " + std::to_string(qpn)), std::string::npos) << daemon_->log();
+  EXPECT_NE(daemon_->log().find("latency-class QP isoroce0/" + std::to_string(qpn)), std::string::npos) << daemon_->log();
   // A bandwidth QP raises nothing.
   ASSERT_NE(create_qp(v, cq), 0u);
   EXPECT_TRUE(v.call({{"op", "get_async_events"}})["events"].empty());

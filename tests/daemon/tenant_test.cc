@@ -54,13 +54,13 @@ std::map<std::string, uint64_t> tenant_bytes(Verbs& v, json* view = nullptr) {
 // backlogged, small's share of the bytes is small_weight / (1 + small_weight)
 // +- 0.1 (per QP round robin would give it 1/5 at equal weights); `sched` lists both
 // tenants with their QP counts and weights; `qp` shows a QP's tenant.
-void shares_on_the_daemon(uint32_t small_weight) {
+void shares_on_the_daemon(uint32_t small_weight, const char* policy = "justitia") {
   const std::string path = "/tmp/isoroce-ten-tenants-" + std::to_string(getpid()) + ".toml";
   FILE* f = fopen(path.c_str(), "w");
   fprintf(f,
-          "loopback = true\npolicy = \"justitia\"\nlink_gbps = 1\n[justitia]\ntoken_bytes = 65536\n"
+          "loopback = true\npolicy = \"%s\"\nlink_gbps = 1\n[justitia]\ntoken_bytes = 65536\n"
           "[[tenant]]\nname = \"big\"\nweight = 1\n[[tenant]]\nname = \"small\"\nweight = %u\n",
-          small_weight);
+          policy, small_weight);
   fclose(f);
   DaemonProcess d({"--config", path});
   ASSERT_TRUE(d.ok()) << d.log();
@@ -92,6 +92,9 @@ void shares_on_the_daemon(uint32_t small_weight) {
   int st;
   std::string out = run_cmd(ctl + "set-tenant isoroce0/" + std::to_string(senders[4].qp) + " small", &st);
   ASSERT_EQ(st, 0) << out;
+  // The reply names the QP with its device and says the policy applies tenants.
+  EXPECT_NE(out.find("qp: isoroce0/" + std::to_string(senders[4].qp)), std::string::npos) << out;
+  EXPECT_NE(out.find("enforced: true"), std::string::npos) << out;
   out = run_cmd(ctl + "set-tenant isoroce0/" + std::to_string(senders[4].qp) + " bad/name", &st);
   EXPECT_NE(st, 0) << out;
   const json q = senders[0].v->call({{"op", "qp"}, {"qpn", senders[0].qp}, {"device", "isoroce0"}})["qp"];
@@ -123,14 +126,60 @@ void shares_on_the_daemon(uint32_t small_weight) {
     EXPECT_EQ(t["qps"], t["tenant"] == "big" ? 4 : 1) << t.dump();
     EXPECT_EQ(t["weight"], t["tenant"] == "big" ? 1 : small_weight) << t.dump();
   }
-  std::printf("tenant shares (small weight %u): small %.3f, big %.3f, want small %.3f; %.0f Mb/s in the window\n",
-              small_weight, small / (big + small), big / (big + small), want, (big + small) * 8 / 0.12 / 1e6);
+  std::printf("%s tenant shares (small weight %u): small %.3f, big %.3f, want small %.3f; %.0f Mb/s in the window\n",
+              policy, small_weight, small / (big + small), big / (big + small), want, (big + small) * 8 / 0.12 / 1e6);
   EXPECT_EQ(d.stop(), 0) << d.log();
   unlink(path.c_str());
 }
 
 TEST(TenantDaemon, FourQpsGetNoMoreThanOneAtEqualWeights) { shares_on_the_daemon(1); }
 TEST(TenantDaemon, WeightTwoGetsTwoThirds) { shares_on_the_daemon(2); }
+// The same under tassel (its share tree, sched/share_tree.h): the four unlimited QPs
+// of "big" against small's one.
+TEST(TenantDaemon, TasselFourQpsGetNoMoreThanOneAtEqualWeights) { shares_on_the_daemon(1, "tassel"); }
+TEST(TenantDaemon, TasselWeightTwoGetsTwoThirds) { shares_on_the_daemon(2, "tassel"); }
+
+// Receive: isoroced --policy fifo, then rnic (a hardware RNIC's arbitration: no
+// tenants), two QPs created in tenant "big" (create_qp's tenant) and one moved by
+// `isoroce-ctl set-tenant`. Expect: both accepted and recorded (`qp` shows the
+// tenant, `sched` lists it with "enforced": false), set-tenant answers "enforced:
+// false", and the daemon logs once per device and tenant that the policy ignores
+// tenants, naming the QP as DEVICE/QPN.
+TEST(TenantDaemon, FifoAndRnicRecordTenantsAndSayTheyIgnoreThem) {
+  for (const char* policy : {"fifo", "rnic"}) {
+    DaemonProcess d({"--loopback", "--policy", policy});
+    ASSERT_TRUE(d.ok()) << d.log();
+    Verbs v(d.socket(), "isoroce0");
+    ASSERT_TRUE(v.ok());
+    const uint32_t cq = v.create_cq(16);
+    std::vector<uint32_t> qps;
+    for (int i = 0; i < 3; ++i) {
+      json req = {{"op", "create_qp"}, {"pd", v.pd()}, {"send_cq", cq}, {"recv_cq", cq}, {"type", "rc"},
+                  {"max_send_wr", 4}, {"max_recv_wr", 1}, {"max_send_sge", 1}, {"max_recv_sge", 1}};
+      if (i < 2) req["tenant"] = "big";
+      const json r = v.call(req);
+      ASSERT_TRUE(r.value("ok", false)) << r.dump();
+      qps.push_back(r["qpn"].get<uint32_t>());
+    }
+    const std::string ctl = bin_path("isoroce-ctl") + " --socket " + d.socket() + " ";
+    int st;
+    const std::string out = run_cmd(ctl + "set-tenant isoroce0/" + std::to_string(qps[2]) + " small", &st);
+    ASSERT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("enforced: false"), std::string::npos) << out;
+    const json q = v.call({{"op", "qp"}, {"qpn", qps[0]}, {"device", "isoroce0"}})["qp"];
+    EXPECT_EQ(q.value("tenant", ""), "big") << q.dump();
+    const json s = v.call({{"op", "sched"}})["sched"]["isoroce0"];
+    ASSERT_EQ(s["tenants"].size(), 2u) << s.dump(2);
+    for (const json& t : s["tenants"]) EXPECT_EQ(t["enforced"], false) << t.dump();
+    EXPECT_EQ(d.stop(), 0) << d.log();
+    const std::string log = d.log();
+    const std::string line = "QP isoroce0/" + std::to_string(qps[0]) + " in tenant 'big': policy " + policy +
+                             " models a hardware RNIC, which arbitrates per QP and has no tenants";
+    EXPECT_NE(log.find(line), std::string::npos) << log;
+    EXPECT_EQ(log.find("QP isoroce0/" + std::to_string(qps[1]) + " in tenant"), std::string::npos) << log;  // once
+    EXPECT_NE(log.find("QP isoroce0/" + std::to_string(qps[2]) + " in tenant 'small'"), std::string::npos) << log;
+  }
+}
 
 // Receive: a [[tenant]] table with a bad weight, an unknown key, a name twice.
 // Expect: the daemon refuses to start, naming the setting.

@@ -107,6 +107,61 @@ TEST(SweepParse, ErrorsNameTheKeyAndLine) {
   EXPECT_EQ(h.sweep.metrics[0].flow, "");
 }
 
+// Receive: metrics over flow patterns ("*": every flow; "l*": lat) with each
+// aggregate, beside the single flows' metrics, one run of kLossyScenario; and the
+// pattern errors. Expect: sum, mean, min, max and Jain's index of the two flows'
+// wire_gbps computed from the single-flow values; "l*" = lat alone; a pattern needs
+// an aggregate, an aggregate needs a pattern, an unknown aggregate is named.
+TEST(SweepParse, AggregatesOverFlowPatterns) {
+  const std::string sc = scenario_path();
+  std::string text = R"([sweep]
+name = "agg"
+seeds = 1
+[[scenario]]
+name = "both"
+file = ")" + sc + R"("
+[[metric]]
+name = "lat"
+flow = "lat"
+field = "wire_gbps"
+[[metric]]
+name = "bw"
+flow = "bw"
+field = "wire_gbps"
+)";
+  for (const char* how : {"sum", "mean", "min", "max", "jain"})
+    text += std::string("[[metric]]\nname = \"") + how + "\"\nflow = \"*\"\nfield = \"wire_gbps\"\naggregate = \"" + how +
+            "\"\n";
+  text += "[[metric]]\nname = \"l\"\nflow = \"l*\"\nfield = \"wire_gbps\"\naggregate = \"sum\"\n";
+  const SweepParse p = parse_sweep(text, "s.toml", "/");
+  ASSERT_TRUE(p.ok()) << p.error->to_string();
+  Plan plan;
+  ASSERT_FALSE(plan_sweep(p.sweep, &plan));
+  const std::vector<RunResult> res = run_sweep(p.sweep, plan, RunOptions{.threads = 1});
+  ASSERT_EQ(res.size(), 1u);
+  const auto& m = res[0].metrics;
+  ASSERT_EQ(m.size(), 8u);
+  for (const auto& v : m) ASSERT_TRUE(v.has_value());
+  const double a = *m[0], b = *m[1];
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+  EXPECT_DOUBLE_EQ(*m[2], a + b);
+  EXPECT_DOUBLE_EQ(*m[3], (a + b) / 2);
+  EXPECT_DOUBLE_EQ(*m[4], std::min(a, b));
+  EXPECT_DOUBLE_EQ(*m[5], std::max(a, b));
+  EXPECT_DOUBLE_EQ(*m[6], (a + b) * (a + b) / (2 * (a * a + b * b)));
+  EXPECT_DOUBLE_EQ(*m[7], a);
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  expect_error(with("aggregate = \"sum\"", ""), "metric[2].aggregate", 0, "missing");
+  expect_error(with("aggregate = \"sum\"", "aggregate = \"median\""), "metric[2].aggregate", 0, "\"median\"");
+  expect_error(with("field = \"wire_gbps\"\n[[metric]]", "field = \"wire_gbps\"\naggregate = \"sum\"\n[[metric]]"),
+               "metric[0].aggregate", 0, "pattern");
+}
+
 TEST(SweepParse, PlanErrorsNameTheRun) {
   const std::string sc = scenario_path();
   std::string t = good_sweep(sc);

@@ -10,6 +10,7 @@
 #include <infiniband/verbs.h>
 
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "tools/trace/chrome_trace.h"
@@ -98,8 +99,8 @@ TEST(ChromeTrace, ExactlyTheExpectedEvents) {
   }
   const std::vector<std::string> want = {
       "M:process_name:isoroce1 \"x\"", "M:process_sort_index:", "M:thread_name:scheduler (port)",
-      "M:thread_name:QP 0x10",         "X:SEND 64 B",           "i:post",
-      "i:rate",                        "C:rate limit QP 0x10",                "i:grant",
+      "M:thread_name:QP isoroce1 \"x\"/16 (0x10)", "X:SEND 64 B", "i:post",
+      "i:rate",                        "C:rate limit QP isoroce1 \"x\"/16 (0x10)", "i:grant",
       "i:completion"};
   EXPECT_EQ(seen, want);
   for (const json& e : j["traceEvents"]) {
@@ -154,8 +155,31 @@ TEST(ChromeTrace, OverlappingMessagesGoOnLanes) {
     ++slices;
   }
   EXPECT_EQ(slices, 4);
-  EXPECT_EQ(threads[16], "QP 0x10");
-  EXPECT_EQ(threads[16 + (3 << 24)], "QP 0x10 #3");
+  EXPECT_EQ(threads[16], "QP isoroce1 \"x\"/16 (0x10)");
+  EXPECT_EQ(threads[16 + (3 << 24)], "QP isoroce1 \"x\"/16 (0x10) #3");
+}
+
+// Receive: QPN 16 on two devices (every device numbers its own QPs), both rate-limited.
+// Expect: two tracks and two counters, each named with its device (issue 19: a QP is
+// named unambiguously wherever QPNs repeat), in the device's own process.
+TEST(ChromeTrace, TheSameQpnOnTwoDevicesIsNamedWithItsDevice) {
+  trace::Record a = rec(1'000'000, E::kRate, 16, 0, 5'000'000'000);
+  trace::Record b = rec(2'000'000, E::kRate, 16, 0, 5'000'000'000);
+  a.port = 0;
+  TraceMeta meta;
+  meta.port_names[0] = "isoroce0";
+  const json j = json::parse(write({a, b}, meta));
+  std::set<std::pair<int, std::string>> threads, counters;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 16) threads.insert({e["pid"].get<int>(), e["args"]["name"].get<std::string>()});
+    if (e["ph"] == "C") counters.insert({e["pid"].get<int>(), e["name"].get<std::string>()});
+  }
+  const std::set<std::pair<int, std::string>> want_threads = {{1, "QP isoroce0/16 (0x10)"},
+                                                              {2, "QP isoroce1 \"x\"/16 (0x10)"}};
+  EXPECT_EQ(threads, want_threads);
+  const std::set<std::pair<int, std::string>> want_counters = {{1, "rate limit QP isoroce0/16 (0x10)"},
+                                                               {2, "rate limit QP isoroce1 \"x\"/16 (0x10)"}};
+  EXPECT_EQ(counters, want_counters);
 }
 
 // The message's stages from its frames: a first frame, a middle one, a last one.

@@ -70,5 +70,43 @@ TEST(TraceTool, RawRecordsToFilteredJson) {
   std::remove(json_path.c_str());
 }
 
+// Receive: grants of QPN 17 on two ports (devices number QPs alike). Expect: a bare
+// --qp 17 is refused naming both (dev0/17, dev1/17); --qp dev1/17 (a --names name)
+// and --qp 1/17 (a port number) keep port 1's only; an unknown device is refused.
+TEST(TraceTool, QpnsThatRepeatAcrossPortsAreNamedWithTheirDevice) {
+  std::vector<trace::Record> rs;
+  for (uint16_t port = 0; port < 2; ++port) {
+    trace::Record r;
+    r.time = (port + 1) * 1'000'000;
+    r.event = trace::Event::kGrant;
+    r.qp = 17;
+    r.port = port;
+    rs.push_back(r);
+  }
+  const std::string raw = temp("-2.raw"), json_path = temp("-2.json");
+  std::ofstream(raw, std::ios::binary).write(reinterpret_cast<const char*>(rs.data()), rs.size() * sizeof rs[0]);
+  const std::string tool = std::string(ISOROCE_TRACE_TOOL) + " " + raw + " --names dev0,dev1 --out " + json_path;
+  std::string out;
+  EXPECT_EQ(run(tool + " --qp 17", &out), 2);
+  EXPECT_NE(out.find("--qp 17 is ambiguous: 2 ports have it (dev0/17, dev1/17); name one as DEVICE/QPN"),
+            std::string::npos) << out;
+  for (const char* q : {"dev1/17", "1/17"}) {
+    ASSERT_EQ(run(tool + " --qp " + q, &out), 0) << q << ": " << out;
+    std::ifstream in(json_path);
+    const auto j = nlohmann::json::parse(in);
+    int grants = 0;
+    for (const auto& e : j["traceEvents"]) {
+      if (e["ph"] != "i") continue;
+      ++grants;
+      EXPECT_EQ(e["pid"], 2) << q;  // port 1
+    }
+    EXPECT_EQ(grants, 1) << q;
+  }
+  EXPECT_EQ(run(tool + " --qp dev7/17", &out), 2);
+  EXPECT_NE(out.find("no port 'dev7'"), std::string::npos) << out;
+  std::remove(raw.c_str());
+  std::remove(json_path.c_str());
+}
+
 }  // namespace
 }  // namespace isoroce::tools

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ctrl/client.h"
+#include "ctrl/protocol.h"
 #include "sched/trace.h"
 #include "tools/trace/chrome_trace.h"
 
@@ -54,8 +55,17 @@ int run_live_trace(const LiveTraceArgs& a) {
   auto client = ctrl::Client::connect(a.socket, &error);
   if (!client) return fail(1, error);
   json req = {{"op", "trace_start"}, {"seconds", a.seconds}, {"events", a.events}};
-  if (a.qp != 0) req["qp"] = a.qp;
-  if (!a.device.empty()) req["device"] = a.device;
+  std::string device = a.device;
+  if (!a.qp.empty()) {
+    std::string named;
+    uint32_t qpn = 0;
+    if (!ctrl::parse_qp_name(a.qp, &named, &qpn)) return fail(2, "--qp: '" + a.qp + "' is not a QP (DEVICE/QPN or a QPN)");
+    if (!named.empty() && !device.empty() && named != device)
+      return fail(2, "--qp " + a.qp + " and --device " + device + " name different devices");
+    if (!named.empty()) device = named;
+    req["qp"] = qpn;
+  }
+  if (!device.empty()) req["device"] = device;
   if (a.ring_records != 0) req["ring_records"] = a.ring_records;
   if (a.max_records != 0) req["max_records"] = a.max_records;
   std::vector<int> fds;

@@ -14,7 +14,7 @@ struct LiveTraceArgs {
   double seconds = 1;
   std::string out;
   std::string device;      // "": every device
-  uint32_t qp = 0;         // 0: every QP
+  std::string qp;          // "": every QP; DEVICE/QPN or a QPN (ctrl::parse_qp_name)
   std::string events = "all";
   uint64_t ring_records = 0;  // 0: the daemon's default
   uint64_t max_records = 0;   // 0: the daemon's default

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   trace->add_option("--seconds", ta.seconds, "how long to record (at most 600)")->required();
   trace->add_option("--out", ta.out, "the trace file (Chrome trace-event JSON)")->required();
   trace->add_option("--device", ta.device, "only this device (default: all)");
-  trace->add_option("--qp", ta.qp, "only this QP's events");
+  trace->add_option("--qp", ta.qp, "only this QP's events: DEVICE/QPN (isoroce0/17), or a QPN that only one device has");
   trace->add_option("--events", ta.events, "comma-separated event names or all (sched/trace.h)");
   trace->add_option("--ring", ta.ring_records, "records per device ring (default 65536)");
   trace->add_option("--max-records", ta.max_records, "records kept in all (default 4194304)");

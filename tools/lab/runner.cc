@@ -5,11 +5,13 @@
 #include <oneapi/tbb/task_arena.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "dataplane/sim/simulator.h"
 #include "tools/sim/report_format.h"
@@ -108,6 +110,31 @@ std::optional<double> field(const nlohmann::ordered_json& flows, const std::stri
   return std::nullopt;
 }
 
+// Metric::aggregate over the flows whose name starts with `prefix`; nullopt if none
+// has the field.
+std::optional<double> aggregate(const nlohmann::ordered_json& flows, const std::string& prefix,
+                                const std::string& path, const std::string& how) {
+  std::vector<double> xs;
+  for (const auto& f : flows) {
+    const std::string name = f.value("name", "");
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    if (std::optional<double> v = field(flows, name, path)) xs.push_back(*v);
+  }
+  if (xs.empty()) return std::nullopt;
+  double sum = 0, sq = 0, lo = xs[0], hi = xs[0];
+  for (double x : xs) {
+    sum += x;
+    sq += x * x;
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  if (how == "sum") return sum;
+  if (how == "mean") return sum / static_cast<double>(xs.size());
+  if (how == "min") return lo;
+  if (how == "max") return hi;
+  return sq == 0 ? std::nullopt : std::optional<double>(sum * sum / (static_cast<double>(xs.size()) * sq));  // jain
+}
+
 RunResult run_one(const Sweep& sweep, const Run& run) {
   RunResult r;
   const auto t0 = std::chrono::steady_clock::now();
@@ -130,6 +157,10 @@ RunResult run_one(const Sweep& sweep, const Run& run) {
   }
   for (const Metric& m : sweep.metrics) {
     const char* list = m.host.empty() ? "flows" : "hosts";
+    if (!m.aggregate.empty()) {
+      r.metrics.push_back(aggregate(j["flows"], m.flow.substr(0, m.flow.size() - 1), m.field, m.aggregate));
+      continue;
+    }
     std::optional<double> v = field(j[list], m.host.empty() ? m.flow : m.host, m.field);
     if (v && !m.over.empty()) {
       const std::optional<double> d = field(j[list], m.over, m.field);

@@ -171,7 +171,7 @@ void parse_metrics(const toml::table& root, Sweep& s) {
   for (std::size_t i = 0; i < m->size(); ++i) {
     const toml::table& t = *(*m)[i].as_table();
     const std::string key = "metric[" + std::to_string(i) + "]";
-    known_keys(t, key, {"name", "flow", "host", "field", "over"});
+    known_keys(t, key, {"name", "flow", "host", "field", "over", "aggregate"});
     Metric x;
     x.name = need_string(t, key, "name");
     if (t.contains("host")) {
@@ -182,6 +182,16 @@ void parse_metrics(const toml::table& root, Sweep& s) {
     }
     x.field = need_string(t, key, "field");
     if (t.contains("over")) x.over = need_string(t, key, "over");
+    if (t.contains("aggregate")) x.aggregate = need_string(t, key, "aggregate");
+    const bool many = !x.flow.empty() && x.flow.back() == '*';
+    if (many && x.aggregate.empty())
+      fail(key + ".aggregate", "missing: flow \"" + x.flow + "\" matches many flows (sum, mean, min, max, jain)", &t);
+    if (!many && !x.aggregate.empty())
+      fail(key + ".aggregate", "needs a flow pattern ending in '*' (\"bw*\")", t.get("aggregate"));
+    if (many && !x.over.empty()) fail(key + ".over", "not with a flow pattern", t.get("over"));
+    if (!x.aggregate.empty() && x.aggregate != "sum" && x.aggregate != "mean" && x.aggregate != "min" &&
+        x.aggregate != "max" && x.aggregate != "jain")
+      fail(key + ".aggregate", "\"" + x.aggregate + "\": sum, mean, min, max or jain", t.get("aggregate"));
     s.metrics.push_back(std::move(x));
   }
   unique_names(s.metrics, "metric", m);

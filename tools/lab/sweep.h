@@ -44,6 +44,10 @@ struct Metric {
   std::string host;   // or (instead of flow) the host's: "justitia.reclassified"
   std::string field;  // dotted path in its JSON report: "lat_us.p99", "wire_gbps"
   std::string over;   // if set: the value is flow.field / over.field
+  // With `flow` ending in '*' ("bw*": every flow whose name starts with "bw"): how the
+  // matched flows' fields are combined: "sum", "mean", "min", "max" or "jain" (Jain's
+  // fairness index, (sum x)^2 / (n sum x^2)). Required then, refused otherwise.
+  std::string aggregate;
 };
 
 struct Compare {

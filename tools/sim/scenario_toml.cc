@@ -390,6 +390,26 @@ void parse_plugin(const toml::table& raw, size_t i, std::string_view source, sim
   s.plugins.push_back(path);
 }
 
+// [[tenant]]: a tenant's weight, given once for all its flows (as isoroced.toml's
+// [[tenant]] gives it for all its QPs). Every flow of the tenant gets it; a flow that
+// says another tenant_weight, or a tenant no flow names, is refused.
+void parse_tenant(const toml::table& raw, size_t i, sim::Scenario& s) {
+  Table t(raw, "tenant[" + std::to_string(i) + "]", {"name", "weight"});
+  if (!t.has("name")) fail(t.key("name"), "missing (the tenant of flows' tenant = ...)", &raw);
+  const std::string name = t.string("name");
+  const auto weight = static_cast<uint32_t>(t.integer("weight", 1, 1, 1'000'000));
+  bool named = false;
+  for (auto& f : s.flows) {
+    if (f.tenant != name) continue;
+    named = true;
+    if (f.tenant_weight != 1 && f.tenant_weight != weight)
+      fail(t.key("weight"), "flow \"" + f.name + "\" says tenant_weight = " + std::to_string(f.tenant_weight),
+           t.get("weight"));
+    f.tenant_weight = weight;
+  }
+  if (!named) fail(t.key("name"), "no flow has tenant = \"" + name + "\"", t.get("name"));
+}
+
 const toml::array* table_array(const Table& top, std::string_view k) {
   const toml::node* n = top.get(k);
   if (!n) return nullptr;
@@ -429,7 +449,7 @@ ScenarioParse parse_scenario(std::string_view text, std::string_view source) {
       out.error = pe;
       return out;
     }
-    Table top(root, "", {"seed", "duration_us", "link_delay_ns", "switch", "faults", "plugin", "host", "flow"});
+    Table top(root, "", {"seed", "duration_us", "link_delay_ns", "switch", "faults", "plugin", "host", "flow", "tenant"});
     sim::Scenario& s = out.scenario;
     if (const toml::array* plugins = table_array(top, "plugin"))  // before the hosts name their policies
       for (size_t i = 0; i < plugins->size(); ++i) parse_plugin(*plugins->get(i)->as_table(), i, source, s);
@@ -442,6 +462,8 @@ ScenarioParse parse_scenario(std::string_view text, std::string_view source) {
       for (size_t i = 0; i < hosts->size(); ++i) parse_host(*hosts->get(i)->as_table(), i, s);
     if (const toml::array* flows = table_array(top, "flow"))
       for (size_t i = 0; i < flows->size(); ++i) parse_flow(*flows->get(i)->as_table(), i, s);
+    if (const toml::array* tenants = table_array(top, "tenant"))  // after the flows it weighs
+      for (size_t i = 0; i < tenants->size(); ++i) parse_tenant(*tenants->get(i)->as_table(), i, s);
 
     if (auto e = sim::validate(s)) {
       ScenarioParseError pe;

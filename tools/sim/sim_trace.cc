@@ -107,7 +107,7 @@ TraceMeta SimTrace::chrome_meta() const {
       m.qp_labels[key] = q.flow < 0 ? "reference probe" : scenario_.flows[static_cast<size_t>(q.flow)].name;
       if (s.time > last_t && q.requester) {
         const double gbps = static_cast<double>(q.tx_bytes - last_tx[key]) * 8 * 1e3 / static_cast<double>(s.time - last_t);
-        m.counters.push_back({static_cast<uint16_t>(q.host), s.time, fmt::format("throughput QP {:#x}", q.qpn), "Gbps", gbps});
+        m.counters.push_back({static_cast<uint16_t>(q.host), s.time, fmt::format("throughput QP {}/{} ({:#x})", scenario_.hosts[q.host].name, q.qpn, q.qpn), "Gbps", gbps});
       }
       last_tx[key] = q.tx_bytes;
     }

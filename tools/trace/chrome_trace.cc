@@ -75,6 +75,16 @@ class Writer {
   }
   void place_slices();
   void names();
+  // A port's name (the device, else "port N") and a QP's, whole: "QP isoroce0/16
+  // (0x10)" — QPNs repeat across devices (issue 19), so a track or counter name
+  // carries its device even where Perfetto shows it outside its process.
+  std::string port_name(uint16_t port) const {
+    auto it = meta_.port_names.find(port);
+    return it != meta_.port_names.end() ? it->second : fmt::format("port {}", port);
+  }
+  std::string qp_name(uint16_t port, uint32_t qpn) const {
+    return fmt::format("QP {}/{} ({:#x})", port_name(port), qpn, qpn);
+  }
 
   std::vector<Record> rs_;
   const TraceMeta& meta_;
@@ -132,7 +142,7 @@ void Writer::on_record(const Record& r) {
     case Event::kFrameTx: frame_tx(r); break;
     case Event::kCompletion: completion(r); break;
     case Event::kRate:
-      counter(r.port, r.time, fmt::format("rate limit QP {:#x}", r.qp), "Gbps",
+      counter(r.port, r.time, "rate limit " + qp_name(r.port, r.qp), "Gbps",
               fmt::format("{}", static_cast<double>(r.a) / 1e9));
       break;
     case Event::kSafeUtil:
@@ -180,8 +190,7 @@ void Writer::names() {
     lines_.push_back({true, 0, fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"{}","args":{}}})", pid, tid, what, args)});
   };
   for (uint16_t p : ports) {
-    auto it = meta_.port_names.find(p);
-    const std::string name = it != meta_.port_names.end() ? it->second : fmt::format("port {}", p);
+    const std::string name = port_name(p);
     meta_line(p + 1u, 0, "process_name", fmt::format(R"({{"name":{}}})", chrome::quote(name)));
     meta_line(p + 1u, 0, "process_sort_index", fmt::format(R"({{"sort_index":{}}})", p));
     meta_line(p + 1u, 0, "thread_name", R"j({"name":"scheduler (port)"})j");
@@ -194,7 +203,7 @@ void Writer::names() {
     const uint32_t lanes = std::max<uint32_t>(1, lanes_.count(key) ? lanes_[key] : 1);
     for (uint32_t lane = 0; lane < lanes; ++lane)
       meta_line(port + 1u, qpn + (lane << kLaneShift), "thread_name",
-                fmt::format(R"({{"name":{}}})", chrome::quote(fmt::format("QP {:#x}{}{}", qpn, label,
+                fmt::format(R"({{"name":{}}})", chrome::quote(fmt::format("{}{}{}", qp_name(port, qpn), label,
                                                                                   lane ? fmt::format(" #{}", lane) : ""))));
   }
 }
