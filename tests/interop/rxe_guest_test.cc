@@ -11,9 +11,12 @@
 // The program skips (exit 77, ctest SKIP_RETURN_CODE) only where QEMU cannot
 // run: not root, no qemu-system-x86_64, no /dev/net/tun.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <future>
 #include <map>
 #include <sstream>
@@ -164,6 +167,17 @@ class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
       setup_error_ = "no RoCEv2 GID ::ffff:10.14.0.2 on rxe0:\n" + gids.out;
       return;
     }
+    // RXE_PCAP=FILE: the tap's frames (RoCEv2, ARP) for the whole program, to
+    // look at what crossed the wire around a failure.
+    // With --gtest_repeat, FILE.2, FILE.3, ... for the later runs.
+    if (const char* pcap = getenv("RXE_PCAP"); pcap && *pcap) {
+      static int runs = 0;
+      pcap_ = std::string(pcap) + (runs++ == 0 ? "" : "." + std::to_string(runs));
+      int st;
+      run("ip netns exec " + guest_->netns() + " tcpdump -i " + guest_->tap() + " -s 512 -U -w " + pcap_ +
+              " 'udp port 4791 or arp' >/dev/null 2>&1 & echo $! > " + pcap_ + ".pid; sleep 1",
+          &st);
+    }
     daemon_ = new DaemonProcess(NetnsPair::daemon_args(guest_->tap(), kDaemonPrefix), guest_->netns());
     if (!daemon_->ok()) {
       setup_error_ = "isoroced on the tap:\n" + daemon_->log();
@@ -184,6 +198,10 @@ class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
         std::printf("guest kernel log (rxe/rdma lines):\n%s\n", d.out.c_str());
         EXPECT_EQ(d.out.find("Oops"), std::string::npos) << d.out;
         EXPECT_EQ(d.out.find("BUG"), std::string::npos) << d.out;
+      }
+      if (!pcap_.empty()) {
+        int st;
+        run("kill $(cat " + pcap_ + ".pid) 2>/dev/null; rm -f " + pcap_ + ".pid; sleep 0.5", &st);
       }
       delete guest_;  // powers off, deletes the namespace
       guest_ = nullptr;
@@ -235,9 +253,16 @@ class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
                               {"{rdma_server}", guest_serves ? guest_->guest_addr() : kDaemonAddr}});
   }
 
+  // One run of a case: both sides' results, their command lines and the
+  // client's earlier attempts (a server not listening yet).
+  struct Run {
+    ToolResult cli, srv;
+    std::string cli_cmd, srv_cmd, earlier;
+  };
+
   // Runs the case: the server first, then the client (retried while the
-  // server is not listening yet). {client, server}.
-  std::pair<ToolResult, ToolResult> run_case(const Case& c, Side side) {
+  // server is not listening yet).
+  Run run_case(const Case& c, Side side) {
     static int port = 19500;
     const int p = ++port;
     const bool guest_serves = side == Side::kGuestServes;
@@ -248,8 +273,17 @@ class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
     const json e0 = engine();
     const auto r0 = rxe_counters();
     ToolResult cli, srv;
-    auto not_listening = [](const ToolResult& r) {
-      return r.rc != 0 && (r.out.find("onnect") != std::string::npos || r.out.find("refused") != std::string::npos);
+    // A client that found no server yet fails with "connect" or "refused" in
+    // its output and is run again; one killed by a signal (a crash or
+    // `timeout`: rc above 128, or -1 where `timeout` passes the signal on) is
+    // not, whatever it printed. Earlier attempts are kept
+    // for the failure message.
+    std::string earlier;
+    auto not_listening = [&earlier](const ToolResult& r) {
+      const bool again = r.rc > 0 && r.rc < 128 &&
+                         (r.out.find("onnect") != std::string::npos || r.out.find("refused") != std::string::npos);
+      if (again) earlier += "--- an earlier attempt (rc " + std::to_string(r.rc) + "):\n" + r.out + "\n";
+      return again;
     };
     if (guest_serves) {
       const int job = guest_->start(srv_cmd, kProgTimeoutS);
@@ -264,8 +298,17 @@ class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
       const GuestResult g = guest_->wait(job, kProgTimeoutS + 30);
       srv = {g.rc, g.out};
     } else {
+      // The server writes its pid, to be ended when the client failed (it would
+      // wait for the client until its timeout).
+      const std::string pidfile = "/tmp/isoroce-rxe-guest-srv-" + std::to_string(getpid()) + ".pid";
+      unlink(pidfile.c_str());
+      // RXE_SERVER_PREFIX (diagnosis): a command the server runs under, such as
+      // `chrt --idle 0` to make it late, as a loaded host does.
+      const char* prefix = getenv("RXE_SERVER_PREFIX");
+      const std::string wrapped = "sh -c 'echo $$ > " + pidfile + "; exec " + (prefix ? std::string(prefix) + " " : "") +
+                                  srv_cmd + "'";
       auto fut = std::async(std::launch::async,
-                            [&] { return run_tool(daemon_->socket(), srv_cmd, guest_->netns(), kProgTimeoutS); });
+                            [&] { return run_tool(daemon_->socket(), wrapped, guest_->netns(), kProgTimeoutS); });
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       for (int attempt = 0; attempt < 10; ++attempt) {
         const GuestResult g = guest_->run(cli_cmd, kProgTimeoutS);
@@ -273,7 +316,17 @@ class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
         if (!not_listening(cli) || fut.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(700));
       }
+      if (cli.rc != 0 && fut.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+        std::ifstream f(pidfile);
+        pid_t pid = 0;
+        // Its process group (`timeout` makes one for it): the program under a
+        // RXE_SERVER_PREFIX too.
+        const pid_t group = f >> pid && pid > 0 ? getpgid(pid) : -1;
+        if (group > 0 && group != getpgrp()) kill(-group, SIGTERM);
+        else if (pid > 0) kill(pid, SIGTERM);
+      }
       srv = fut.get();
+      unlink(pidfile.c_str());
     }
     const json e1 = engine();
     rxe_delta_.clear();
@@ -292,17 +345,35 @@ class RxeGuest : public ::testing::TestWithParam<std::tuple<Case, Side>> {
                 std::to_string(e1.value("timeouts", uint64_t{0}) - e0.value("timeouts", uint64_t{0})).c_str(),
                 std::to_string(e1.value("naks_received", uint64_t{0}) - e0.value("naks_received", uint64_t{0}))
                     .c_str());
-    EXPECT_EQ(cli.rc, 0) << "client: " << cli_cmd << "\n" << cli.out << "\nserver:\n" << srv.out;
-    EXPECT_EQ(srv.rc, 0) << "server: " << srv_cmd << "\n" << srv.out << "\nclient:\n" << cli.out;
-    const ToolResult& ours = guest_serves ? cli : srv;
+    return {cli, srv, cli_cmd, srv_cmd, earlier};
+  }
+
+  // Both sides exited 0 and isoroce's library did not complain.
+  static void expect_ran(const Run& r, bool guest_serves) {
+    EXPECT_EQ(r.cli.rc, 0) << "client: " << r.cli_cmd << "\n" << r.earlier << "--- the last attempt:\n"
+                           << r.cli.out << "\nserver:\n" << r.srv.out;
+    EXPECT_EQ(r.srv.rc, 0) << "server: " << r.srv_cmd << "\n" << r.srv.out << "\nclient:\n" << r.cli.out;
+    const ToolResult& ours = guest_serves ? r.cli : r.srv;
     EXPECT_EQ(ours.out.find("isoroce-verbs:"), std::string::npos) << "the library complained:\n" << ours.out;
-    return {cli, srv};
+  }
+
+  // perftest -R's known race (docs/interop.md, "perftest -R and a late
+  // listener"): perftest (up to 4.5-0.20) listens for its data connection only
+  // after its out-of-band handshake, so the client's REQ can reach the server
+  // before the listen; the server's CM answers REJ 8 (invalid service ID), as
+  // Linux's does, and perftest's retry then uses the rdma_cm ids it has just
+  // destroyed (a crash in librdmacm, or a failure). Only that: the client's
+  // own report of the REJ with reason 8, on its data connection, and nothing
+  // else failed before it.
+  static bool perftest_listen_race(const Case& c, const Run& r) {
+    return c.cm && r.cli.rc != 0 && r.cli_cmd.find("ib_") != std::string::npos &&
+           r.cli.out.find("Event: RDMA_CM_EVENT_REJECTED; error: 8.") != std::string::npos;
   }
 
   std::map<std::string, long> rxe_delta_;  // rxe's counters over the last case
   static inline RxeGuestVm* guest_ = nullptr;
   static inline DaemonProcess* daemon_ = nullptr;
-  static inline std::string setup_error_, guest_gid_index_;
+  static inline std::string setup_error_, guest_gid_index_, pcap_;
   static inline bool skip_ = false, ready_ = false;
 };
 
@@ -311,7 +382,17 @@ TEST_P(RxeGuest, Runs) {
   // RXE_RUN_SKIPPED=1 runs the known-bug cases too (to diagnose them).
   if (*c.skip && getenv("RXE_RUN_SKIPPED") == nullptr) GTEST_SKIP() << c.skip;
   const bool guest_serves = side == Side::kGuestServes;
-  const auto r = run_case(c, side);
+  Run run = run_case(c, side);
+  // perftest's own listen race, recognised by what its client printed: run the
+  // pair again (twice at most; each run hits it about once in five under load).
+  for (int again = 0; again < 2 && perftest_listen_race(c, run); ++again) {
+    std::printf("perftest's listen race (REJ 8 on its data connection; docs/interop.md), the client exited %d:\n%s\n"
+                "running the pair again\n",
+                run.cli.rc, run.cli.out.c_str());
+    run = run_case(c, side);
+  }
+  expect_ran(run, guest_serves);
+  const std::pair<ToolResult, ToolResult> r{run.cli, run.srv};
   switch (c.check) {
     case Check::kPingpong:
       expect_pingpong(r, guest_serves ? kDaemonGid : kGuestGid, guest_serves ? kGuestGid : kDaemonGid);
