@@ -125,6 +125,8 @@ const Case kCases[] = {
      "ib_send_lat -R -d {dev} -p {port} -n {iters} {rdma_server}", Check::kExit, 100, "#bytes", "", true},
     {"WriteBwRdmaCm", "ib_write_bw -R -d {dev} -p {port} -n {iters}",
      "ib_write_bw -R -d {dev} -p {port} -n {iters} {rdma_server}", Check::kExit, 100, "#bytes", "", true},
+    {"ReadLatRdmaCm", "ib_read_lat -R -d {dev} -p {port} -n {iters}",
+     "ib_read_lat -R -d {dev} -p {port} -n {iters} {rdma_server}", Check::kExit, 100, "#bytes", "", true},
     // rdma_xserver/rdma_xclient in RC mode (their default; isoroce has no XRC).
     {"XserverXclient", "rdma_xserver -p {port}", "rdma_xclient -s {rdma_server} -p {port}", Check::kExit, 1,
      "end 0", "", true},
