@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "transport/engine/engine.h"
 #include "transport/wire/packet.h"
@@ -50,6 +51,13 @@ class Port final : public transport::TxSink {
   const wire::MacAddr& mac() const { return mac_; }
   const std::string& driver() const { return driver_; }
   const PortCounters& counters() const { return counters_; }
+  // Kernel sockets that poll() reports readable when a frame waits for
+  // rx_burst (net_af_packet, net_af_xdp: dataplane/dpdk/kernel_fds.h); empty
+  // for drivers without one. An idle worker blocks on them.
+  const std::vector<int>& rx_wait_fds() const { return rx_wait_fds_; }
+  // net_af_xdp: the kernel bound its socket in zero-copy mode (the NIC's driver
+  // supports it); false in copy mode and for other drivers.
+  bool zero_copy() const { return zero_copy_; }
 
   uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
   // Queues a copy of `frame` for transmission (ARP/ICMP replies, solicitations).
@@ -79,6 +87,8 @@ class Port final : public transport::TxSink {
   uint16_t tx_count_ = 0;
   uint32_t flush_retries_ = 0;
   PortCounters counters_;
+  std::vector<int> rx_wait_fds_;
+  bool zero_copy_ = false;
 };
 
 }  // namespace isoroce::dataplane
