@@ -31,6 +31,9 @@ for t in ib_write_lat ib_write_bw qperf; do
 done
 [[ $(id -u) == 0 ]] || { echo "needs root (namespaces, veth, AF_XDP)" >&2; exit 2; }
 mtu=${MTU:-1024}
+# What the RoCE MTU needs (IP packets of mtu + 92): a veth takes an XDP program
+# only while its peer's MTU fits a page.
+link_mtu=$((mtu + 92 > 1500 ? mtu + 92 : 1500))
 read -r -a extra <<<"${DAEMON_ARGS:-}"
 tmp=$(mktemp -d /tmp/isoroce-bench-veth.XXXXXX)
 pids=()
@@ -56,7 +59,7 @@ ip -n ns-xdpb-b addr add 10.78.0.2/24 dev xcb
 for l in "ns-xdpb-one xb1" "ns-xdpb-one xb2" "ns-xdpb-a xda" "ns-xdpb-b xdb" "ns-xdpb-a xca" "ns-xdpb-b xcb"; do
   set -- $l
   ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
-  ip -n "$1" link set "$2" mtu 9000 up
+  ip -n "$1" link set "$2" mtu "$link_mtu" up
 done
 
 n=0

@@ -133,8 +133,13 @@ void Worker::idle_wait(sched::Picos now) {
   sched::Picos deadline = sched::kNever;
   for (const Device* d : devices_) deadline = std::min(deadline, d->next_deadline());
   if (deadline <= now) return;  // a timer or a paced packet is due: keep polling
+  // The bound follows the time since the last work (a quarter of it): a post
+  // nothing signals waits at most a quarter of the quiet time before it, so
+  // a ping-pong whose turns take t waits about t/4 more, and a long-idle
+  // worker wakes a few times per max_sleep. The old rule, doubling per sleep,
+  // let a post after a quiet spell wait as long as the spell.
+  sleep_bound_ = std::clamp((now - last_work_) / 4, idle_.min_sleep, idle_.max_sleep);
   const sched::Picos sleep = std::min(deadline - now, sleep_bound_);
-  sleep_bound_ = std::min(idle_.max_sleep, std::max(idle_.min_sleep, sleep_bound_ * 2));
   if (sleep < 2'000'000) return;  // under 2 us a sleep costs more than it saves
   sleeping_.store(true, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with wake()

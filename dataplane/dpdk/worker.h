@@ -7,8 +7,8 @@
 // burst, timers, scheduler, tx flush. Adaptive polling: while traffic flows
 // the loop busy-polls; after `spin_polls` empty passes or `spin_time` without
 // work (whichever comes first) it blocks until the engines' next deadline, at
-// most a bound that starts at `min_sleep` and doubles with each idle sleep up
-// to `max_sleep`, so an idle daemon costs little CPU and a briefly idle one
+// most a quarter of the time since its last work, within [min_sleep,
+// max_sleep], so an idle daemon costs little CPU and a briefly idle one
 // wakes fast. It blocks in poll() on what can wake it early: the kernel
 // sockets behind its ports (net_af_packet, net_af_xdp: a frame arrived) and an
 // eventfd that call() and wake() kick; DPDK's RX interrupts are not used (none
