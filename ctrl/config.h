@@ -150,6 +150,10 @@ inline constexpr uint32_t kAfPacketFrames = 4096;
 // receive: a full RoCE packet (Ethernet + VLAN + IPv6 + UDP + BTH +
 // RETH/AtomicETH + ICRC) or a full 1500-byte Ethernet frame (ARP, ping).
 uint32_t max_frame_bytes(uint32_t mtu);
+// The largest IP packet of RoCE path MTU `mtu` (IPv6 + UDP + BTH + RETH/AtomicETH
+// + payload + ICRC): what the kernel interface behind a port must carry
+// (1116 for 1024: a cloud NIC's MTU of 1400 is enough).
+inline uint32_t roce_ip_mtu(uint32_t mtu) { return mtu + 40 + 8 + 12 + 28 + 4; }
 
 // A net_af_packet slot holds the kernel's tpacket2 header and address (52
 // bytes) before the frame; DPDK's default slot is 2048 bytes, enough up to MTU 1024.

@@ -178,7 +178,7 @@ std::unique_ptr<dataplane::Port> plug(const std::string& port_name, const std::s
   }
   // A second try (the fallback) makes its own pool.
   auto port = dataplane::Port::open(port_name + (devargs.rfind("net_af_xdp", 0) == 0 ? "x" : ""), pid,
-                                    max_frame_bytes(mtu), af_packet_data_room(devargs, mtu), error);
+                                    max_frame_bytes(mtu), af_packet_data_room(devargs, mtu), roce_ip_mtu(mtu), error);
   if (port == nullptr) {
     (void)rte_eth_dev_close(pid);
     (void)rte_eal_hotplug_remove("vdev", name.c_str());
@@ -254,7 +254,8 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
         port = plug(dc.name, pc.devargs, pc.mtu, error);
       }
     } else {
-      port = dataplane::Port::open(dc.name, ids[i], max_frame_bytes(pc.mtu), af_packet_data_room(pc.devargs, pc.mtu), error);
+      port = dataplane::Port::open(dc.name, ids[i], max_frame_bytes(pc.mtu), af_packet_data_room(pc.devargs, pc.mtu),
+                                   roce_ip_mtu(pc.mtu), error);
     }
     if (port == nullptr) {
       *error = "port[" + std::to_string(i) + "] (" + pc.devargs + "): " + *error;

@@ -86,13 +86,13 @@ bool frame_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_
 Port::Port(std::string name, uint16_t port_id) : name_(std::move(name)), port_id_(port_id) {}
 
 std::unique_ptr<Port> Port::open(const std::string& name, uint16_t port_id, uint32_t max_frame,
-                                 uint32_t min_data_room, std::string* error) {
+                                 uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error) {
   std::unique_ptr<Port> p(new Port(name, port_id));
-  if (!p->setup(max_frame, min_data_room, error)) return nullptr;
+  if (!p->setup(max_frame, min_data_room, kernel_ip_mtu, error)) return nullptr;
   return p;
 }
 
-bool Port::setup(uint32_t max_frame, uint32_t min_data_room, std::string* error) {
+bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error) {
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(port_id_, &info); rc != 0) {
     *error = dpdk_error("rte_eth_dev_info_get", rc);
@@ -116,7 +116,7 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, std::string* error)
   }
   rte_eth_conf conf{};
   const uint32_t mtu = max_frame > 18 ? max_frame - 18 : RTE_ETHER_MTU;  // Ethernet header + VLAN
-  if (!frame_fits(info, driver_, max_frame, mtu, error)) return false;
+  if (!frame_fits(info, driver_, max_frame, kernel_ip_mtu != 0 ? kernel_ip_mtu : mtu, error)) return false;
   // net_af_packet reports 1518-byte frames whatever its slots hold; its frame
   // size is its framesz devarg (ctrl sizes it from the MTU).
   if (mtu > RTE_ETHER_MTU && mtu <= info.max_mtu && driver_ != "net_af_packet") conf.rxmode.mtu = mtu;

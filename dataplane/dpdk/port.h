@@ -38,7 +38,14 @@ class Port final : public transport::TxSink {
   // mbufs of at least `min_data_room` bytes (net_af_packet copies whole slots of
   // its framesz devarg). On failure returns nullptr and fills *error.
   static std::unique_ptr<Port> open(const std::string& name, uint16_t port_id, uint32_t max_frame,
-                                    uint32_t min_data_room, std::string* error);
+                                    uint32_t min_data_room, std::string* error) {
+    return open(name, port_id, max_frame, min_data_room, 0, error);
+  }
+  // The same; the kernel interface behind the port (af_packet, af_xdp, tap)
+  // must carry IP packets of `kernel_ip_mtu` bytes (the largest RoCE packet;
+  // 0: max_frame less the Ethernet header and a VLAN tag).
+  static std::unique_ptr<Port> open(const std::string& name, uint16_t port_id, uint32_t max_frame,
+                                    uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error);
   // Creates two ring-backed ethdevs whose TX feeds the other's RX.
   static bool make_ring_pair(const std::string& a, const std::string& b, uint16_t* port_a,
                              uint16_t* port_b, std::string* error);
@@ -73,7 +80,7 @@ class Port final : public transport::TxSink {
 
  private:
   Port(std::string name, uint16_t port_id);
-  bool setup(uint32_t max_frame, uint32_t min_data_room, std::string* error);
+  bool setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error);
   bool queue(rte_mbuf* m);
 
   std::string name_;

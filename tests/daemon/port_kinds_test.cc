@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
-#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -120,10 +119,11 @@ class PortKinds : public ::testing::Test {
   }
 
   // The veths carry exactly what the RoCE MTU needs (IP packets of mtu + 92
-  // bytes): a veth takes a native XDP program only if its peer's MTU fits a
-  // page (about 3500), and the daemon checks the interface's MTU itself.
+  // bytes, 1116 for 1024: less than a cloud NIC's 1400): a veth takes a native
+  // XDP program only if its peer's MTU fits a page (about 3500), and the
+  // daemon checks the interface's MTU itself.
   void both_ways(const std::string& kind, uint32_t mtu) {
-    ASSERT_NO_FATAL_FAILURE(set_veth_mtu(std::max(1500u, mtu + 92)));
+    ASSERT_NO_FATAL_FAILURE(set_veth_mtu(mtu + 92));
     ASSERT_NO_FATAL_FAILURE(start(kind, mtu));
     ASSERT_NO_FATAL_FAILURE(connect(mtu));
     ASSERT_NO_FATAL_FAILURE(writes(a_, b_, mtu, mtu + 1));
