@@ -126,6 +126,13 @@ class PortKinds : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(set_veth_mtu(mtu + 92));
     ASSERT_NO_FATAL_FAILURE(start(kind, mtu));
     ASSERT_NO_FATAL_FAILURE(connect(mtu));
+    // The idle worker blocks on the port's kernel socket (AF_PACKET's ring
+    // socket, or the XDP socket), found behind DPDK's back.
+    for (Side* s : {&a_, &b_}) {
+      const json st = s->v->call({{"op", "status"}});
+      ASSERT_TRUE(st["ok"].get<bool>()) << st.dump();
+      EXPECT_EQ(st["status"]["workers"][0]["wait_fds"], 1) << st.dump();
+    }
     ASSERT_NO_FATAL_FAILURE(writes(a_, b_, mtu, mtu + 1));
     ASSERT_NO_FATAL_FAILURE(writes(b_, a_, mtu, mtu + 2));
   }
@@ -158,6 +165,8 @@ TEST_F(PortKinds, InterfaceNamePicksAfXdp) {
   ASSERT_NO_FATAL_FAILURE(both_ways("iface", 2048));
   EXPECT_NE(daemon_a_->log().find("through AF_XDP (net_af_xdp_irA"), std::string::npos) << daemon_a_->log();
   EXPECT_NE(daemon_b_->log().find("through AF_XDP (net_af_xdp_irB"), std::string::npos) << daemon_b_->log();
+  // veth has no zero-copy AF_XDP: the kernel bound the socket in copy mode.
+  EXPECT_NE(daemon_a_->log().find("AF_XDP socket bound in copy mode"), std::string::npos) << daemon_a_->log();
 }
 
 TEST_F(PortKinds, InterfaceNameUsesAfPacketForMtu4096) {
