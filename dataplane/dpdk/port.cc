@@ -46,18 +46,10 @@ uint32_t interface_mtu(uint32_t if_index, std::string* ifname) {
 // mbuf must hold this much besides the frame.
 constexpr uint32_t kXdpHeadroom = 256;
 
-// Whether the device carries frames of `max_frame` bytes (IP packets of
-// `ip_mtu`); if not, why, and what to change.
-bool frame_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_t max_frame,
-                uint32_t ip_mtu, std::string* error) {
-  std::string ifname;
-  const uint32_t kernel_mtu = interface_mtu(info.if_index, &ifname);
-  if (kernel_mtu != 0 && kernel_mtu < ip_mtu) {
-    *error = "interface " + ifname + " has MTU " + std::to_string(kernel_mtu) + ", and this RoCE MTU needs " +
-             std::to_string(ip_mtu) + ": raise it (ip link set " + ifname + " mtu " + std::to_string(ip_mtu) +
-             ") or choose a smaller mtu";
-    return false;
-  }
+// Whether the driver takes frames of `max_frame` bytes; if not, its limit and
+// what to use instead.
+bool driver_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_t max_frame,
+                 std::string* error) {
   // net_af_packet reports 1518 whatever its slots hold; its slots are its
   // framesz devarg, which ctrl sizes from the MTU (or checks when given).
   if (driver == "net_af_packet" || info.max_rx_pktlen == 0 || max_frame <= info.max_rx_pktlen) return true;
@@ -79,6 +71,23 @@ bool frame_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_
     *error = need + ": choose a smaller mtu";
   }
   return false;
+}
+
+// Whether the device carries frames of `max_frame` bytes (IP packets of
+// `ip_mtu`); if not, why, and what to change.
+bool frame_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_t max_frame,
+                uint32_t ip_mtu, std::string* error) {
+  // The driver's own limit first: raising the interface's MTU would not help.
+  if (!driver_fits(info, driver, max_frame, error)) return false;
+  std::string ifname;
+  const uint32_t kernel_mtu = interface_mtu(info.if_index, &ifname);
+  if (kernel_mtu != 0 && kernel_mtu < ip_mtu) {
+    *error = "interface " + ifname + " has MTU " + std::to_string(kernel_mtu) + ", and this RoCE MTU needs " +
+             std::to_string(ip_mtu) + ": raise it (ip link set " + ifname + " mtu " + std::to_string(ip_mtu) +
+             ") or choose a smaller mtu";
+    return false;
+  }
+  return true;
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
 #include <string>
@@ -157,6 +159,26 @@ TEST_F(PortKinds, AfXdpRefusesMtu4096NamingTheAlternative) {
   const std::string log = d->log();
   EXPECT_NE(log.find("net_af_xdp takes at most"), std::string::npos) << log;
   EXPECT_NE(log.find("choose mtu 2048 or less, or use net_af_packet"), std::string::npos) << log;
+}
+
+// net_tap and net_memif carry MTU 1024 at most (their PMDs cap the frame at
+// 1522 and 1518 bytes whatever the interface or pkt_buffer_size): 2048 is
+// refused naming that limit, not an interface MTU that would not help.
+TEST_F(PortKinds, TapAndMemifRefuseMtu2048NamingTheirDriversLimit) {
+  auto tap = daemon(net_->ns_a, "net_tap0,iface=xdptap0", kDaemonA, 2048);
+  EXPECT_FALSE(tap->ok());
+  EXPECT_NE(tap->log().find("net_tap takes at most 1522"), std::string::npos) << tap->log();
+  EXPECT_NE(tap->log().find("tap driver caps the MTU at 1500"), std::string::npos) << tap->log();
+  tap.reset();
+  const std::string sock = "/tmp/isoroce-xdp-memif-" + std::to_string(getpid()) + ".sock";
+  auto memif = daemon(net_->ns_a, "net_memif0,role=server,socket=" + sock, kDaemonA, 2048);
+  EXPECT_FALSE(memif->ok());
+  EXPECT_NE(memif->log().find("net_memif takes at most 1518"), std::string::npos) << memif->log();
+  memif.reset();
+  unlink(sock.c_str());
+  // MTU 1024 fits both.
+  tap = daemon(net_->ns_a, "net_tap0,iface=xdptap0", kDaemonA, 1024);
+  EXPECT_TRUE(tap->ok()) << tap->log();
 }
 
 // A bare interface name: AF_XDP at MTU 1024 and 2048, AF_PACKET at 4096 (with
