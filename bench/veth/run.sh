@@ -16,7 +16,9 @@
 # rows; DAEMON_ARGS extra isoroced flags (e.g. --config FILE with the idle
 # settings being compared); BEFORE=DIR (with bin/isoroced, bin/isoroce-ctl and
 # lib/libisoroce-verbs.so, e.g. another checkout's build/) runs the two-daemon
-# rows with that build too, in the same run, as the baseline.
+# rows with that build too, in the same run, as the baseline. TWO_PIN=CPUS pins the
+# two-daemon applications (default: unpinned); SPREAD=1 puts daemon B's worker
+# on CPU 0 (EAL --main-lcore 1).
 # Namespaces ns-xdpb-one, ns-xdpb-a, ns-xdpb-b; removed at exit.
 set -euo pipefail
 build=${1:-build}
@@ -63,14 +65,14 @@ for l in "ns-xdpb-one xb1" "ns-xdpb-one xb2" "ns-xdpb-a xda" "ns-xdpb-b xdb" "ns
 done
 
 n=0
-daemon() {  # ns socket lcores port... (pairs: devargs ip)
+daemon() {  # ns socket lcores port... (pairs: devargs ip); EAL_EXTRA: more EAL arguments
   local ns=$1 sock=$2 lcores=$3
   shift 3
   local args=()
   while (($#)); do args+=(--port "$1" --ip "$2"); shift 2; done
   n=$((n + 1))
   ip netns exec "$ns" "$bin/isoroced" "${args[@]}" --mtu "$mtu" --policy fifo --link-gbps 100 --lcores "$lcores" \
-    --socket "$sock" --file-prefix "isoroce_xdpb_$$_$n" "${extra[@]}" -- --no-huge -m 512 >"$tmp/d$n.log" 2>&1 &
+    --socket "$sock" --file-prefix "isoroce_xdpb_$$_$n" "${extra[@]}" -- --no-huge -m 512 ${EAL_EXTRA:-} >"$tmp/d$n.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do "$bin/isoroce-ctl" --socket "$sock" status >/dev/null 2>&1 && return 0; sleep 0.1; done
   echo "isoroced in $ns did not come up:" >&2
@@ -134,11 +136,12 @@ for kind in ${KINDS:-af_xdp af_packet}; do one "$kind" ""; done
 two() {  # label
   local kind=${TWO_KIND:-af_xdp} sa="$tmp/two-a.sock" sb="$tmp/two-b.sock" typ p99 v
   daemon ns-xdpb-a "$sa" 0,1 "net_${kind}0,iface=xda" 10.77.1.1/24
-  daemon ns-xdpb-b "$sb" 0,1 "net_${kind}0,iface=xdb" 10.77.1.2/24
-  read -r typ p99 <<<"$(lat ib_write_lat 2 "$lat_iters" ns-xdpb-b "$sb" isoroce0 ns-xdpb-a "$sa" isoroce0 10.78.0.2 "")" || true
+  # SPREAD=1: daemon B's worker on CPU 0 (its control thread on CPU 1).
+  EAL_EXTRA=$([[ ${SPREAD:-0} == 1 ]] && echo "--main-lcore 1") daemon ns-xdpb-b "$sb" 0,1 "net_${kind}0,iface=xdb" 10.77.1.2/24
+  read -r typ p99 <<<"$(lat ib_write_lat 2 "$lat_iters" ns-xdpb-b "$sb" isoroce0 ns-xdpb-a "$sa" isoroce0 10.78.0.2 "${TWO_PIN:-}")" || true
   row "two daemons$1, two namespaces, net_$kind: ib_write_lat 2 B" "${typ:-fail} us" "${p99:-fail} us"
   r[lat/two$1]=${typ:-0}
-  v=$(bw ib_write_bw 65536 "$bw_iters" ns-xdpb-b "$sb" isoroce0 ns-xdpb-a "$sa" isoroce0 10.78.0.2 "")
+  v=$(bw ib_write_bw 65536 "$bw_iters" ns-xdpb-b "$sb" isoroce0 ns-xdpb-a "$sa" isoroce0 10.78.0.2 "${TWO_PIN:-}")
   row "two daemons$1, two namespaces, net_$kind: ib_write_bw 64 KB" "${v:-fail} MB/s" ""
   stop_daemons
 }
