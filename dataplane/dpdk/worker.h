@@ -12,7 +12,8 @@
 // wakes fast. It blocks in poll() on what can wake it early: the kernel
 // sockets behind its ports (net_af_packet, net_af_xdp: a frame arrived) and an
 // eventfd that call() and wake() kick; DPDK's RX interrupts are not used (none
-// of af_packet, af_xdp, ring, pcap in DPDK 22.11 has them). Work that nothing
+// of af_packet, af_xdp, ring, pcap, memif in DPDK 22.11 has them; tap's are
+// not wired yet). Work that nothing
 // signals (the applications' shared-memory rings) waits for the bound.
 #pragma once
 
