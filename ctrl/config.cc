@@ -13,6 +13,7 @@
 #include "ctrl/tenants_toml.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -315,7 +316,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                            std::to_string(e.source().begin.line) + ")"};
   }
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
-                                  "file_prefix", "idle_sleep_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
+                                  "file_prefix", "idle_sleep_us", "idle_spin_us", "worker_slice_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
                                   "justitia", "rnic", "limits", "admin_group", "socket_group",
                                   "socket_mode", "policy_plugins", "tenant"}))
     return e;
@@ -335,7 +336,8 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
   for (auto e : {read(t, "", "socket", &c->socket), read(t, "", "link_gbps", &c->link_gbps),
                  read(t, "", "mtu", &c->mtu), read(t, "", "ref_peer", &c->ref_peer), read(t, "", "lcores", &c->lcores),
                  read(t, "", "log_level", &c->log_level), read(t, "", "file_prefix", &c->file_prefix),
-                 read(t, "", "idle_sleep_us", &c->idle_sleep_us), read(t, "", "loopback", &c->loopback),
+                 read(t, "", "idle_sleep_us", &c->idle_sleep_us),
+                 read(t, "", "idle_spin_us", &c->idle_spin_us), read(t, "", "worker_slice_us", &c->worker_slice_us), read(t, "", "loopback", &c->loopback),
                  read(t, "", "reference_echo", &c->reference_echo),
                  read(t, "", "admin_group", &c->admin_group), read(t, "", "socket_group", &c->socket_group),
                  read_mode(t, "socket_mode", &c->socket_mode),
@@ -443,6 +445,9 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     return ConfigError{"file_prefix", "must be a non-empty name without '/'"};
   if (c->idle_sleep_us < 10 || c->idle_sleep_us > 100'000)
     return ConfigError{"idle_sleep_us", "must be in 10..100000"};
+  if (c->idle_spin_us > 100'000) return ConfigError{"idle_spin_us", "must be in 0..100000"};
+  if (c->worker_slice_us != 0 && (c->worker_slice_us < 100 || c->worker_slice_us > 100'000))
+    return ConfigError{"worker_slice_us", "must be 0 (the kernel's default) or in 100..100000 (the kernel's bounds)"};
   if (c->lcores.empty()) return ConfigError{"lcores", "must name at least two lcores (control and one worker)"};
   if (c->socket_mode > 0777 || (c->socket_mode & 0600) != 0600)
     return ConfigError{"socket_mode", "must be an octal mode up to 0777 that lets the daemon's user read and write"};
@@ -476,8 +481,10 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     PortConfig& p = c->ports[i];
     const std::string path = "port[" + std::to_string(i) + "].";
     if (p.devargs.empty()) return ConfigError{path + "devargs", "missing (a vdev such as net_ring0 or a PCI address)"};
-    if (!c->loopback && !is_pci_address(p.devargs) && p.devargs.rfind("net_", 0) != 0)
-      return ConfigError{path + "devargs", "'" + p.devargs + "' is neither a net_... vdev nor a PCI address"};
+    if (!c->loopback && !is_pci_address(p.devargs) && p.devargs.rfind("net_", 0) != 0 &&
+        !is_interface_port(p.devargs))
+      return ConfigError{path + "devargs", "'" + p.devargs +
+                                               "' is neither a net_... vdev, a PCI address nor a network interface name"};
     if (!devs.insert(p.devargs.substr(0, p.devargs.find(','))).second)
       return ConfigError{path + "devargs", "the same device twice"};
     if (p.ip_text.empty()) return ConfigError{path + "ip", "missing (ADDR/PREFIX)"};
@@ -518,6 +525,30 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
                                               *p.policy};
   }
   return std::nullopt;
+}
+
+bool is_af_xdp(const std::string& d) { return d.rfind("net_af_xdp", 0) == 0; }
+
+std::string devarg_text(const std::string& d, const std::string& key) {
+  for (size_t at = d.find(','); at != std::string::npos; at = d.find(',', at + 1)) {
+    if (d.compare(at + 1, key.size() + 1, key + "=") != 0) continue;
+    const size_t from = at + key.size() + 2;
+    const size_t to = d.find(',', from);
+    return d.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  }
+  return "";
+}
+
+bool is_interface_port(const std::string& d) {
+  if (d.empty() || d.size() >= 16 || d.rfind("net_", 0) == 0 || d == "." || d == "..") return false;
+  return std::all_of(d.begin(), d.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '.' || ch == '@';
+  });
+}
+
+std::string interface_devargs(const std::string& iface, uint32_t mtu, bool xdp) {
+  if (xdp) return "net_af_xdp_" + iface + ",iface=" + iface;
+  return af_packet_devargs("net_af_packet_" + iface + ",iface=" + iface, mtu);
 }
 
 uint32_t max_frame_bytes(uint32_t mtu) { return std::max<uint32_t>(mtu + 18 + 40 + 8 + 12 + 28 + 4, 1518); }
@@ -583,6 +614,7 @@ std::vector<std::string> eal_arguments(const DaemonConfig& c) {
   bool any_pci = false;
   for (const PortConfig& p : c.ports) {
     if (c.loopback) break;
+    if (is_interface_port(p.devargs) || is_af_xdp(p.devargs)) continue;  // plugged after EAL starts (ctrl/devices.cc)
     if (is_pci_address(p.devargs)) {
       a.push_back("-a");
       any_pci = true;

@@ -81,6 +81,8 @@ struct DaemonConfig {
   std::string log_level = "info";  // error, warning, info, debug
   std::string file_prefix = "isoroced";  // EAL --file-prefix (also names the telemetry socket)
   uint32_t idle_sleep_us = 1000;  // longest sleep of an idle worker (it backs off from 10 us)
+  uint32_t idle_spin_us = 20;     // a worker busy-polls this long after its last work, then sleeps (0: 2000 passes)
+  uint32_t worker_slice_us = 100; // the worker threads' EEVDF slice (Linux >= 6.12); 0: the kernel's default
   std::vector<std::string> eal_args;  // given after `--` or as eal_args = [...]
   dcqcn::Params dcqcn;      // [dcqcn] table / --dcqcn NAME=VALUE (docs/dcqcn.md)
   sched::JustitiaParams justitia;  // [justitia] table / --justitia NAME=VALUE (docs/sched.md)
@@ -148,6 +150,10 @@ inline constexpr uint32_t kAfPacketFrames = 4096;
 // receive: a full RoCE packet (Ethernet + VLAN + IPv6 + UDP + BTH +
 // RETH/AtomicETH + ICRC) or a full 1500-byte Ethernet frame (ARP, ping).
 uint32_t max_frame_bytes(uint32_t mtu);
+// The largest IP packet of RoCE path MTU `mtu` (IPv6 + UDP + BTH + RETH/AtomicETH
+// + payload + ICRC): what the kernel interface behind a port must carry
+// (1116 for 1024: a cloud NIC's MTU of 1400 is enough).
+inline uint32_t roce_ip_mtu(uint32_t mtu) { return mtu + 40 + 8 + 12 + 28 + 4; }
 
 // A net_af_packet slot holds the kernel's tpacket2 header and address (52
 // bytes) before the frame; DPDK's default slot is 2048 bytes, enough up to MTU 1024.
@@ -162,6 +168,25 @@ std::string af_packet_devargs(const std::string& devargs, uint32_t mtu);
 // The mbuf data room a net_af_packet port of these devargs needs (its slots
 // less the kernel's header); 0 for other devices.
 uint32_t af_packet_data_room(const std::string& devargs, uint32_t mtu);
+
+// A port given as a bare interface name ("eth1", `--iface eth1`): the kernel
+// interface through net_af_xdp, or net_af_packet where AF_XDP cannot carry the
+// MTU (over kAfXdpMaxMtu) or does not come up (the daemon logs why). Such
+// ports are plugged after EAL starts, not given to it as --vdev.
+bool is_interface_port(const std::string& devargs);
+// DPDK 22.11's net_af_xdp holds each frame in one UMEM chunk (an mbuf) of at
+// most a page, behind 256 bytes of XDP headroom, and has no multi-buffer:
+// frames up to about 3.5 KB, RoCE MTU 2048.
+inline constexpr uint32_t kAfXdpMaxMtu = 2048;
+// net_af_xdp ports are plugged after EAL starts too: DPDK 22.11's driver
+// detaches whatever XDP program its interface has when it closes, so the
+// daemon first checks that no other AF_XDP user holds the interface.
+bool is_af_xdp(const std::string& devargs);
+// The value of devarg `key` ("iface" of "net_af_xdp0,iface=eth1"); "" if absent.
+std::string devarg_text(const std::string& devargs, const std::string& key);
+// The vdev devargs of interface port `iface`: net_af_xdp (xdp) or
+// net_af_packet with its rings sized for `mtu` (af_packet_devargs).
+std::string interface_devargs(const std::string& iface, uint32_t mtu, bool xdp);
 
 // The EAL arguments for this configuration (argv[0] first).
 std::vector<std::string> eal_arguments(const DaemonConfig& config);

@@ -2,13 +2,16 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_dev.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_pdump.h>
+#include <net/if.h>
 #include <unistd.h>
 
 #include "ctrl/log.h"
+#include "dataplane/dpdk/kernel_fds.h"
 #include "transport/verbs/mtu.h"
 
 namespace isoroce::ctrl {
@@ -139,6 +142,10 @@ bool DeviceSet::port_ids(std::vector<uint16_t>* ids, std::string* error) {
   }
   for (size_t i = 0; i < config_.ports.size(); ++i) {
     const std::string& d = config_.ports[i].devargs;
+    if (is_interface_port(d) || is_af_xdp(d)) {
+      ids->push_back(RTE_MAX_ETHPORTS);  // plugged by start()
+      continue;
+    }
     const std::string name = d.substr(0, d.find(','));
     uint16_t pid;
     if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
@@ -149,6 +156,69 @@ bool DeviceSet::port_ids(std::vector<uint16_t>* ids, std::string* error) {
     ids->push_back(pid);
   }
   return true;
+}
+
+namespace {
+
+// Plugs vdev `devargs` and opens it as a port; nullptr and *error on failure
+// (the vdev unplugged again).
+std::unique_ptr<dataplane::Port> plug(const std::string& port_name, const std::string& devargs, uint32_t mtu,
+                                      std::string* error) {
+  const std::string name = devargs.substr(0, devargs.find(','));
+  const std::string args = devargs.find(',') == std::string::npos ? "" : devargs.substr(devargs.find(',') + 1);
+  if (int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str()); rc != 0) {
+    *error = devargs + ": " + rte_strerror(rc < 0 ? -rc : rc) + " (see the EAL lines above)";
+    return nullptr;
+  }
+  uint16_t pid;
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &pid) != 0) {
+    *error = devargs + ": no ethdev after plugging it";
+    (void)rte_eal_hotplug_remove("vdev", name.c_str());
+    return nullptr;
+  }
+  // A second try (the fallback) makes its own pool.
+  auto port = dataplane::Port::open(port_name + (devargs.rfind("net_af_xdp", 0) == 0 ? "x" : ""), pid,
+                                    max_frame_bytes(mtu), af_packet_data_room(devargs, mtu), roce_ip_mtu(mtu), error);
+  if (port == nullptr) {
+    (void)rte_eth_dev_close(pid);
+    (void)rte_eal_hotplug_remove("vdev", name.c_str());
+  }
+  return port;
+}
+
+}  // namespace
+
+std::unique_ptr<dataplane::Port> DeviceSet::open_interface(const std::string& port_name, const PortConfig& pc,
+                                                           std::string* devargs, std::string* error) {
+  const std::string& iface = pc.devargs;
+  const uint32_t if_index = if_nametoindex(iface.c_str());
+  if (if_index == 0) {
+    *error = "no network interface '" + iface + "' here (ip link shows the interfaces of this namespace)";
+    return nullptr;
+  }
+  const uint32_t xdp_prog = dataplane::xdp_program_id(if_index);
+  if (pc.mtu > kAfXdpMaxMtu) {
+    log(LogLevel::kInfo, "{}: interface {} through AF_PACKET: mtu {} needs frames larger than DPDK's AF_XDP driver"
+        " holds (mtu {} at most)", port_name, iface, pc.mtu, kAfXdpMaxMtu);
+  } else if (xdp_prog != 0) {
+    // DPDK's AF_XDP driver would detach that program when it gives up.
+    log(LogLevel::kWarning, "{}: interface {} already has an XDP program (id {}: another AF_XDP user?); using AF_PACKET",
+        port_name, iface, xdp_prog);
+  } else {
+    *devargs = interface_devargs(iface, pc.mtu, true);
+    std::string why;
+    if (auto port = plug(port_name, *devargs, pc.mtu, &why)) {
+      log(LogLevel::kInfo, "{}: interface {} through AF_XDP ({}; zero-copy where its driver has it, copy mode otherwise)",
+          port_name, iface, *devargs);
+      return port;
+    }
+    log(LogLevel::kWarning, "{}: interface {}: AF_XDP did not come up ({}: {}); using AF_PACKET instead", port_name,
+        iface, *devargs, why);
+  }
+  *devargs = interface_devargs(iface, pc.mtu, false);
+  auto port = plug(port_name, *devargs, pc.mtu, error);
+  if (port != nullptr) log(LogLevel::kInfo, "{}: interface {} through AF_PACKET ({})", port_name, iface, *devargs);
+  return port;
 }
 
 bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::string* error) {
@@ -171,11 +241,28 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     // QPNs unique across the daemon's devices (isoroce-ctl qp/set-rate name a QP
     // by number): device i starts at i * 2^20 + 16, a million QPNs apart.
     dc.first_qpn = static_cast<uint32_t>((i << 20) + 16);
-    auto port = dataplane::Port::open(dc.name, ids[i], max_frame_bytes(pc.mtu), af_packet_data_room(pc.devargs, pc.mtu), error);
+    std::unique_ptr<dataplane::Port> port;
+    if (is_interface_port(pc.devargs)) {
+      port = open_interface(dc.name, pc, &dc.devargs, error);
+    } else if (is_af_xdp(pc.devargs)) {
+      const std::string iface = devarg_text(pc.devargs, "iface");
+      const uint32_t prog = dataplane::xdp_program_id(if_nametoindex(iface.c_str()));
+      if (prog != 0) {
+        *error = "interface " + iface + " already has an XDP program (id " + std::to_string(prog) +
+                 "): another AF_XDP user holds it; stop that one, or use net_af_packet on it";
+      } else {
+        port = plug(dc.name, pc.devargs, pc.mtu, error);
+      }
+    } else {
+      port = dataplane::Port::open(dc.name, ids[i], max_frame_bytes(pc.mtu), af_packet_data_room(pc.devargs, pc.mtu),
+                                   roce_ip_mtu(pc.mtu), error);
+    }
     if (port == nullptr) {
       *error = "port[" + std::to_string(i) + "] (" + pc.devargs + "): " + *error;
       return false;
     }
+    if (port->driver() == "net_af_xdp")
+      log(LogLevel::kInfo, "{}: AF_XDP socket bound in {} mode", dc.name, port->zero_copy() ? "zero-copy" : "copy");
     auto dev = dataplane::Device::create(dc, std::move(port), error);
     if (dev == nullptr) return false;
     auto e = std::make_unique<DeviceEntry>();
@@ -199,9 +286,13 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
   for (size_t i = 0; i < entries.size(); ++i) groups[i % nw].push_back(entries[i]->driver->dpdk());
   dataplane::IdleConfig idle;
   idle.max_sleep = sched::Picos{config_.idle_sleep_us} * 1'000'000;
+  idle.spin_time = sched::Picos{config_.idle_spin_us} * 1'000'000;
+  idle.slice_us = config_.worker_slice_us;
   for (size_t w = 0; w < nw; ++w) {
     auto worker = std::make_unique<dataplane::Worker>(static_cast<unsigned>(w), groups[w], *clock_, idle);
     if (!worker->init(error)) return false;
+    log(LogLevel::kInfo, "worker {} (lcore {}): idle, it blocks on {} port socket(s) and its eventfd, at most {} us",
+        w, worker_lcores_[w], worker->wait_fds(), config_.idle_sleep_us);
     for (size_t i = w; i < entries.size(); i += nw) static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(worker.get());
     workers_.push_back(std::move(worker));
   }
@@ -225,7 +316,8 @@ nlohmann::json DeviceSet::workers_view() const {
     for (const auto* d : workers_[i]->devices()) devs.push_back(d->config().name);
     workers.push_back({{"lcore", worker_lcores_[i]}, {"devices", devs}, {"passes", st.passes},
                        {"busy_passes", st.busy_passes}, {"sleeps", st.sleeps}, {"commands", st.commands},
-                       {"busy_ns", st.busy_ns}});
+                       {"busy_ns", st.busy_ns},
+                       {"wakeups", st.wakeups}, {"wait_fds", workers_[i]->wait_fds()}});
   }
   return workers;
 }

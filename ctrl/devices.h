@@ -35,6 +35,10 @@ class DeviceSet {
  private:
   bool init_eal(std::string* error);
   bool port_ids(std::vector<uint16_t>* ids, std::string* error);
+  // A port given as an interface name (config.h is_interface_port): AF_XDP,
+  // else AF_PACKET, each plugged now; *devargs says which.
+  std::unique_ptr<dataplane::Port> open_interface(const std::string& port_name, const PortConfig& pc,
+                                                  std::string* devargs, std::string* error);
   bool launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entries, std::string* error);
 
   const DaemonConfig& config_;

@@ -21,6 +21,15 @@ int print_check(const ctrl::DaemonConfig& c) {
     std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
                 c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
                 c.ports[i].policy->c_str());
+  for (size_t i = 0; i < c.ports.size(); ++i) {
+    const ctrl::PortConfig& p = c.ports[i];
+    if (!ctrl::is_interface_port(p.devargs)) continue;
+    const bool xdp = p.mtu <= ctrl::kAfXdpMaxMtu;
+    std::printf("isoroce%zu: interface %s through %s%s\n", i, p.devargs.c_str(),
+                ctrl::interface_devargs(p.devargs, p.mtu, xdp).c_str(),
+                xdp ? (", else " + ctrl::interface_devargs(p.devargs, p.mtu, false)).c_str()
+                    : " (net_af_xdp carries mtu 2048 at most)");
+  }
   const sched::RnicParams& r = c.rnic;
   std::printf("rnic: batch_packets %u, pipeline_packets %u, pipeline_jitter_packets %u, message_burst_bytes %s, "
               "max_mops %g\n", r.batch_packets, r.pipeline_packets, r.pipeline_jitter_packets,
@@ -48,7 +57,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> eal;
   app.add_option("--config", config_file, "TOML configuration file (flags override it)")->check(CLI::ExistingFile);
   app.add_option("--socket", socket, std::string("control socket (default ") + ctrl::kDefaultSocket + ")");
-  app.add_option("--port", ports, "a port: a DPDK vdev (net_af_packet0,iface=veth0) or a PCI address; repeat per port");
+  app.add_option("--port,--iface", ports,
+                 "a port: a network interface name (eth1: AF_XDP, else AF_PACKET), a DPDK vdev "
+                 "(net_af_packet0,iface=veth0) or a PCI address; repeat per port");
   app.add_option("--ip", ips, "ADDR/PREFIX of each --port, in order");
   app.add_option("--link-gbps", gbps, "emulated line rate of each --port, or one value for all");
   app.add_flag("--no-reference-echo", no_reference_echo,

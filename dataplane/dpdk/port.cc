@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
+
+#include "dataplane/dpdk/kernel_fds.h"
 
 namespace isoroce::dataplane {
 namespace {
@@ -38,21 +41,50 @@ uint32_t interface_mtu(uint32_t if_index, std::string* ifname) {
   return rc == 0 && ifr.ifr_mtu > 0 ? static_cast<uint32_t>(ifr.ifr_mtu) : 0;
 }
 
+// The XDP program's headroom in front of every frame an AF_XDP socket
+// receives (XDP_PACKET_HEADROOM): net_af_xdp's mbufs are its UMEM chunks, so an
+// mbuf must hold this much besides the frame.
+constexpr uint32_t kXdpHeadroom = 256;
+
+// Whether the driver takes frames of `max_frame` bytes; if not, its limit and
+// what to use instead.
+bool driver_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_t max_frame,
+                 std::string* error) {
+  // net_af_packet reports 1518 whatever its slots hold; its slots are its
+  // framesz devarg, which ctrl sizes from the MTU (or checks when given).
+  if (driver == "net_af_packet" || info.max_rx_pktlen == 0 || max_frame <= info.max_rx_pktlen) return true;
+  const std::string need = "this RoCE MTU needs frames of " + std::to_string(max_frame) +
+                           " bytes, and " + driver + " takes at most " + std::to_string(info.max_rx_pktlen);
+  if (driver == "net_af_xdp") {
+    // DPDK 22.11: every frame in one UMEM chunk (an mbuf) within a page, no
+    // multi-buffer, no devarg that changes it.
+    *error = need + " (DPDK's AF_XDP driver holds a frame in one page-sized UMEM chunk, with " +
+             std::to_string(kXdpHeadroom) + " bytes of XDP headroom, and has no multi-buffer): choose mtu 2048 or less,"
+             " or use net_af_packet (--port IFACE picks it for mtu 4096)";
+  } else if (driver == "net_tap") {
+    *error = need + " (DPDK's tap driver caps the MTU at 1500, no devarg changes it): choose mtu 1024 or less,"
+             " or use net_af_xdp/net_af_packet on a veth";
+  } else if (driver == "net_memif") {
+    *error = need + " (DPDK's memif driver reports the standard 1518-byte frame whatever its pkt_buffer_size"
+             " devarg): choose mtu 1024 or less";
+  } else {
+    *error = need + ": choose a smaller mtu";
+  }
+  return false;
+}
+
 // Whether the device carries frames of `max_frame` bytes (IP packets of
 // `ip_mtu`); if not, why, and what to change.
 bool frame_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_t max_frame,
                 uint32_t ip_mtu, std::string* error) {
+  // The driver's own limit first: raising the interface's MTU would not help.
+  if (!driver_fits(info, driver, max_frame, error)) return false;
   std::string ifname;
   const uint32_t kernel_mtu = interface_mtu(info.if_index, &ifname);
   if (kernel_mtu != 0 && kernel_mtu < ip_mtu) {
     *error = "interface " + ifname + " has MTU " + std::to_string(kernel_mtu) + ", and this RoCE MTU needs " +
              std::to_string(ip_mtu) + ": raise it (ip link set " + ifname + " mtu " + std::to_string(ip_mtu) +
              ") or choose a smaller mtu";
-    return false;
-  }
-  if (driver != "net_af_packet" && info.max_rx_pktlen != 0 && max_frame > info.max_rx_pktlen) {
-    *error = "driver " + driver + " takes frames of at most " + std::to_string(info.max_rx_pktlen) +
-             " bytes, and this RoCE MTU needs " + std::to_string(max_frame) + ": choose a smaller mtu";
     return false;
   }
   return true;
@@ -63,13 +95,13 @@ bool frame_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_
 Port::Port(std::string name, uint16_t port_id) : name_(std::move(name)), port_id_(port_id) {}
 
 std::unique_ptr<Port> Port::open(const std::string& name, uint16_t port_id, uint32_t max_frame,
-                                 uint32_t min_data_room, std::string* error) {
+                                 uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error) {
   std::unique_ptr<Port> p(new Port(name, port_id));
-  if (!p->setup(max_frame, min_data_room, error)) return nullptr;
+  if (!p->setup(max_frame, min_data_room, kernel_ip_mtu, error)) return nullptr;
   return p;
 }
 
-bool Port::setup(uint32_t max_frame, uint32_t min_data_room, std::string* error) {
+bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error) {
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(port_id_, &info); rc != 0) {
     *error = dpdk_error("rte_eth_dev_info_get", rc);
@@ -78,6 +110,8 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, std::string* error)
   driver_ = info.driver_name ? info.driver_name : "";
   // Enough mbufs for the RX and TX rings, the TX queue and the per-lcore caches.
   const unsigned n_mbufs = 2 * (kRxDesc + kTxDesc) + 2 * kPoolCache + 1023;
+  // net_af_xdp receives into the mbufs themselves, behind the XDP headroom.
+  if (driver_ == "net_af_xdp") min_data_room = std::max(min_data_room, max_frame + kXdpHeadroom);
   const uint32_t room = RTE_PKTMBUF_HEADROOM + std::max({max_frame, min_data_room, 2048u});
   if (room > UINT16_MAX) {
     *error = "frame size " + std::to_string(max_frame) + " does not fit an mbuf";
@@ -91,7 +125,7 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, std::string* error)
   }
   rte_eth_conf conf{};
   const uint32_t mtu = max_frame > 18 ? max_frame - 18 : RTE_ETHER_MTU;  // Ethernet header + VLAN
-  if (!frame_fits(info, driver_, max_frame, mtu, error)) return false;
+  if (!frame_fits(info, driver_, max_frame, kernel_ip_mtu != 0 ? kernel_ip_mtu : mtu, error)) return false;
   // net_af_packet reports 1518-byte frames whatever its slots hold; its frame
   // size is its framesz devarg (ctrl sizes it from the MTU).
   if (mtu > RTE_ETHER_MTU && mtu <= info.max_mtu && driver_ != "net_af_packet") conf.rxmode.mtu = mtu;
@@ -105,8 +139,14 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, std::string* error)
     return false;
   }
   const int socket = rte_eth_dev_socket_id(port_id_);
+  // net_af_xdp makes its XDP socket in rx_queue_setup: the sockets that
+  // appear now are this port's.
+  const std::set<int> sockets_before = driver_ == "net_af_xdp" ? socket_fds() : std::set<int>{};
   if (int rc = rte_eth_rx_queue_setup(port_id_, 0, rxd, socket, nullptr, pool_); rc != 0) {
     *error = dpdk_error("rte_eth_rx_queue_setup", rc);
+    if (driver_ == "net_af_xdp")
+      *error += " (no AF_XDP socket: the libxdp/libbpf lines above say why; a veth takes an XDP program only"
+                " while its peer's MTU fits a page, about 3500)";
     return false;
   }
   if (int rc = rte_eth_tx_queue_setup(port_id_, 0, txd, socket, nullptr); rc != 0) {
@@ -118,6 +158,14 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, std::string* error)
     return false;
   }
   started_ = true;
+  if (driver_ == "net_af_packet") {
+    rx_wait_fds_ = af_packet_fds(info.if_index);
+  } else if (driver_ == "net_af_xdp") {
+    std::set<int> fresh;
+    for (int fd : socket_fds())
+      if (!sockets_before.count(fd)) fresh.insert(fd);
+    rx_wait_fds_ = xdp_fds(fresh, &zero_copy_);
+  }
   // IPv6 neighbour discovery arrives on multicast addresses; best effort.
   (void)rte_eth_allmulticast_enable(port_id_);
   rte_ether_addr mac{};

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "transport/engine/engine.h"
 #include "transport/wire/packet.h"
@@ -37,7 +38,14 @@ class Port final : public transport::TxSink {
   // mbufs of at least `min_data_room` bytes (net_af_packet copies whole slots of
   // its framesz devarg). On failure returns nullptr and fills *error.
   static std::unique_ptr<Port> open(const std::string& name, uint16_t port_id, uint32_t max_frame,
-                                    uint32_t min_data_room, std::string* error);
+                                    uint32_t min_data_room, std::string* error) {
+    return open(name, port_id, max_frame, min_data_room, 0, error);
+  }
+  // The same; the kernel interface behind the port (af_packet, af_xdp, tap)
+  // must carry IP packets of `kernel_ip_mtu` bytes (the largest RoCE packet;
+  // 0: max_frame less the Ethernet header and a VLAN tag).
+  static std::unique_ptr<Port> open(const std::string& name, uint16_t port_id, uint32_t max_frame,
+                                    uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error);
   // Creates two ring-backed ethdevs whose TX feeds the other's RX.
   static bool make_ring_pair(const std::string& a, const std::string& b, uint16_t* port_a,
                              uint16_t* port_b, std::string* error);
@@ -50,6 +58,13 @@ class Port final : public transport::TxSink {
   const wire::MacAddr& mac() const { return mac_; }
   const std::string& driver() const { return driver_; }
   const PortCounters& counters() const { return counters_; }
+  // Kernel sockets that poll() reports readable when a frame waits for
+  // rx_burst (net_af_packet, net_af_xdp: dataplane/dpdk/kernel_fds.h); empty
+  // for drivers without one. An idle worker blocks on them.
+  const std::vector<int>& rx_wait_fds() const { return rx_wait_fds_; }
+  // net_af_xdp: the kernel bound its socket in zero-copy mode (the NIC's driver
+  // supports it); false in copy mode and for other drivers.
+  bool zero_copy() const { return zero_copy_; }
 
   uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
   // Queues a copy of `frame` for transmission (ARP/ICMP replies, solicitations).
@@ -65,7 +80,7 @@ class Port final : public transport::TxSink {
 
  private:
   Port(std::string name, uint16_t port_id);
-  bool setup(uint32_t max_frame, uint32_t min_data_room, std::string* error);
+  bool setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error);
   bool queue(rte_mbuf* m);
 
   std::string name_;
@@ -79,6 +94,8 @@ class Port final : public transport::TxSink {
   uint16_t tx_count_ = 0;
   uint32_t flush_retries_ = 0;
   PortCounters counters_;
+  std::vector<int> rx_wait_fds_;
+  bool zero_copy_ = false;
 };
 
 }  // namespace isoroce::dataplane

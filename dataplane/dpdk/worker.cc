@@ -1,9 +1,16 @@
 #include "dataplane/dpdk/worker.h"
 
+#include <sched.h>
 #include <rte_errno.h>
 #include <rte_pause.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 
 namespace isoroce::dataplane {
@@ -18,6 +25,7 @@ Worker::Worker(unsigned id, std::vector<Device*> devices, const TscClock& clock,
 
 Worker::~Worker() {
   if (ring_ != nullptr) rte_ring_free(ring_);
+  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 bool Worker::init(std::string* error) {
@@ -28,7 +36,46 @@ bool Worker::init(std::string* error) {
     *error = std::string("control ring: ") + rte_strerror(rte_errno);
     return false;
   }
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    *error = std::string("worker eventfd: ") + std::strerror(errno);
+    return false;
+  }
+  fds_.push_back({wake_fd_, POLLIN, 0});
+  for (Device* d : devices_)
+    for (int fd : d->port().rx_wait_fds()) fds_.push_back({fd, POLLIN, 0});
   return true;
+}
+
+void Worker::wake() {
+  // Pairs with the fence in idle_wait(): either the worker sees what the
+  // caller queued before it sleeps, or the caller sees it asleep and kicks.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (wake_fd_ >= 0 && sleeping_.load(std::memory_order_relaxed)) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void Worker::set_slice() {
+  if (idle_.slice_us == 0) return;
+  // struct sched_attr (linux/sched/types.h), spelled out: the kernel takes its
+  // size from the first field.
+  struct {
+    uint32_t size, sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime, sched_deadline, sched_period;
+  } attr{};
+  attr.size = sizeof attr;
+  attr.sched_policy = SCHED_OTHER;
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, 0);
+  attr.sched_nice = errno == 0 ? nice : 0;
+  attr.sched_runtime = uint64_t{idle_.slice_us} * 1000;
+  // Older kernels ignore sched_runtime for SCHED_NORMAL; a refusal changes nothing.
+  (void)syscall(SYS_sched_setattr, 0, &attr, 0);
 }
 
 void Worker::call(const std::function<void(sched::Picos)>& fn) {
@@ -39,6 +86,7 @@ void Worker::call(const std::function<void(sched::Picos)>& fn) {
     timespec ts{0, 10'000};
     nanosleep(&ts, nullptr);
   }
+  wake();
   // Pairs with the release store in run_commands().
   while (!cmd.done.load(std::memory_order_acquire)) cmd.done.wait(false, std::memory_order_acquire);
 }
@@ -58,6 +106,7 @@ unsigned Worker::run_commands() {
 }
 
 void Worker::run() {
+  set_slice();
   while (!stop_.load(std::memory_order_acquire)) {
     unsigned work = run_commands();
     const sched::Picos now = clock_.now();
@@ -68,10 +117,12 @@ void Worker::run() {
       const sched::Picos took = clock_.now() - now;
       if (took < kPreempted) busy_ps_.fetch_add(took, std::memory_order_relaxed);
       empty_passes_ = 0;
+      last_work_ = now;
       sleep_bound_ = idle_.min_sleep;
       continue;
     }
-    if (++empty_passes_ < idle_.spin_polls) {
+    const bool spun_long = idle_.spin_time != 0 && now - last_work_ >= idle_.spin_time;
+    if (++empty_passes_ < idle_.spin_polls && !spun_long) {
       rte_pause();
       continue;
     }
@@ -85,18 +136,38 @@ void Worker::idle_wait(sched::Picos now) {
   sched::Picos deadline = sched::kNever;
   for (const Device* d : devices_) deadline = std::min(deadline, d->next_deadline());
   if (deadline <= now) return;  // a timer or a paced packet is due: keep polling
+  // The bound follows the time since the last work (a quarter of it): a post
+  // nothing signals waits at most a quarter of the quiet time before it, so
+  // a ping-pong whose turns take t waits about t/4 more, and a long-idle
+  // worker wakes a few times per max_sleep. The old rule, doubling per sleep,
+  // let a post after a quiet spell wait as long as the spell.
+  sleep_bound_ = std::clamp((now - last_work_) / 4, idle_.min_sleep, idle_.max_sleep);
   const sched::Picos sleep = std::min(deadline - now, sleep_bound_);
-  sleep_bound_ = std::min(idle_.max_sleep, std::max(idle_.min_sleep, sleep_bound_ * 2));
   if (sleep < 2'000'000) return;  // under 2 us a sleep costs more than it saves
-  timespec ts{0, static_cast<long>(sleep / 1000)};
-  nanosleep(&ts, nullptr);
+  sleeping_.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with wake()
+  if (rte_ring_count(ring_) != 0 || stop_.load(std::memory_order_acquire)) {
+    sleeping_.store(false, std::memory_order_relaxed);
+    return;
+  }
+  const timespec ts{static_cast<time_t>(sleep / 1'000'000'000'000), static_cast<long>(sleep / 1000 % 1'000'000'000)};
+  const int ready = ppoll(fds_.data(), fds_.size(), &ts, nullptr);
+  sleeping_.store(false, std::memory_order_relaxed);
   sleeps_.fetch_add(1, std::memory_order_relaxed);
+  if (ready > 0) {
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
+    if (fds_[0].revents & POLLIN) {
+      uint64_t n;
+      (void)!read(wake_fd_, &n, sizeof n);
+    }
+  }
 }
 
 WorkerStats Worker::stats() const {
   return {passes_.load(std::memory_order_relaxed), busy_passes_.load(std::memory_order_relaxed),
           sleeps_.load(std::memory_order_relaxed), commands_.load(std::memory_order_relaxed),
-          busy_ps_.load(std::memory_order_relaxed) / 1000};
+          busy_ps_.load(std::memory_order_relaxed) / 1000,
+          wakeups_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace isoroce::dataplane

@@ -4,13 +4,20 @@
 // locks on the data path).
 //
 // Loop order (eRPC's event loop, DPDK l2fwd): control ring, then per device rx
-// burst, timers, scheduler, tx flush. A loop that finds nothing to do backs
-// off: it spins `spin_polls` passes, then sleeps until the engines' next
-// deadline, at most a bound that starts at `min_sleep` and doubles with each
-// idle sleep up to `max_sleep`, so an idle daemon costs little CPU and a
-// briefly idle one wakes fast.
+// burst, timers, scheduler, tx flush. Adaptive polling: while traffic flows
+// the loop busy-polls; after `spin_polls` empty passes or `spin_time` without
+// work (whichever comes first) it blocks until the engines' next deadline, at
+// most a quarter of the time since its last work, within [min_sleep,
+// max_sleep], so an idle daemon costs little CPU and a briefly idle one
+// wakes fast. It blocks in poll() on what can wake it early: the kernel
+// sockets behind its ports (net_af_packet, net_af_xdp: a frame arrived) and an
+// eventfd that call() and wake() kick; DPDK's RX interrupts are not used (none
+// of af_packet, af_xdp, ring, pcap, memif in DPDK 22.11 has them; tap's are
+// not wired yet). Work that nothing
+// signals (the applications' shared-memory rings) waits for the bound.
 #pragma once
 
+#include <poll.h>
 #include <rte_ring.h>
 
 #include <atomic>
@@ -26,8 +33,14 @@ namespace isoroce::dataplane {
 
 struct IdleConfig {
   uint32_t spin_polls = 2000;                  // empty passes before sleeping
+  sched::Picos spin_time = 20'000'000;         // or this long without work (20 us); 0: passes only
   sched::Picos min_sleep = 10'000'000;         // 10 us
   sched::Picos max_sleep = 1'000'000'000;      // 1 ms
+  // The worker thread's scheduler slice (Linux >= 6.12 EEVDF, sched_setattr
+  // sched_runtime of a SCHED_OTHER thread; 0: the kernel's default). A slice
+  // shorter than the default lets the worker's wakeups preempt applications
+  // that busy-poll on its core instead of waiting out their slice.
+  uint32_t slice_us = 100;
 };
 
 struct WorkerStats {
@@ -39,6 +52,7 @@ struct WorkerStats {
   // 200 us is left out: the thread was preempted, not working). busy_ns per
   // message is what a message costs the worker, whatever else shares its CPU.
   uint64_t busy_ns = 0;
+  uint64_t wakeups = 0;  // sleeps ended early by a port's socket or a kick
 };
 
 class Worker {
@@ -57,7 +71,14 @@ class Worker {
 
   // The poll loop; returns after stop().
   void run();
-  void stop() { stop_.store(true, std::memory_order_release); }
+  void stop() {
+    stop_.store(true, std::memory_order_release);
+    wake();
+  }
+  // Ends the worker's sleep now, if it sleeps (any thread; cheap when it does not).
+  void wake();
+  // The kernel sockets the idle worker blocks on (its ports' rx_wait_fds).
+  size_t wait_fds() const { return fds_.size() - 1; }
 
   const std::vector<Device*>& devices() const { return devices_; }
   WorkerStats stats() const;
@@ -69,6 +90,7 @@ class Worker {
   };
   unsigned run_commands();
   void idle_wait(sched::Picos now);
+  void set_slice();
 
   unsigned id_;
   std::vector<Device*> devices_;
@@ -77,9 +99,13 @@ class Worker {
   rte_ring* ring_ = nullptr;
   std::atomic<bool> stop_{false};
   uint32_t empty_passes_ = 0;
+  sched::Picos last_work_ = 0;
   sched::Picos sleep_bound_ = 0;
+  int wake_fd_ = -1;                 // eventfd: call()/wake() end a sleep
+  std::atomic<bool> sleeping_{false};
+  std::vector<pollfd> fds_;          // wake_fd_, then the ports' sockets
   // Written by the worker, read by telemetry (relaxed: counters only).
-  std::atomic<uint64_t> passes_{0}, busy_passes_{0}, sleeps_{0}, commands_{0}, busy_ps_{0};
+  std::atomic<uint64_t> passes_{0}, busy_passes_{0}, sleeps_{0}, commands_{0}, busy_ps_{0}, wakeups_{0};
 };
 
 }  // namespace isoroce::dataplane

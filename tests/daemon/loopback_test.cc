@@ -366,7 +366,10 @@ TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
       {{"--port", "net_ring0", "--ip", "10.0.0.300/24"}, "port[0].ip"},
       {{"--port", "net_ring0"}, "--ip"},
       {{"--loopback", "--policy", "wfq"}, "--policy"},
-      {{"--port", "eth0", "--ip", "10.0.0.1"}, "port[0].devargs"},
+      {{"--port", "eth0/1", "--ip", "10.0.0.1"}, "port[0].devargs"},
+      // A bare name is a kernel interface (AF_XDP, else AF_PACKET); one that
+      // does not exist is refused by name (never the host's real NIC here).
+      {{"--port", "isoroce-nosuch", "--ip", "10.0.0.1"}, "no network interface 'isoroce-nosuch' here"},
       {{"--loopback", "--lcores", "0"}, "lcores"},
       {{"--port", "net_bogus0", "--ip", "10.0.0.1"}, "port[0]"},
       {{}, "port"},

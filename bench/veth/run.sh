@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The kernel I/O path users on commodity NICs take (issue 20), in one run:
+# unmodified perftest through libisoroce-verbs.so over a veth, beside kernel TCP
+# across the same kind of link.
+#
+#   one daemon, two ports on the two ends of a veth pair (applications on CPU 0,
+#   the worker on CPU 1): 64 KB ib_write_bw and 2 B ib_write_lat with
+#   net_af_xdp, then net_af_packet;
+#   two daemons in two namespaces, one veth end each, on the same 2 cores (both
+#   workers on CPU 1, applications unpinned): ib_write_lat 2 B, ib_write_bw 64 KB;
+#   kernel TCP between the two namespaces over a veth (qperf tcp_bw 64 KB, tcp_lat 2 B).
+#
+# Usage: bench/veth/run.sh [BUILD_DIR]     (root; perftest and qperf installed)
+# MTU (1024) the daemons' and RoCE path MTU; LAT_ITERS (2000), BW_ITERS (5000);
+# KINDS ("af_xdp af_packet") the one-daemon port kinds; TWO=0 skips the two-daemon
+# rows; DAEMON_ARGS extra isoroced flags (e.g. --config FILE with the idle
+# settings being compared); BEFORE=DIR (with bin/isoroced, bin/isoroce-ctl and
+# lib/libisoroce-verbs.so, e.g. another checkout's build/) runs the two-daemon
+# rows with that build too, in the same run, as the baseline. TWO_PIN=CPUS pins the
+# two-daemon applications (default: unpinned); SPREAD=1 puts daemon B's worker
+# on CPU 0 (EAL --main-lcore 1).
+# Namespaces ns-xdpb-one, ns-xdpb-a, ns-xdpb-b; removed at exit.
+set -euo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin="$root/$build/bin"
+preload="$root/$build/lib/libisoroce-verbs.so"
+for f in "$bin/isoroced" "$bin/isoroce-ctl" "$preload"; do
+  [[ -e $f ]] || { echo "missing $f: ninja -C $build isoroced isoroce-ctl isoroce-verbs" >&2; exit 2; }
+done
+for t in ib_write_lat ib_write_bw qperf; do
+  command -v $t >/dev/null || { echo "missing $t: scripts/install-deps.sh installs perftest and qperf" >&2; exit 2; }
+done
+[[ $(id -u) == 0 ]] || { echo "needs root (namespaces, veth, AF_XDP)" >&2; exit 2; }
+mtu=${MTU:-1024}
+# What the RoCE MTU needs (IP packets of mtu + 92): a veth takes an XDP program
+# only while its peer's MTU fits a page.
+link_mtu=$((mtu + 92 > 1500 ? mtu + 92 : 1500))
+read -r -a extra <<<"${DAEMON_ARGS:-}"
+tmp=$(mktemp -d /tmp/isoroce-bench-veth.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for ns in ns-xdpb-one ns-xdpb-a ns-xdpb-b; do ip netns del $ns 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+for ns in ns-xdpb-one ns-xdpb-a ns-xdpb-b; do ip netns del $ns 2>/dev/null || true; done
+
+# One namespace with both ends of a veth; two namespaces with a data veth (the
+# daemons') and a control veth (kernel addresses: perftest's TCP handshake, qperf).
+ip netns add ns-xdpb-one
+ip -n ns-xdpb-one link set lo up
+ip -n ns-xdpb-one link add xb1 type veth peer name xb2
+for a in ns-xdpb-a ns-xdpb-b; do ip netns add $a; ip -n $a link set lo up; done
+ip link add xda netns ns-xdpb-a type veth peer name xdb netns ns-xdpb-b
+ip link add xca netns ns-xdpb-a type veth peer name xcb netns ns-xdpb-b
+ip -n ns-xdpb-a addr add 10.78.0.1/24 dev xca
+ip -n ns-xdpb-b addr add 10.78.0.2/24 dev xcb
+for l in "ns-xdpb-one xb1" "ns-xdpb-one xb2" "ns-xdpb-a xda" "ns-xdpb-b xdb" "ns-xdpb-a xca" "ns-xdpb-b xcb"; do
+  set -- $l
+  ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
+  ip -n "$1" link set "$2" mtu "$link_mtu" up
+done
+
+n=0
+daemon() {  # ns socket lcores port... (pairs: devargs ip); EAL_EXTRA: more EAL arguments
+  local ns=$1 sock=$2 lcores=$3
+  shift 3
+  local args=()
+  while (($#)); do args+=(--port "$1" --ip "$2"); shift 2; done
+  n=$((n + 1))
+  ip netns exec "$ns" "$bin/isoroced" "${args[@]}" --mtu "$mtu" --policy fifo --link-gbps 100 --lcores "$lcores" \
+    --socket "$sock" --file-prefix "isoroce_xdpb_$$_$n" "${extra[@]}" -- --no-huge -m 512 ${EAL_EXTRA:-} >"$tmp/d$n.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do "$bin/isoroce-ctl" --socket "$sock" status >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "isoroced in $ns did not come up:" >&2
+  cat "$tmp/d$n.log" >&2
+  return 1
+}
+stop_daemons() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+
+port=$((19400 + RANDOM % 500))
+# One perftest pair; prints the client's result line.
+#   pair tool size iters srv_ns srv_sock srv_dev cli_ns cli_sock cli_dev server_ip pin
+pair() {
+  local tool=$1 size=$2 iters=$3 sns=$4 ssock=$5 sdev=$6 cns=$7 csock=$8 cdev=$9 sip=${10} pin=${11} run=()
+  [[ -n $pin ]] && run=(taskset -c "$pin")
+  port=$((port + 1))
+  ip netns exec "$sns" env ISOROCE_SOCKET="$ssock" LD_PRELOAD="$preload" timeout 120 "${run[@]}" \
+    "$tool" -d "$sdev" -x 0 -p $port -s "$size" -n "$iters" -m "$mtu" >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.5
+  ip netns exec "$cns" env ISOROCE_SOCKET="$csock" LD_PRELOAD="$preload" timeout 120 "${run[@]}" \
+    "$tool" -d "$cdev" -x 0 -p $port -s "$size" -n "$iters" -m "$mtu" "$sip" 2>/dev/null |
+    awk -v s="$size" '$1 == s {print; exit}'
+  wait "$server" || true
+}
+lat() { pair "$@" | awk '{printf "%s %s", $5, $8}'; }   # typical(median) p99
+bw() { pair "$@" | awk '{printf "%s", $4}'; }             # average MB/s
+row() { printf "| %-58s | %12s | %10s |\n" "$@"; }
+
+load_before=$(uptime)
+echo "| test (MTU $mtu, 2 cores) | 64 KB MB/s or median | p99 |"
+echo "|---|---:|---:|"
+lat_iters=${LAT_ITERS:-2000}
+bw_iters=${BW_ITERS:-5000}
+declare -A r
+one() {  # kind label
+  local kind=$1 s="$tmp/one-$1.sock" typ p99 v
+  daemon ns-xdpb-one "$s" 0,1 "net_${kind}0,iface=xb1" 10.77.0.1/24 "net_${kind}1,iface=xb2" 10.77.0.2/24
+  v=$(bw ib_write_bw 65536 "$bw_iters" ns-xdpb-one "$s" isoroce1 ns-xdpb-one "$s" isoroce0 127.0.0.1 0)
+  row "one daemon$2, veth, net_$kind: ib_write_bw 64 KB (apps CPU 0)" "${v:-fail} MB/s" ""
+  r[bw/$kind$2]=${v:-0}
+  read -r typ p99 <<<"$(lat ib_write_lat 2 "$lat_iters" ns-xdpb-one "$s" isoroce1 ns-xdpb-one "$s" isoroce0 127.0.0.1 0)" || true
+  row "one daemon$2, veth, net_$kind: ib_write_lat 2 B (apps CPU 0)" "${typ:-fail} us" "${p99:-fail} us"
+  r[lat/$kind$2]=${typ:-0}
+  stop_daemons
+}
+# Runs "$@" with the daemon and library of BEFORE (the baseline build).
+with_before() {
+  local save_bin=$bin save_preload=$preload save_extra=("${extra[@]}")
+  bin="$BEFORE/bin" preload="$BEFORE/lib/libisoroce-verbs.so" extra=()
+  "$@"
+  bin=$save_bin preload=$save_preload extra=("${save_extra[@]}")
+}
+for kind in ${KINDS:-af_xdp af_packet}; do one "$kind" ""; done
+[[ -n ${BEFORE:-} ]] && with_before one af_xdp " (BEFORE)"
+
+# Two daemons (bin and preload of the build under test, or BEFORE's) in two namespaces.
+two() {  # label
+  local kind=${TWO_KIND:-af_xdp} sa="$tmp/two-a.sock" sb="$tmp/two-b.sock" typ p99 v
+  daemon ns-xdpb-a "$sa" 0,1 "net_${kind}0,iface=xda" 10.77.1.1/24
+  # SPREAD=1: daemon B's worker on CPU 0 (its control thread on CPU 1).
+  EAL_EXTRA=$([[ ${SPREAD:-0} == 1 ]] && echo "--main-lcore 1") daemon ns-xdpb-b "$sb" 0,1 "net_${kind}0,iface=xdb" 10.77.1.2/24
+  read -r typ p99 <<<"$(lat ib_write_lat 2 "$lat_iters" ns-xdpb-b "$sb" isoroce0 ns-xdpb-a "$sa" isoroce0 10.78.0.2 "${TWO_PIN:-}")" || true
+  row "two daemons$1, two namespaces, net_$kind: ib_write_lat 2 B" "${typ:-fail} us" "${p99:-fail} us"
+  r[lat/two$1]=${typ:-0}
+  v=$(bw ib_write_bw 65536 "$bw_iters" ns-xdpb-b "$sb" isoroce0 ns-xdpb-a "$sa" isoroce0 10.78.0.2 "${TWO_PIN:-}")
+  row "two daemons$1, two namespaces, net_$kind: ib_write_bw 64 KB" "${v:-fail} MB/s" ""
+  stop_daemons
+}
+if [[ ${TWO:-1} == 1 ]]; then
+  two ""
+  [[ -n ${BEFORE:-} ]] && with_before two " (BEFORE)"
+fi
+
+ip netns exec ns-xdpb-b qperf >/dev/null 2>&1 &
+qp=$!
+sleep 0.5
+tcp=$(ip netns exec ns-xdpb-a qperf -t 3 10.78.0.2 -m 2 tcp_lat -m 64K tcp_bw 2>&1 || true)
+kill $qp 2>/dev/null || true
+wait $qp 2>/dev/null || true
+tcp_lat=$(awk '/^ *latency/ {v=$3; u=$4} END {if (u == "ms") v *= 1000; if (u == "ns") v /= 1000; print v}' <<<"$tcp")
+tcp_bw=$(awk '/^ *bw/ {v=$3; u=$4} END {if (u == "GB/sec") v *= 1000; if (u == "KB/sec") v /= 1000; print v}' <<<"$tcp")
+row "kernel TCP across a veth, two namespaces: qperf tcp_bw 64 KB" "$tcp_bw MB/s" ""
+row "kernel TCP across a veth, two namespaces: qperf tcp_lat 2 B" "$tcp_lat us" ""
+load_after=$(uptime)
+echo
+awk -v x="${r[bw/af_xdp]:-0}" -v p="${r[bw/af_packet]:-0}" -v t="$tcp_bw" -v l1="${r[lat/af_xdp]:-0}" \
+  -v l2="${r[lat/two]:-0}" -v l0="${r[lat/two (BEFORE)]:-0}" -v l1b="${r[lat/af_xdp (BEFORE)]:-0}" 'BEGIN {
+  if (t > 0) printf "ib_write_bw 64 KB / kernel TCP: af_xdp %.2f, af_packet %.2f  (goal >= 1)\n", x / t, p / t
+  if (l1 > 0 && l2 > 0) printf "two-daemon / one-daemon ib_write_lat median: %.1fx  (goal <= 3)\n", l2 / l1
+  if (l1b > 0 && l0 > 0) printf "BEFORE: two-daemon / one-daemon ib_write_lat median: %.1fx\n", l0 / l1b
+}'
+echo "load before: $load_before"
+echo "load after:  $load_after"
