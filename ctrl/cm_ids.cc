@@ -144,7 +144,35 @@ void CmIds::reclaim(Session& s) {
 }
 
 void CmIds::migrate(CmIdRec& r, Session& to) {
-  if (r.s) r.s->cm_ids.erase(r.handle);
+  if (Session* from = r.s) {
+    from->cm_ids.erase(r.handle);
+    // Its events not taken yet move with it, in order (as the kernel's
+    // ucma_migrate_id moves them to the new file): the new channel's eventfd
+    // counts them; the old one's counts they leave are skipped by its
+    // reader (cm_get_event EAGAIN). A listener's CONNECT_REQUESTs are its own.
+    auto& q = from->cm_events;
+    for (auto it = q.begin(); it != q.end();) {
+      const bool mine = it->contains("listen_id") ? it->value("listen_id", 0u) == r.handle
+                                                  : it->value("cm_id", 0u) == r.handle;
+      if (!mine) {
+        ++it;
+        continue;
+      }
+      // A CONNECT_REQUEST's new id goes along (the client makes it on the new channel).
+      if (it->contains("listen_id"))
+        if (CmIdRec* n = find(it->value("cm_id", 0u)); n != nullptr && n->s == from) {
+          from->cm_ids.erase(n->handle);
+          n->s = &to;
+          to.cm_ids.insert(n->handle);
+        }
+      to.cm_events.push_back(std::move(*it));
+      it = q.erase(it);
+      if (to.cm_eventfd >= 0) {
+        const uint64_t one = 1;
+        (void)!write(to.cm_eventfd, &one, sizeof one);
+      }
+    }
+  }
   r.s = &to;
   to.cm_ids.insert(r.handle);
 }

@@ -75,7 +75,8 @@ class CmIds {
   void destroy(CmIdRec& r);
   // Everything s owns (its connection closed).
   void reclaim(Session& s);
-  // Moves r to session to (its pending events stay where they were queued).
+  // Moves r to session to with its pending events (a listener's: its
+  // CONNECT_REQUESTs and their new ids).
   void migrate(CmIdRec& r, Session& to);
 
   // Ports: a free ephemeral port for (udp), or whether port is free for r.
