@@ -436,19 +436,9 @@ json cm_disconnect(OpContext& c) {
     // Already closed by the peer: librdmacm's second rdma_disconnect is harmless.
     return op_ok();
   }
-  if (rc == EPROTO && !r->established) {
-    // Not connected yet (REP sent, no RTU; or our REQ unanswered): give up the
-    // handshake with a REJ and report the end, as the kernel does.
-    d.run([&](sched::Picos now) {
-      cm::RejectParams p;
-      p.reason = cm::RejReason::kConsumerReject;
-      rc = d.cm->reject(r->cid, p, now);
-    });
-    if (rc == 0 && !r->disconnected_reported) {
-      r->disconnected_reported = true;
-      c.ctl.cm_ids().queue(*r, kDisconnected, 0);
-    }
-  }
+  // A handshake under way (our REQ unanswered, a REQ not answered yet, a
+  // REP not confirmed): 0 and nothing on the wire, as Linux; its outcome
+  // (CONNECT_RESPONSE, REJECTED, UNREACHABLE) is the next event (docs/rdma_cm.md).
   return rc == 0 ? op_ok() : op_fail(rc, "cm_disconnect");
 }
 

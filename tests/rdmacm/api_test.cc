@@ -16,7 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <memory>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -206,6 +210,106 @@ TEST_F(CmApi, GetaddrinfoGivesPassiveAndActiveAddresses) {
   EXPECT_EQ(res->ai_family, AF_INET6);
   EXPECT_EQ(res->ai_qp_type, IBV_QPT_UD);
   rdma_freeaddrinfo(res);
+}
+
+// rping 44's teardown race (fixed in rping upstream, f3ae6534a): its CM
+// thread acks the last event and calls rdma_get_cm_event again after main
+// destroyed the id (whose last event was queued, counted on the fd, then
+// dropped) and the channel. A thread inside the kernel's rdma_get_cm_event
+// never sees the fd closed; ours neither: a late call on a destroyed channel
+// blocks (EBADF only on an O_NONBLOCK fd) and never reads a closed or reused
+// fd number ("rdma_get_cm_event: Bad file descriptor" before).
+TEST_F(CmApi, GetEventOnAChannelDestroyedMeanwhileNeverReadsItsClosedFd) {
+  for (bool nonblocking : {true, false}) {
+    SCOPED_TRACE(nonblocking ? "O_NONBLOCK" : "blocking");
+    rdma_event_channel* ch = rdma_create_event_channel();
+    ASSERT_NE(ch, nullptr);
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in src = v4("10.0.0.1", 0), dst = v4("10.0.0.2", 9);
+    ASSERT_EQ(rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+    pollfd p{ch->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 5000), 1) << "ADDR_RESOLVED counted on the fd";
+    if (nonblocking) ASSERT_EQ(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK), 0);
+    ASSERT_EQ(rdma_destroy_id(id), 0);  // its event goes, its count stays
+    rdma_destroy_event_channel(ch);
+    // The fd number is free and taken again (as rping's exit path may).
+    int again[2];
+    ASSERT_EQ(pipe(again), 0);
+    const uint64_t junk = 1;
+    ASSERT_EQ(write(again[1], &junk, sizeof junk), static_cast<ssize_t>(sizeof junk));
+    struct Result {
+      std::atomic<int> rc{1}, err{0};
+    };
+    auto* r = new Result;  // the thread may outlive the test: never freed
+    std::thread t([ch, r] {
+      rdma_cm_event* e = nullptr;
+      const int rc = rdma_get_cm_event(ch, &e);
+      r->err = errno;
+      r->rc = rc;
+    });
+    if (nonblocking) {
+      t.join();
+      EXPECT_EQ(r->rc.load(), -1);
+      EXPECT_EQ(r->err.load(), EBADF);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      EXPECT_EQ(r->rc.load(), 1) << "returned " << r->rc.load() << " errno " << r->err.load();
+      t.detach();  // blocked for good, as in the kernel
+    }
+    uint64_t left = 0;
+    EXPECT_EQ(read(again[0], &left, sizeof left), static_cast<ssize_t>(sizeof left)) << "the reused fd was not read";
+    close(again[0]);
+    close(again[1]);
+  }
+}
+
+// rdma_disconnect while our REQ is unanswered (docs/rdma_cm.md): 0 and nothing
+// on the wire, as Linux; rdma_destroy_id then withdraws the REQ (REJ timeout)
+// and the passive side's id gets REJECTED.
+TEST_F(CmApi, DisconnectWhileTheReqIsUnansweredIsLinuxs) {
+  rdma_event_channel* sch = rdma_create_event_channel();
+  rdma_event_channel* cch = rdma_create_event_channel();
+  rdma_cm_id* listener = nullptr;
+  rdma_cm_id* cid = nullptr;
+  ASSERT_EQ(rdma_create_id(sch, &listener, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in la = v4("10.0.0.2", 19812);
+  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&la)), 0);
+  ASSERT_EQ(rdma_listen(listener, 4), 0);
+  ASSERT_EQ(rdma_create_id(cch, &cid, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in src = v4("10.0.0.1", 0);
+  ASSERT_EQ(rdma_resolve_addr(cid, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&la), 2000), 0);
+  rdma_cm_event* e = next_event(cch);
+  ASSERT_NE(e, nullptr);
+  rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_resolve_route(cid, 2000), 0);
+  e = next_event(cch);
+  ASSERT_NE(e, nullptr);
+  rdma_ack_cm_event(e);
+  rdma_conn_param cp{};
+  cp.qp_num = 0x123;
+  cp.responder_resources = 1;
+  cp.initiator_depth = 1;
+  ASSERT_EQ(rdma_connect(cid, &cp), 0);
+  e = next_event(sch);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  rdma_cm_id* req = e->id;
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_disconnect(cid), 0) << std::strerror(errno);
+  EXPECT_EQ(next_event(cch, 300), nullptr) << "no event for the client";
+  EXPECT_EQ(next_event(sch, 300), nullptr) << "nothing reached the server";
+  ASSERT_EQ(rdma_destroy_id(cid), 0);
+  e = next_event(sch);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(e->id, req);
+  EXPECT_EQ(e->status, 4) << "IB CM reason: timeout";
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_destroy_id(req), 0);
+  EXPECT_EQ(rdma_destroy_id(listener), 0);
+  rdma_destroy_event_channel(cch);
+  rdma_destroy_event_channel(sch);
 }
 
 TEST_F(CmApi, RejectCarriesPrivateDataToTheActiveSide) {
