@@ -28,6 +28,7 @@ enum : int {
   kRejected = 8,
   kEstablished = 9,
   kDisconnected = 10,
+  kTimewaitExit = 15,
 };
 
 std::string hex(const std::vector<uint8_t>& v, size_t from = 0) {
@@ -323,8 +324,12 @@ void CmIds::on_event(DeviceEntry& d, const cm::Event& e) {
       queue(*r, kUnreachable, -ETIMEDOUT);
       break;
     case cm::EventType::kMraReceived:
+      break;  // informational: the Manager extends its timers
     case cm::EventType::kTimewaitExit:
-      break;  // informational (librdmacm programs rarely expect TIMEWAIT_EXIT; see docs/rdma_cm.md)
+      // As Linux: a connection's id that is still there when its timewait
+      // ends (after DISCONNECTED) gets TIMEWAIT_EXIT; the QP may be reused.
+      if (r->established || r->disconnected_reported) queue(*r, kTimewaitExit, 0);
+      break;
     case cm::EventType::kDreqReceived:
       if (!r->disconnected_reported) {
         r->disconnected_reported = true;

@@ -312,6 +312,83 @@ TEST_F(CmApi, DisconnectWhileTheReqIsUnansweredIsLinuxs) {
   rdma_destroy_event_channel(sch);
 }
 
+// After DISCONNECTED, an id (with its QP) that is still there when its
+// connection's timewait ends gets RDMA_CM_EVENT_TIMEWAIT_EXIT, as on Linux:
+// both sides (the daemon's timewait is 100 ms).
+TEST_F(CmApi, TimewaitExitFollowsDisconnectedOnBothSides) {
+  rdma_event_channel* sch = rdma_create_event_channel();
+  rdma_event_channel* cch = rdma_create_event_channel();
+  rdma_cm_id* listener = nullptr;
+  rdma_cm_id* cid = nullptr;
+  ASSERT_EQ(rdma_create_id(sch, &listener, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in la = v4("10.0.0.2", 19813);
+  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&la)), 0);
+  ASSERT_EQ(rdma_listen(listener, 4), 0);
+  ASSERT_EQ(rdma_create_id(cch, &cid, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in src = v4("10.0.0.1", 0);
+  ASSERT_EQ(rdma_resolve_addr(cid, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&la), 2000), 0);
+  auto expect = [](rdma_cm_event* e, rdma_cm_event_type t, rdma_cm_id* id) {
+    EXPECT_NE(e, nullptr) << "no " << rdma_event_str(t);
+    if (e == nullptr) return;
+    EXPECT_EQ(e->event, t) << rdma_event_str(e->event) << " instead of " << rdma_event_str(t);
+    if (id) EXPECT_EQ(e->id, id);
+    EXPECT_EQ(e->status, 0);
+  };
+  rdma_cm_event* e = next_event(cch);
+  expect(e, RDMA_CM_EVENT_ADDR_RESOLVED, cid);
+  if (e) rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_resolve_route(cid, 2000), 0);
+  e = next_event(cch);
+  expect(e, RDMA_CM_EVENT_ROUTE_RESOLVED, cid);
+  if (e) rdma_ack_cm_event(e);
+  ibv_qp_init_attr qa{};
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.qp_type = IBV_QPT_RC;
+  ASSERT_EQ(rdma_create_qp(cid, nullptr, &qa), 0) << std::strerror(errno);
+  rdma_conn_param cp{};
+  cp.responder_resources = 1;
+  cp.initiator_depth = 1;
+  ASSERT_EQ(rdma_connect(cid, &cp), 0);
+  e = next_event(sch);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  rdma_cm_id* req = e->id;
+  rdma_ack_cm_event(e);
+  ibv_qp_init_attr qb = qa;
+  qb.send_cq = qb.recv_cq = nullptr;  // rdma_create_qp filled qa's with the client device's CQs
+  ASSERT_EQ(rdma_create_qp(req, nullptr, &qb), 0) << std::strerror(errno);
+  ASSERT_EQ(rdma_accept(req, &cp), 0) << std::strerror(errno);
+  e = next_event(cch);
+  expect(e, RDMA_CM_EVENT_ESTABLISHED, cid);
+  if (e) rdma_ack_cm_event(e);
+  e = next_event(sch);
+  expect(e, RDMA_CM_EVENT_ESTABLISHED, req);
+  if (e) rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_disconnect(cid), 0);
+  e = next_event(sch);
+  expect(e, RDMA_CM_EVENT_DISCONNECTED, req);
+  if (e) rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_disconnect(req), 0);
+  e = next_event(cch);
+  expect(e, RDMA_CM_EVENT_DISCONNECTED, cid);
+  if (e) rdma_ack_cm_event(e);
+  e = next_event(cch, 3000);
+  expect(e, RDMA_CM_EVENT_TIMEWAIT_EXIT, cid);
+  if (e) rdma_ack_cm_event(e);
+  e = next_event(sch, 3000);
+  expect(e, RDMA_CM_EVENT_TIMEWAIT_EXIT, req);
+  if (e) rdma_ack_cm_event(e);
+  EXPECT_EQ(next_event(cch, 300), nullptr) << "one TIMEWAIT_EXIT each";
+  rdma_destroy_qp(cid);
+  rdma_destroy_qp(req);
+  EXPECT_EQ(rdma_destroy_id(cid), 0);
+  EXPECT_EQ(rdma_destroy_id(req), 0);
+  EXPECT_EQ(rdma_destroy_id(listener), 0);
+  rdma_destroy_event_channel(cch);
+  rdma_destroy_event_channel(sch);
+}
+
 TEST_F(CmApi, RejectCarriesPrivateDataToTheActiveSide) {
   rdma_event_channel* sch = rdma_create_event_channel();
   rdma_event_channel* cch = rdma_create_event_channel();
