@@ -245,6 +245,44 @@ void CmIds::queue(CmIdRec& r, int event, int status, json extra) {
   }
 }
 
+void CmIds::resolve_later(CmIdRec& r) {
+  const auto now = std::chrono::steady_clock::now();
+  resolving_.push_back({r.handle, r.dev, r.peer_ip, now, now + std::chrono::milliseconds(250)});
+}
+
+bool CmIds::resolving(uint32_t handle) const {
+  for (const Resolving& x : resolving_)
+    if (x.handle == handle) return true;
+  return false;
+}
+
+void CmIds::poll_resolutions() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = resolving_.begin(); it != resolving_.end();) {
+    CmIdRec* r = find(it->handle);
+    if (r == nullptr || r->dev != it->dev || r->addr_resolved) {  // destroyed meanwhile
+      it = resolving_.erase(it);
+      continue;
+    }
+    const bool solicit = now >= it->next_solicit;
+    if (solicit) it->next_solicit = now + std::chrono::milliseconds(250);
+    bool known = false;
+    DeviceEntry* d = it->dev;
+    const wire::IpAddr ip = it->ip;
+    d->run([&](sched::Picos) { known = d->driver->neighbor_known(ip, solicit); });
+    if (known) {
+      r->addr_resolved = true;
+      queue(*r, kAddrResolved, 0);
+    } else if (now - it->since >= std::chrono::seconds(1)) {
+      queue(*r, kAddrError, -EHOSTUNREACH);
+    } else {
+      ++it;
+      continue;
+    }
+    it = resolving_.erase(it);
+  }
+}
+
 void CmIds::drain() {
   for (auto& d : ctl_.devices()) {
     if (!d->cm) continue;

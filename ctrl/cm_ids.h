@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -93,6 +94,16 @@ class CmIds {
   // r's addressing as the client applies it: local, peer, device, dgid.
   json addressing(const CmIdRec& r) const;
 
+  // rdma_resolve_addr's neighbour resolution without blocking the control
+  // thread: resolve_later() remembers r (already solicited); the daemon's
+  // loop calls poll_resolutions() every 25 ms while resolving(), which queues
+  // ADDR_RESOLVED when the neighbour is known or ADDR_ERROR (-EHOSTUNREACH)
+  // after a second, soliciting again every 250 ms.
+  void resolve_later(CmIdRec& r);
+  void poll_resolutions();
+  bool resolving() const { return !resolving_.empty(); }
+  bool resolving(uint32_t handle) const;
+
   // (device, cm id) -> our handle.
   void map_cm(DeviceEntry* d, cm::Id id, uint32_t handle) { by_cm_[{d, id}] = handle; }
   void unmap_cm(DeviceEntry* d, cm::Id id) { by_cm_.erase({d, id}); }
@@ -109,6 +120,13 @@ class CmIds {
   std::map<std::pair<DeviceEntry*, cm::Id>, uint32_t> by_cm_;
   uint32_t port_seed_ = 0x5eed;
   std::set<std::pair<DeviceEntry*, int>> watched_;  // agents' event fds the daemon watches
+  struct Resolving {
+    uint32_t handle;
+    DeviceEntry* dev;
+    wire::IpAddr ip;
+    std::chrono::steady_clock::time_point since, next_solicit;
+  };
+  std::vector<Resolving> resolving_;
 };
 
 std::string ip_text(const wire::IpAddr& ip);

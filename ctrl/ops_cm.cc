@@ -186,6 +186,7 @@ json cm_resolve_addr(OpContext& c) {
   if (r == nullptr) return not_owned(c);
   if (r->cid != 0 || !r->listens.empty()) return op_fail(EINVAL, "cm_resolve_addr: the id is in use");
   CmIds& ids = c.ctl.cm_ids();
+  if (ids.resolving(r->handle)) return op_fail(EINVAL, "cm_resolve_addr: a resolution is under way");
   wire::IpAddr dst{}, src{};
   uint16_t dport = 0, sport = 0;
   bool v6 = false, sv6 = false;
@@ -219,12 +220,17 @@ json cm_resolve_addr(OpContext& c) {
   r->peer_port = dport;
   std::string aerr;
   if (ids.agent(*d, &aerr) == nullptr) return op_fail(EIO, "cm_resolve_addr: " + aerr);
-  // Neighbour resolution (ARP/ND; waits up to a second): ADDR_RESOLVED or ADDR_ERROR.
-  if (c.ctl.resolve_neighbor(*d, dst)) {
+  // Neighbour resolution (ARP/ND) without blocking the control thread: a
+  // known neighbour (or the device's own address) is ADDR_RESOLVED at once;
+  // otherwise it is solicited and the daemon's loop queues ADDR_RESOLVED, or
+  // ADDR_ERROR after a second (CmIds::poll_resolutions).
+  bool known = false;
+  d->run([&](sched::Picos) { known = d->engine().config().ip == dst || d->driver->neighbor_known(dst, true); });
+  if (known) {
     r->addr_resolved = true;
     ids.queue(*r, kAddrResolved, 0);
   } else {
-    ids.queue(*r, kAddrError, -EHOSTUNREACH);
+    ids.resolve_later(*r);
   }
   return reply_with(ids, *r);
 }
@@ -445,6 +451,7 @@ json cm_disconnect(OpContext& c) {
 json cm_get_event(OpContext& c) {
   Session& s = c.s;
   c.ctl.drain_cm_events();
+  if (c.ctl.cm_ids().resolving()) c.ctl.cm_ids().poll_resolutions();
   if (s.cm_events.empty()) return op_fail(EAGAIN, "cm_get_event: no event");
   json ev = std::move(s.cm_events.front());
   s.cm_events.pop_front();

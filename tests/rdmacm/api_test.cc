@@ -389,6 +389,48 @@ TEST_F(CmApi, TimewaitExitFollowsDisconnectedOnBothSides) {
   rdma_destroy_event_channel(sch);
 }
 
+// rdma_resolve_addr to a neighbour that never answers (10.0.0.77, on
+// isoroce0's subnet) returns at once and ADDR_ERROR (-EHOSTUNREACH) comes
+// about a second later; meanwhile the daemon serves everyone else (another
+// id's resolution completes at once). Before, the daemon's control thread
+// waited the second inside the call.
+TEST_F(CmApi, ResolveAddrDoesNotBlockTheDaemon) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - a).count();
+  };
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_event_channel* other = rdma_create_event_channel();
+  rdma_cm_id* lost = nullptr;
+  rdma_cm_id* fine = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &lost, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(other, &fine, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in src = v4("10.0.0.1", 0), nobody = v4("10.0.0.77", 9), peer = v4("10.0.0.2", 9);
+  const auto t0 = Clock::now();
+  ASSERT_EQ(rdma_resolve_addr(lost, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&nobody), 2000), 0);
+  EXPECT_LT(ms(t0), 300) << "rdma_resolve_addr waited for the neighbour";
+  EXPECT_EQ(rdma_resolve_addr(lost, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&nobody), 2000), -1);
+  EXPECT_EQ(errno, EINVAL) << "a second resolution while one is under way";
+  const auto t1 = Clock::now();
+  ASSERT_EQ(rdma_resolve_addr(fine, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&peer), 2000), 0);
+  rdma_cm_event* e = next_event(other, 2000);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+  EXPECT_LT(ms(t1), 500) << "the other id waited for the first one's resolution";
+  rdma_ack_cm_event(e);
+  e = next_event(ch, 5000);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_ADDR_ERROR);
+  EXPECT_EQ(e->status, -EHOSTUNREACH);
+  EXPECT_GE(ms(t0), 900);
+  EXPECT_LT(ms(t0), 4000);
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_destroy_id(lost), 0);
+  EXPECT_EQ(rdma_destroy_id(fine), 0);
+  rdma_destroy_event_channel(ch);
+  rdma_destroy_event_channel(other);
+}
+
 TEST_F(CmApi, RejectCarriesPrivateDataToTheActiveSide) {
   rdma_event_channel* sch = rdma_create_event_channel();
   rdma_event_channel* cch = rdma_create_event_channel();
