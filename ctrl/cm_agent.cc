@@ -257,6 +257,8 @@ unsigned CmAgent::poll(sched::Picos now) {
       if (wc[i].opcode == IBV_WC_RECV) {
         if (wc[i].status == IBV_WC_SUCCESS)
           on_recv(now, static_cast<uint32_t>(wc[i].wr_id), wc[i].byte_len, wc[i].src_qp);
+        else if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
+          ++stats_.recv_errors;
         if (wc[i].status != IBV_WC_WR_FLUSH_ERR) post_recv(static_cast<uint32_t>(wc[i].wr_id));
       } else if (wc[i].status != IBV_WC_SUCCESS) {
         // A UD send error leaves the send queue in SQE: back to RTS.

@@ -44,6 +44,7 @@ struct CmAgentStats {
   bool running = false;         // QP1 exists and is hooked
   uint64_t received = 0;        // receive completions handed to the Manager
   uint64_t short_received = 0;  // receives shorter than GRH + 256 bytes (dropped)
+  uint64_t recv_errors = 0;     // receive completions in error (a SEND longer than GRH + 256 bytes)
   uint64_t sent = 0;            // MADs posted
   uint64_t looped = 0;          // MADs to the device's own GID, delivered without the wire
   uint64_t unresolved = 0;      // MADs dropped: neighbour not known in time

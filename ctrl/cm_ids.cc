@@ -28,6 +28,7 @@ enum : int {
   kRejected = 8,
   kEstablished = 9,
   kDisconnected = 10,
+  kTimewaitExit = 15,
 };
 
 std::string hex(const std::vector<uint8_t>& v, size_t from = 0) {
@@ -144,7 +145,35 @@ void CmIds::reclaim(Session& s) {
 }
 
 void CmIds::migrate(CmIdRec& r, Session& to) {
-  if (r.s) r.s->cm_ids.erase(r.handle);
+  if (Session* from = r.s) {
+    from->cm_ids.erase(r.handle);
+    // Its events not taken yet move with it, in order (as the kernel's
+    // ucma_migrate_id moves them to the new file): the new channel's eventfd
+    // counts them; the old one's counts they leave are skipped by its
+    // reader (cm_get_event EAGAIN). A listener's CONNECT_REQUESTs are its own.
+    auto& q = from->cm_events;
+    for (auto it = q.begin(); it != q.end();) {
+      const bool mine = it->contains("listen_id") ? it->value("listen_id", 0u) == r.handle
+                                                  : it->value("cm_id", 0u) == r.handle;
+      if (!mine) {
+        ++it;
+        continue;
+      }
+      // A CONNECT_REQUEST's new id goes along (the client makes it on the new channel).
+      if (it->contains("listen_id"))
+        if (CmIdRec* n = find(it->value("cm_id", 0u)); n != nullptr && n->s == from) {
+          from->cm_ids.erase(n->handle);
+          n->s = &to;
+          to.cm_ids.insert(n->handle);
+        }
+      to.cm_events.push_back(std::move(*it));
+      it = q.erase(it);
+      if (to.cm_eventfd >= 0) {
+        const uint64_t one = 1;
+        (void)!write(to.cm_eventfd, &one, sizeof one);
+      }
+    }
+  }
   r.s = &to;
   to.cm_ids.insert(r.handle);
 }
@@ -213,6 +242,44 @@ void CmIds::queue(CmIdRec& r, int event, int status, json extra) {
   if (s->cm_eventfd >= 0) {
     const uint64_t one = 1;
     (void)!write(s->cm_eventfd, &one, sizeof one);
+  }
+}
+
+void CmIds::resolve_later(CmIdRec& r) {
+  const auto now = std::chrono::steady_clock::now();
+  resolving_.push_back({r.handle, r.dev, r.peer_ip, now, now + std::chrono::milliseconds(250)});
+}
+
+bool CmIds::resolving(uint32_t handle) const {
+  for (const Resolving& x : resolving_)
+    if (x.handle == handle) return true;
+  return false;
+}
+
+void CmIds::poll_resolutions() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = resolving_.begin(); it != resolving_.end();) {
+    CmIdRec* r = find(it->handle);
+    if (r == nullptr || r->dev != it->dev || r->addr_resolved) {  // destroyed meanwhile
+      it = resolving_.erase(it);
+      continue;
+    }
+    const bool solicit = now >= it->next_solicit;
+    if (solicit) it->next_solicit = now + std::chrono::milliseconds(250);
+    bool known = false;
+    DeviceEntry* d = it->dev;
+    const wire::IpAddr ip = it->ip;
+    d->run([&](sched::Picos) { known = d->driver->neighbor_known(ip, solicit); });
+    if (known) {
+      r->addr_resolved = true;
+      queue(*r, kAddrResolved, 0);
+    } else if (now - it->since >= std::chrono::seconds(1)) {
+      queue(*r, kAddrError, -EHOSTUNREACH);
+    } else {
+      ++it;
+      continue;
+    }
+    it = resolving_.erase(it);
   }
 }
 
@@ -295,8 +362,12 @@ void CmIds::on_event(DeviceEntry& d, const cm::Event& e) {
       queue(*r, kUnreachable, -ETIMEDOUT);
       break;
     case cm::EventType::kMraReceived:
+      break;  // informational: the Manager extends its timers
     case cm::EventType::kTimewaitExit:
-      break;  // informational (librdmacm programs rarely expect TIMEWAIT_EXIT; see docs/rdma_cm.md)
+      // As Linux: a connection's id that is still there when its timewait
+      // ends (after DISCONNECTED) gets TIMEWAIT_EXIT; the QP may be reused.
+      if (r->established || r->disconnected_reported) queue(*r, kTimewaitExit, 0);
+      break;
     case cm::EventType::kDreqReceived:
       if (!r->disconnected_reported) {
         r->disconnected_reported = true;

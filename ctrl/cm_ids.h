@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -75,7 +76,8 @@ class CmIds {
   void destroy(CmIdRec& r);
   // Everything s owns (its connection closed).
   void reclaim(Session& s);
-  // Moves r to session to (its pending events stay where they were queued).
+  // Moves r to session to with its pending events (a listener's: its
+  // CONNECT_REQUESTs and their new ids).
   void migrate(CmIdRec& r, Session& to);
 
   // Ports: a free ephemeral port for (udp), or whether port is free for r.
@@ -91,6 +93,16 @@ class CmIds {
   void queue(CmIdRec& r, int event, int status, json extra = json::object());
   // r's addressing as the client applies it: local, peer, device, dgid.
   json addressing(const CmIdRec& r) const;
+
+  // rdma_resolve_addr's neighbour resolution without blocking the control
+  // thread: resolve_later() remembers r (already solicited); the daemon's
+  // loop calls poll_resolutions() every 25 ms while resolving(), which queues
+  // ADDR_RESOLVED when the neighbour is known or ADDR_ERROR (-EHOSTUNREACH)
+  // after a second, soliciting again every 250 ms.
+  void resolve_later(CmIdRec& r);
+  void poll_resolutions();
+  bool resolving() const { return !resolving_.empty(); }
+  bool resolving(uint32_t handle) const;
 
   // (device, cm id) -> our handle.
   void map_cm(DeviceEntry* d, cm::Id id, uint32_t handle) { by_cm_[{d, id}] = handle; }
@@ -108,6 +120,13 @@ class CmIds {
   std::map<std::pair<DeviceEntry*, cm::Id>, uint32_t> by_cm_;
   uint32_t port_seed_ = 0x5eed;
   std::set<std::pair<DeviceEntry*, int>> watched_;  // agents' event fds the daemon watches
+  struct Resolving {
+    uint32_t handle;
+    DeviceEntry* dev;
+    wire::IpAddr ip;
+    std::chrono::steady_clock::time_point since, next_solicit;
+  };
+  std::vector<Resolving> resolving_;
 };
 
 std::string ip_text(const wire::IpAddr& ip);

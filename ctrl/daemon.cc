@@ -161,8 +161,10 @@ int Daemon::run() {
   // overflows only above 13 million events per second and device).
   bool tracing = false;
   for (bool stop = false; !stop;) {
-    const std::vector<int> ready = server_.poll(tracing ? 5 : 250);
+    // rdma_resolve_addr's pending neighbour resolutions are looked at every 25 ms.
+    const std::vector<int> ready = server_.poll(tracing ? 5 : cm_ids().resolving() ? 25 : 250);
     tracing = trace_tick(std::chrono::steady_clock::now());
+    if (cm_ids().resolving()) cm_ids().poll_resolutions();
     if (std::chrono::steady_clock::now() - last_drain >= kDrainEvery) {
       drain_async_events();
       drain_cm_events();

@@ -130,7 +130,7 @@ std::optional<json> Control::qp_view(DeviceEntry& d, uint32_t qpn) {
 static json cm_counters(const CmAgentStats& s) {
   const cm::ManagerStats& m = s.manager;
   return {{"running", s.running}, {"received", s.received}, {"sent", s.sent}, {"looped", s.looped},
-          {"short_received", s.short_received}, {"unresolved", s.unresolved}, {"send_errors", s.send_errors},
+          {"short_received", s.short_received}, {"recv_errors", s.recv_errors}, {"unresolved", s.unresolved}, {"send_errors", s.send_errors},
           {"events", s.events}, {"events_dropped", s.events_dropped}, {"retransmits", m.retransmits},
           {"malformed", m.malformed}, {"wrong_class", m.wrong_class}, {"unknown_attribute", m.unknown_attribute},
           {"unmatched", m.unmatched}, {"duplicates", m.duplicates}, {"stale", m.stale},

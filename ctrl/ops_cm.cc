@@ -186,6 +186,7 @@ json cm_resolve_addr(OpContext& c) {
   if (r == nullptr) return not_owned(c);
   if (r->cid != 0 || !r->listens.empty()) return op_fail(EINVAL, "cm_resolve_addr: the id is in use");
   CmIds& ids = c.ctl.cm_ids();
+  if (ids.resolving(r->handle)) return op_fail(EINVAL, "cm_resolve_addr: a resolution is under way");
   wire::IpAddr dst{}, src{};
   uint16_t dport = 0, sport = 0;
   bool v6 = false, sv6 = false;
@@ -219,12 +220,17 @@ json cm_resolve_addr(OpContext& c) {
   r->peer_port = dport;
   std::string aerr;
   if (ids.agent(*d, &aerr) == nullptr) return op_fail(EIO, "cm_resolve_addr: " + aerr);
-  // Neighbour resolution (ARP/ND; waits up to a second): ADDR_RESOLVED or ADDR_ERROR.
-  if (c.ctl.resolve_neighbor(*d, dst)) {
+  // Neighbour resolution (ARP/ND) without blocking the control thread: a
+  // known neighbour (or the device's own address) is ADDR_RESOLVED at once;
+  // otherwise it is solicited and the daemon's loop queues ADDR_RESOLVED, or
+  // ADDR_ERROR after a second (CmIds::poll_resolutions).
+  bool known = false;
+  d->run([&](sched::Picos) { known = d->engine().config().ip == dst || d->driver->neighbor_known(dst, true); });
+  if (known) {
     r->addr_resolved = true;
     ids.queue(*r, kAddrResolved, 0);
   } else {
-    ids.queue(*r, kAddrError, -EHOSTUNREACH);
+    ids.resolve_later(*r);
   }
   return reply_with(ids, *r);
 }
@@ -436,25 +442,16 @@ json cm_disconnect(OpContext& c) {
     // Already closed by the peer: librdmacm's second rdma_disconnect is harmless.
     return op_ok();
   }
-  if (rc == EPROTO && !r->established) {
-    // Not connected yet (REP sent, no RTU; or our REQ unanswered): give up the
-    // handshake with a REJ and report the end, as the kernel does.
-    d.run([&](sched::Picos now) {
-      cm::RejectParams p;
-      p.reason = cm::RejReason::kConsumerReject;
-      rc = d.cm->reject(r->cid, p, now);
-    });
-    if (rc == 0 && !r->disconnected_reported) {
-      r->disconnected_reported = true;
-      c.ctl.cm_ids().queue(*r, kDisconnected, 0);
-    }
-  }
+  // A handshake under way (our REQ unanswered, a REQ not answered yet, a
+  // REP not confirmed): 0 and nothing on the wire, as Linux; its outcome
+  // (CONNECT_RESPONSE, REJECTED, UNREACHABLE) is the next event (docs/rdma_cm.md).
   return rc == 0 ? op_ok() : op_fail(rc, "cm_disconnect");
 }
 
 json cm_get_event(OpContext& c) {
   Session& s = c.s;
   c.ctl.drain_cm_events();
+  if (c.ctl.cm_ids().resolving()) c.ctl.cm_ids().poll_resolutions();
   if (s.cm_events.empty()) return op_fail(EAGAIN, "cm_get_event: no event");
   json ev = std::move(s.cm_events.front());
   s.cm_events.pop_front();

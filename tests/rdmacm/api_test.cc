@@ -16,7 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <memory>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -206,6 +210,225 @@ TEST_F(CmApi, GetaddrinfoGivesPassiveAndActiveAddresses) {
   EXPECT_EQ(res->ai_family, AF_INET6);
   EXPECT_EQ(res->ai_qp_type, IBV_QPT_UD);
   rdma_freeaddrinfo(res);
+}
+
+// rping 44's teardown race (fixed in rping upstream, f3ae6534a): its CM
+// thread acks the last event and calls rdma_get_cm_event again after main
+// destroyed the id (whose last event was queued, counted on the fd, then
+// dropped) and the channel. A thread inside the kernel's rdma_get_cm_event
+// never sees the fd closed; ours neither: a late call on a destroyed channel
+// blocks (EBADF only on an O_NONBLOCK fd) and never reads a closed or reused
+// fd number ("rdma_get_cm_event: Bad file descriptor" before).
+TEST_F(CmApi, GetEventOnAChannelDestroyedMeanwhileNeverReadsItsClosedFd) {
+  for (bool nonblocking : {true, false}) {
+    SCOPED_TRACE(nonblocking ? "O_NONBLOCK" : "blocking");
+    rdma_event_channel* ch = rdma_create_event_channel();
+    ASSERT_NE(ch, nullptr);
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in src = v4("10.0.0.1", 0), dst = v4("10.0.0.2", 9);
+    ASSERT_EQ(rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+    pollfd p{ch->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 5000), 1) << "ADDR_RESOLVED counted on the fd";
+    if (nonblocking) ASSERT_EQ(fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK), 0);
+    ASSERT_EQ(rdma_destroy_id(id), 0);  // its event goes, its count stays
+    rdma_destroy_event_channel(ch);
+    // The fd number is free and taken again (as rping's exit path may).
+    int again[2];
+    ASSERT_EQ(pipe(again), 0);
+    const uint64_t junk = 1;
+    ASSERT_EQ(write(again[1], &junk, sizeof junk), static_cast<ssize_t>(sizeof junk));
+    struct Result {
+      std::atomic<int> rc{1}, err{0};
+    };
+    auto* r = new Result;  // the thread may outlive the test: never freed
+    std::thread t([ch, r] {
+      rdma_cm_event* e = nullptr;
+      const int rc = rdma_get_cm_event(ch, &e);
+      r->err = errno;
+      r->rc = rc;
+    });
+    if (nonblocking) {
+      t.join();
+      EXPECT_EQ(r->rc.load(), -1);
+      EXPECT_EQ(r->err.load(), EBADF);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      EXPECT_EQ(r->rc.load(), 1) << "returned " << r->rc.load() << " errno " << r->err.load();
+      t.detach();  // blocked for good, as in the kernel
+    }
+    uint64_t left = 0;
+    EXPECT_EQ(read(again[0], &left, sizeof left), static_cast<ssize_t>(sizeof left)) << "the reused fd was not read";
+    close(again[0]);
+    close(again[1]);
+  }
+}
+
+// rdma_disconnect while our REQ is unanswered (docs/rdma_cm.md): 0 and nothing
+// on the wire, as Linux; rdma_destroy_id then withdraws the REQ (REJ timeout)
+// and the passive side's id gets REJECTED.
+TEST_F(CmApi, DisconnectWhileTheReqIsUnansweredIsLinuxs) {
+  rdma_event_channel* sch = rdma_create_event_channel();
+  rdma_event_channel* cch = rdma_create_event_channel();
+  rdma_cm_id* listener = nullptr;
+  rdma_cm_id* cid = nullptr;
+  ASSERT_EQ(rdma_create_id(sch, &listener, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in la = v4("10.0.0.2", 19812);
+  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&la)), 0);
+  ASSERT_EQ(rdma_listen(listener, 4), 0);
+  ASSERT_EQ(rdma_create_id(cch, &cid, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in src = v4("10.0.0.1", 0);
+  ASSERT_EQ(rdma_resolve_addr(cid, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&la), 2000), 0);
+  rdma_cm_event* e = next_event(cch);
+  ASSERT_NE(e, nullptr);
+  rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_resolve_route(cid, 2000), 0);
+  e = next_event(cch);
+  ASSERT_NE(e, nullptr);
+  rdma_ack_cm_event(e);
+  rdma_conn_param cp{};
+  cp.qp_num = 0x123;
+  cp.responder_resources = 1;
+  cp.initiator_depth = 1;
+  ASSERT_EQ(rdma_connect(cid, &cp), 0);
+  e = next_event(sch);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  rdma_cm_id* req = e->id;
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_disconnect(cid), 0) << std::strerror(errno);
+  EXPECT_EQ(next_event(cch, 300), nullptr) << "no event for the client";
+  EXPECT_EQ(next_event(sch, 300), nullptr) << "nothing reached the server";
+  ASSERT_EQ(rdma_destroy_id(cid), 0);
+  e = next_event(sch);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(e->id, req);
+  EXPECT_EQ(e->status, 4) << "IB CM reason: timeout";
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_destroy_id(req), 0);
+  EXPECT_EQ(rdma_destroy_id(listener), 0);
+  rdma_destroy_event_channel(cch);
+  rdma_destroy_event_channel(sch);
+}
+
+// After DISCONNECTED, an id (with its QP) that is still there when its
+// connection's timewait ends gets RDMA_CM_EVENT_TIMEWAIT_EXIT, as on Linux:
+// both sides (the daemon's timewait is 100 ms).
+TEST_F(CmApi, TimewaitExitFollowsDisconnectedOnBothSides) {
+  rdma_event_channel* sch = rdma_create_event_channel();
+  rdma_event_channel* cch = rdma_create_event_channel();
+  rdma_cm_id* listener = nullptr;
+  rdma_cm_id* cid = nullptr;
+  ASSERT_EQ(rdma_create_id(sch, &listener, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in la = v4("10.0.0.2", 19813);
+  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&la)), 0);
+  ASSERT_EQ(rdma_listen(listener, 4), 0);
+  ASSERT_EQ(rdma_create_id(cch, &cid, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in src = v4("10.0.0.1", 0);
+  ASSERT_EQ(rdma_resolve_addr(cid, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&la), 2000), 0);
+  auto expect = [](rdma_cm_event* e, rdma_cm_event_type t, rdma_cm_id* id) {
+    EXPECT_NE(e, nullptr) << "no " << rdma_event_str(t);
+    if (e == nullptr) return;
+    EXPECT_EQ(e->event, t) << rdma_event_str(e->event) << " instead of " << rdma_event_str(t);
+    if (id) EXPECT_EQ(e->id, id);
+    EXPECT_EQ(e->status, 0);
+  };
+  rdma_cm_event* e = next_event(cch);
+  expect(e, RDMA_CM_EVENT_ADDR_RESOLVED, cid);
+  if (e) rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_resolve_route(cid, 2000), 0);
+  e = next_event(cch);
+  expect(e, RDMA_CM_EVENT_ROUTE_RESOLVED, cid);
+  if (e) rdma_ack_cm_event(e);
+  ibv_qp_init_attr qa{};
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 2;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.qp_type = IBV_QPT_RC;
+  ASSERT_EQ(rdma_create_qp(cid, nullptr, &qa), 0) << std::strerror(errno);
+  rdma_conn_param cp{};
+  cp.responder_resources = 1;
+  cp.initiator_depth = 1;
+  ASSERT_EQ(rdma_connect(cid, &cp), 0);
+  e = next_event(sch);
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->event, RDMA_CM_EVENT_CONNECT_REQUEST);
+  rdma_cm_id* req = e->id;
+  rdma_ack_cm_event(e);
+  ibv_qp_init_attr qb = qa;
+  qb.send_cq = qb.recv_cq = nullptr;  // rdma_create_qp filled qa's with the client device's CQs
+  ASSERT_EQ(rdma_create_qp(req, nullptr, &qb), 0) << std::strerror(errno);
+  ASSERT_EQ(rdma_accept(req, &cp), 0) << std::strerror(errno);
+  e = next_event(cch);
+  expect(e, RDMA_CM_EVENT_ESTABLISHED, cid);
+  if (e) rdma_ack_cm_event(e);
+  e = next_event(sch);
+  expect(e, RDMA_CM_EVENT_ESTABLISHED, req);
+  if (e) rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_disconnect(cid), 0);
+  e = next_event(sch);
+  expect(e, RDMA_CM_EVENT_DISCONNECTED, req);
+  if (e) rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_disconnect(req), 0);
+  e = next_event(cch);
+  expect(e, RDMA_CM_EVENT_DISCONNECTED, cid);
+  if (e) rdma_ack_cm_event(e);
+  e = next_event(cch, 3000);
+  expect(e, RDMA_CM_EVENT_TIMEWAIT_EXIT, cid);
+  if (e) rdma_ack_cm_event(e);
+  e = next_event(sch, 3000);
+  expect(e, RDMA_CM_EVENT_TIMEWAIT_EXIT, req);
+  if (e) rdma_ack_cm_event(e);
+  EXPECT_EQ(next_event(cch, 300), nullptr) << "one TIMEWAIT_EXIT each";
+  rdma_destroy_qp(cid);
+  rdma_destroy_qp(req);
+  EXPECT_EQ(rdma_destroy_id(cid), 0);
+  EXPECT_EQ(rdma_destroy_id(req), 0);
+  EXPECT_EQ(rdma_destroy_id(listener), 0);
+  rdma_destroy_event_channel(cch);
+  rdma_destroy_event_channel(sch);
+}
+
+// rdma_resolve_addr to a neighbour that never answers (10.0.0.77, on
+// isoroce0's subnet) returns at once and ADDR_ERROR (-EHOSTUNREACH) comes
+// about a second later; meanwhile the daemon serves everyone else (another
+// id's resolution completes at once). Before, the daemon's control thread
+// waited the second inside the call.
+TEST_F(CmApi, ResolveAddrDoesNotBlockTheDaemon) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - a).count();
+  };
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_event_channel* other = rdma_create_event_channel();
+  rdma_cm_id* lost = nullptr;
+  rdma_cm_id* fine = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &lost, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(other, &fine, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in src = v4("10.0.0.1", 0), nobody = v4("10.0.0.77", 9), peer = v4("10.0.0.2", 9);
+  const auto t0 = Clock::now();
+  ASSERT_EQ(rdma_resolve_addr(lost, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&nobody), 2000), 0);
+  EXPECT_LT(ms(t0), 300) << "rdma_resolve_addr waited for the neighbour";
+  EXPECT_EQ(rdma_resolve_addr(lost, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&nobody), 2000), -1);
+  EXPECT_EQ(errno, EINVAL) << "a second resolution while one is under way";
+  const auto t1 = Clock::now();
+  ASSERT_EQ(rdma_resolve_addr(fine, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&peer), 2000), 0);
+  rdma_cm_event* e = next_event(other, 2000);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+  EXPECT_LT(ms(t1), 500) << "the other id waited for the first one's resolution";
+  rdma_ack_cm_event(e);
+  e = next_event(ch, 5000);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_ADDR_ERROR);
+  EXPECT_EQ(e->status, -EHOSTUNREACH);
+  EXPECT_GE(ms(t0), 900);
+  EXPECT_LT(ms(t0), 4000);
+  rdma_ack_cm_event(e);
+  EXPECT_EQ(rdma_destroy_id(lost), 0);
+  EXPECT_EQ(rdma_destroy_id(fine), 0);
+  rdma_destroy_event_channel(ch);
+  rdma_destroy_event_channel(other);
 }
 
 TEST_F(CmApi, RejectCarriesPrivateDataToTheActiveSide) {

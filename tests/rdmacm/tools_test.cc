@@ -10,8 +10,18 @@
 // SIDR for udaddy).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "ctrl/client.h"
 
 #include "tests/daemon/harness.h"
 #include "tests/daemon/netns_pair.h"
@@ -176,7 +186,7 @@ TEST_P(CmTools, CmtimeFiftyConnections) {
   // and destroying those CQs is EBUSY, which cmtime ignores.
   CmPairOptions o;
   o.server_runs_forever = true;
-  o.server_timeout_s = 5;
+  o.server_timeout_s = 10;  // 5 s was too short for 50 connections at load 9 (client 6 s)
   o.allowed_complaint = "destroy_cq: Device or resource busy";
   auto [cli, srv] = run_cm_pair(w_.server, "cmtime -b " + w_.server_addr + p, w_.client,
                                 "cmtime -s " + w_.server_addr + src("-b") + p, o);
@@ -266,6 +276,138 @@ TEST_F(CmToolsIpv6, UcmatoseTwoConnections) {
 TEST_F(CmToolsIpv6, UdaddyResolvesWithSidr) {
   auto [cli, srv] = run_cm_pair(b(), "udaddy -f ipv6 -b fd00:9::12 -c 1 -C 5", a(), "udaddy -f ipv6 -s fd00:9::12 -c 1 -C 5");
   EXPECT_NE(cli.out.find("test complete"), std::string::npos) << cli.out;
+}
+
+// Malformed and hostile CM MADs through the wire (tests/interop/hostile_cm.py
+// in namespace A, from an address of its kernel, as RoCEv2 UD frames to QP1
+// of daemon B) while an rping server listens on B: B keeps serving (that
+// rping server then gets its verified connection from A) and counts every
+// kind of drop in its "stats" (cm counters, docs/cm.md).
+class CmHostileWire : public ::testing::Test {
+ protected:
+  static constexpr const char* kAttacker = "10.9.0.98";
+  void SetUp() override {
+    net_ = std::make_unique<NetnsPair>("hcm");
+    std::string why;
+    switch (net_->make(&why)) {
+      case NetnsPair::Made::kOk: break;
+      case NetnsPair::Made::kSkip: GTEST_SKIP() << why;
+      case NetnsPair::Made::kFail: FAIL() << why;
+    }
+    int st;
+    run(ns_exec(net_->ns_a) + "ip addr add " + kAttacker + "/24 dev " + net_->veth_a, &st);
+    ASSERT_EQ(st, 0);
+    a_ = net_->start_daemon_a();
+    b_ = net_->start_daemon_b();
+    ASSERT_TRUE(a_->ok()) << a_->log();
+    ASSERT_TRUE(b_->ok()) << b_->log();
+  }
+  void TearDown() override {
+    if (HasFailure() && a_ && b_)
+      std::printf("daemon A log:\n%s\ndaemon B log:\n%s\n", a_->log().c_str(), b_->log().c_str());
+    for (auto* d : {&a_, &b_})
+      if (*d) {
+        EXPECT_EQ((*d)->stop(), 0) << (*d)->log();
+        d->reset();
+      }
+    if (net_) {
+      std::string why;
+      EXPECT_TRUE(net_->destroy(&why)) << why;
+    }
+  }
+  std::string mac(const std::string& ns, const std::string& veth) {
+    int st;
+    return run(ns_exec(ns) + "cat /sys/class/net/" + veth + "/address", &st).substr(0, 17);
+  }
+  // Daemon B's counters of isoroce0: "cm" (QP1, the Manager) or "engine".
+  json stats(const char* part = "cm") {
+    std::string err;
+    auto cl = ctrl::Client::connect(b_->socket(), &err);
+    if (!cl) return json::object();
+    json r = cl->call({{"op", "stats"}});
+    if (!r.contains("stats") || !r["stats"].contains("isoroce0")) return json::object();
+    return r["stats"]["isoroce0"].value(part, json::object());
+  }
+  json cm_stats() { return stats("cm"); }
+  json attack(int listen_port, const std::vector<std::string>& attacks) {
+    const json cfg = {{"iface", net_->veth_a},       {"src_mac", mac(net_->ns_a, net_->veth_a)},
+                      {"dst_mac", mac(net_->ns_b, net_->veth_b)}, {"dst_ip", kDaemonB},
+                      {"own_ip", kAttacker},         {"listen_port", listen_port},
+                      {"unknown_port", listen_port + 1}};
+    const std::string path = "/tmp/isoroce-hostile-cm-" + std::to_string(getpid()) + ".json";
+    std::ofstream(path) << cfg.dump();
+    std::string cmd = ns_exec(net_->ns_a) + "/usr/bin/python3 " ISOROCE_SOURCE_DIR "/tests/interop/hostile_cm.py " + path;
+    for (const auto& a : attacks) cmd += " " + a;
+    int st;
+    const std::string out = run(cmd + " 2>&1", &st);
+    unlink(path.c_str());
+    EXPECT_EQ(st, 0) << out;
+    const size_t brace = out.rfind('{');
+    const json j = json::parse(brace == std::string::npos ? std::string("x") : out.substr(brace), nullptr, false);
+    EXPECT_TRUE(j.is_object()) << out;
+    return j.is_object() ? j : json::object();
+  }
+  std::unique_ptr<NetnsPair> net_;
+  std::unique_ptr<DaemonProcess> a_, b_;
+};
+
+TEST_F(CmHostileWire, BadMadsAreCountedAndTheDaemonKeepsServing) {
+  const int port = next_port();
+  const CmEndpoint a{a_->socket(), net_->ns_a}, b{b_->socket(), net_->ns_b};
+  const std::string common = " -p " + std::to_string(port) + " -C 10 -S 64 -V";
+  auto server = std::async(std::launch::async, [&] { return run_cm(b, "rping -s -a " + std::string(kDaemonB) + common, 60); });
+  // The server listens once daemon B has its id.
+  bool listening = false;
+  for (int k = 0; k < 100 && !listening; ++k) {
+    std::string err;
+    auto cl = ctrl::Client::connect(b_->socket(), &err);
+    json ids = cl ? cl->call({{"op", "cm_ids"}}) : json::object();
+    for (const auto& id : ids.value("cm_ids", json::array())) listening |= id.value("listening", false);
+    if (!listening) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(listening) << "rping -s did not listen on daemon B";
+  const json before = cm_stats(), engine_before = stats("engine");
+  const json sent = attack(port, {"truncated", "bad_base_version", "bad_class", "bad_class_version", "bad_method",
+                                  "bad_attribute", "oversized", "bad_qkey", "req_unknown_service", "duplicate_req",
+                                  "req_qp1", "dreq_unknown", "rep_unknown", "rtu_unknown"});
+  ASSERT_EQ(sent.value("duplicate_req", 0), 3) << sent.dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const json after = cm_stats(), engine_after = stats("engine");
+  auto moved = [&](const char* k) { return after.value(k, uint64_t{0}) - before.value(k, uint64_t{0}); };
+  auto engine_moved = [&](const char* k) {
+    return engine_after.value(k, uint64_t{0}) - engine_before.value(k, uint64_t{0});
+  };
+  std::printf("engine counters before %s\nafter %s\n", engine_before.dump().c_str(), engine_after.dump().c_str());
+  // The frames QP1 never sees: a wrong Q_Key, a SEND longer than its receive buffers.
+  EXPECT_GE(engine_moved("rx_ud_qkey_mismatch"), 1u);
+  const uint64_t sent_total = [&] {
+    uint64_t n = 0;
+    for (const auto& [k, v] : sent.items()) n += v.get<uint64_t>();
+    return n;
+  }();
+  EXPECT_EQ(moved("recv_errors"), 1u) << "the frame longer than a MAD";
+  EXPECT_EQ(moved("received"), sent_total - 2) << "every other frame reached the CM";
+  std::printf("sent %s\nCM counters before %s\nafter %s\n", sent.dump().c_str(), before.dump().c_str(),
+              after.dump().c_str());
+  // truncated (5) + base version (3) + class version (3) + method (2) + REQ from QP 1.
+  EXPECT_GE(moved("malformed"), 5u + 3 + 3 + 2 + 1);
+  EXPECT_GE(moved("short_received"), 5u);
+  EXPECT_EQ(moved("wrong_class"), 4u);
+  EXPECT_EQ(moved("unknown_attribute"), 5u);
+  EXPECT_EQ(moved("no_listener"), 1u);
+  EXPECT_GE(moved("duplicates"), 2u);       // the copies of the refused REQ
+  EXPECT_GE(moved("unmatched"), 8u + 4 + 4);  // DREQs, REPs, RTUs for nobody
+  EXPECT_GE(moved("rejected_sent"), 2u);    // unknown service; no rdma_cm header
+  EXPECT_EQ(moved("established"), 0u);
+  // Still serving: a real connection to the same listener.
+  const CmResult cli = run_cm(a, "rping -c -v -a " + std::string(kDaemonB) + common, 30);
+  const CmResult srv = server.get();
+  EXPECT_EQ(cli.rc, 0) << cli.out << "\nserver:\n" << srv.out;
+  EXPECT_EQ(srv.rc, 0) << srv.out;
+  EXPECT_EQ(count_lines(cli.out, "ping data: rdma-ping-"), 10) << cli.out;
+  EXPECT_EQ(count_lines(srv.out, "CONNECT_REQUEST") + count_lines(srv.out, "connect request"), 0)
+      << "no hostile REQ reached the application: " << srv.out;
+  EXPECT_EQ(cm_stats().value("established", uint64_t{0}) - after.value("established", uint64_t{0}), 1u);
 }
 
 }  // namespace

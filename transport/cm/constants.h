@@ -74,8 +74,9 @@ enum class RejReason : uint16_t {
 };
 const char* rej_reason_name(uint16_t reason);
 
-// Which message a REJ or an MRA refers to (MsgREJected / MsgMRAed, 2 bits).
-enum class MsgKind : uint8_t { kReq = 0, kRep = 1, kLap = 2, kOther = 3 };
+// Which message a REJ or an MRA refers to (MsgREJected / MsgMRAed, 2 bits):
+// 2 is LAP in an MRA and "other" (no message: a withdrawn REQ) in a REJ.
+enum class MsgKind : uint8_t { kReq = 0, kRep = 1, kLap = 2, kOther = 2 };
 
 // SIDR_REP status (12.11.2, Table 119).
 enum class SidrStatus : uint8_t {

@@ -154,6 +154,14 @@ void Manager::Impl::send_rej(Conn& c, RejReason reason, MsgKind kind, std::span<
   ++stats.rejected_sent;
 }
 
+void Manager::Impl::withdraw_req(Conn& c) {
+  // REJ "timeout", message "other", our CA GUID as ARI (as Linux's CM sends
+  // it): the passive side finds the REQ it holds by (our GID, our comm ID).
+  uint8_t guid[8];
+  for (int k = 0; k < 8; ++k) guid[k] = static_cast<uint8_t>(cfg.ca_guid >> (56 - 8 * k));
+  send_rej(c, RejReason::kTimeout, MsgKind::kOther, guid, {});
+}
+
 void Manager::Impl::issue_rej(const Gid& dgid, uint64_t tid, uint32_t remote_comm_id, RejReason reason,
                               MsgKind kind) {
   auto m = make_msg<RejMsg>(AttrId::kRej, tid);
@@ -223,7 +231,7 @@ void Manager::Impl::on_timeout(Conn& c, Picos now) {
   switch (c.state) {
     case State::kReqSent:
     case State::kMraReqRcvd:
-      send_rej(c, RejReason::kTimeout, MsgKind::kReq, {}, {});
+      withdraw_req(c);
       emit(c, event(c, EventType::kUnreachable));
       to_idle(c);
       break;
@@ -444,6 +452,19 @@ int Manager::disconnect(Id id, std::span<const uint8_t> private_data, Picos now)
       m.enter_timewait(*c, now);
       m.emit(*c, m.event(*c, EventType::kDisconnected));
       return 0;
+    case State::kReqSent:
+    case State::kMraReqRcvd:
+    case State::kReqRcvd:
+    case State::kMraReqSent:
+    case State::kRepRcvd:
+    case State::kMraRepSent:
+    case State::kDreqSent:
+    case State::kTimewait:
+      // As Linux (ib_send_cm_dreq and ib_send_cm_drep refuse every other
+      // state and rdma_disconnect ignores that): nothing on the wire, no
+      // event; a handshake under way goes on and its outcome is the event
+      // (REP, REJ or kUnreachable), a disconnect under way finishes.
+      return 0;
     default:
       return EPROTO;
   }
@@ -504,7 +525,7 @@ int Manager::destroy(Id id, Picos now) {
       break;
     case State::kReqSent:
     case State::kMraReqRcvd:
-      m.send_rej(*c, RejReason::kTimeout, MsgKind::kReq, {}, {});
+      m.withdraw_req(*c);
       m.erase(*c);
       break;
     case State::kReqRcvd:

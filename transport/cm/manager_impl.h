@@ -82,6 +82,8 @@ struct Manager::Impl {
   // Messages.
   void send_rej(Conn& c, RejReason reason, MsgKind kind, std::span<const uint8_t> ari,
                 std::span<const uint8_t> pdata);
+  // Active side: gives up its REQ (timed out, or the consumer destroyed the id).
+  void withdraw_req(Conn& c);
   void issue_rej(const Gid& dgid, uint64_t tid, uint32_t remote_comm_id, RejReason reason, MsgKind kind);
   void send_dreq(Conn& c, std::span<const uint8_t> pdata, Picos now);
   void send_drep(Conn& c, std::span<const uint8_t> pdata);

@@ -183,9 +183,20 @@ void Manager::Impl::on_mra(const Gid& src, const MraMsg& r, Picos now) {
 }
 
 void Manager::Impl::on_rej(const Gid& src, const RejMsg& r, Picos now) {
-  Conn* c = match(src, r.remote_comm_id(), r.local_comm_id());
+  Conn* c = nullptr;
+  if (r.remote_comm_id() == 0 && r.reason() == static_cast<uint16_t>(RejReason::kTimeout)) {
+    // The active side withdraws a REQ we hold before it knows our ID (it
+    // timed out or its consumer gave up): found by its ID from that peer.
+    auto it = by_remote.find({src, r.local_comm_id(), false});
+    if (it != by_remote.end()) c = find(it->second);
+    if (!c) ++stats.unmatched;
+  } else {
+    c = match(src, r.remote_comm_id(), r.local_comm_id());
+  }
   if (!c) return;
   switch (c->state) {
+    case State::kReqRcvd:    // the active side withdrew its REQ
+    case State::kMraReqSent:
     case State::kReqSent:
     case State::kMraReqRcvd:
     case State::kRepSent:

@@ -389,11 +389,25 @@ int rdma_disconnect(rdma_cm_id* id) {
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (channel == nullptr || event == nullptr) return fail(EINVAL);
   Channel* ch = channel_of(channel);
+  if (!enter_wait(ch)) return -1;
+  struct Leave {
+    Channel* c;
+    ~Leave() { leave_wait(c); }
+  } leave{ch};
   for (;;) {
     uint64_t one = 0;
     // One count per queued event (EFD_SEMAPHORE); blocks unless the
     // application made the fd non-blocking (then EAGAIN, as librdmacm).
     const ssize_t n = read(ch->ch.fd, &one, sizeof one);
+    {
+      // Destroyed while this thread waited: it stays blocked, as a reader
+      // blocked in the kernel's rdma_cm fd does (it never sees the fd closed).
+      std::unique_lock lock(ch->wait_mu);
+      if (ch->destroyed) {
+        lock.unlock();
+        park_forever(ch);
+      }
+    }
     if (n != sizeof one) {
       if (n < 0 && errno == EINTR) continue;
       return n < 0 ? -1 : fail(EIO);
@@ -401,6 +415,11 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     json r = ch->call({{"op", "cm_get_event"}}, true);
     if (!r.value("ok", false)) {
       if (reply_errno(r) == EAGAIN) continue;  // counted but gone (its id destroyed)
+      std::unique_lock lock(ch->wait_mu);
+      if (ch->destroyed) {
+        lock.unlock();
+        park_forever(ch);
+      }
       return failed(r);
     }
     const json& j = r["event"];

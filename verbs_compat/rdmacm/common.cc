@@ -1,6 +1,7 @@
 // Logging, event channels, the id table, addresses and the isoroce devices.
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <random>
 
@@ -52,6 +54,7 @@ int reply_errno(const json& r) {
 
 json Channel::call(const json& req, bool quiet) {
   std::lock_guard lock(mu);
+  if (!client) return {{"ok", false}, {"errno", EBADF}, {"error", "the event channel is destroyed"}};
   json r = client->call(req);
   if (!r.value("ok", false) && !quiet)
     debug("%s: %s (errno %d)", req.value("op", "?").c_str(), r.value("error", std::string("failed")).c_str(),
@@ -87,10 +90,72 @@ Channel* new_channel() {
   return c;
 }
 
+namespace {
+// Destroyed channels kept a while (their fds closed, daemon connections
+// ended) so a late rdma_get_cm_event on one finds it marked destroyed.
+constexpr size_t kQuarantine = 256;
+std::mutex g_quarantine_mu;
+std::deque<Channel*>& quarantine() {
+  static auto* q = new std::deque<Channel*>;
+  return *q;
+}
+
+// The fd closes and the object goes to the quarantine (wait_mu not held).
+void finish_delete(Channel* c) {
+  if (c->ch.fd >= 0) {
+    const int fl = fcntl(c->ch.fd, F_GETFL);
+    c->nonblocking = fl >= 0 && (fl & O_NONBLOCK);
+    close(c->ch.fd);
+  }
+  Channel* old = nullptr;
+  {
+    std::lock_guard lock(g_quarantine_mu);
+    quarantine().push_back(c);
+    if (quarantine().size() > kQuarantine) {
+      old = quarantine().front();
+      quarantine().pop_front();
+    }
+  }
+  delete old;
+}
+}  // namespace
+
 void delete_channel(Channel* c) {
   if (c == nullptr) return;
-  if (c->ch.fd >= 0) close(c->ch.fd);
-  delete c;  // the connection closes: the daemon destroys what it still holds
+  {
+    // The connection closes: the daemon destroys what it still holds.
+    std::lock_guard lock(c->mu);
+    c->client.reset();
+  }
+  std::unique_lock lock(c->wait_mu);
+  if (c->destroyed) return;
+  c->destroyed = true;
+  if (c->waiters > 0) return;  // the last waiter finishes (leave_wait)
+  lock.unlock();
+  finish_delete(c);
+}
+
+bool enter_wait(Channel* c) {
+  std::unique_lock lock(c->wait_mu);
+  if (c->destroyed) {
+    if (c->nonblocking) return fail(EBADF), false;
+    lock.unlock();
+    park_forever(c);
+  }
+  ++c->waiters;
+  return true;
+}
+
+void leave_wait(Channel* c) {
+  std::unique_lock lock(c->wait_mu);
+  if (--c->waiters > 0 || !c->destroyed) return;
+  lock.unlock();
+  finish_delete(c);
+}
+
+void park_forever(Channel* c) {
+  debug("rdma_get_cm_event: the event channel (fd %d) is destroyed; this thread stays blocked", c->ch.fd);
+  for (;;) pause();  // a cancellation point; exit() ends the process as usual
 }
 
 Channel* chan(const Id& i) { return channel_of(i.id.channel); }

@@ -39,12 +39,31 @@ struct Channel {
   std::unique_ptr<ctrl::Client> client;
   std::mutex mu;             // one request at a time
   uint64_t token = 0;        // proves ownership of its ids (cm_migrate_id)
-  json call(const json& req, bool quiet = false);
+  json call(const json& req, bool quiet = false);  // {"ok": false, "errno": EBADF} once destroyed
+  // rdma_destroy_event_channel against threads in rdma_get_cm_event
+  // (docs/rdma_cm.md, "Event channels"): waiters counts the threads inside
+  // it; destroying a channel with waiters ends the daemon connection but
+  // keeps the fd open (a blocked reader stays blocked, as in the kernel's
+  // ucma read) and the last waiter to leave closes it; a channel destroyed
+  // without waiters is closed at once and its object kept in a bounded
+  // quarantine, so a thread that calls rdma_get_cm_event on it a moment
+  // later blocks (or fails with EBADF on an O_NONBLOCK fd) instead of
+  // reading a closed or reused fd number.
+  std::mutex wait_mu;
+  int waiters = 0;
+  bool destroyed = false;
+  bool nonblocking = false;  // the fd's O_NONBLOCK when it was destroyed
 };
 // ch is Channel's first member (and id Id's): the public pointer is the object's.
 inline Channel* channel_of(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
 Channel* new_channel();  // nullptr and errno
 void delete_channel(Channel* c);
+// rdma_get_cm_event's side of the above: false (errno EBADF) if the channel
+// is destroyed and non-blocking; blocks for good if destroyed and blocking.
+bool enter_wait(Channel* c);
+void leave_wait(Channel* c);
+// Called by a waiter that found its channel destroyed: blocks for good.
+[[noreturn]] void park_forever(Channel* c);
 
 struct Event {
   rdma_cm_event ev{};

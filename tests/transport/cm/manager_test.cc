@@ -493,8 +493,87 @@ TEST(CmManager, CommandsCheckStatesAndParameters) {
   EXPECT_EQ(f.a->m.connect(1, p, f.now, &a), EINVAL);
   ASSERT_EQ(f.a->m.connect(1, connect_params(f.b->gid, kSid), f.now, &a), 0);
   EXPECT_EQ(f.a->m.establish(a, {}, f.now), EPROTO);  // no REP yet
-  EXPECT_EQ(f.a->m.disconnect(a, {}, f.now), EPROTO);
+  EXPECT_EQ(f.b->m.disconnect(l, {}, f.now), EPROTO);  // a listener
+  EXPECT_EQ(f.a->m.disconnect(12345, {}, f.now), ENOENT);
   EXPECT_EQ(f.a->m.live_ids(), 1u);
+}
+
+// rdma_disconnect while our REQ is unanswered, as on Linux: 0, nothing on the
+// wire, and the handshake's own outcome is the next event.
+TEST(CmManager, DisconnectWhileReqUnansweredLeavesTheOutcomeToTheHandshake) {
+  Fabric f;
+  Id l = 0, a = 0;
+  ASSERT_EQ(f.b->m.listen(1, kSid, &l), 0);
+  ASSERT_EQ(f.a->m.connect(2, connect_params(f.b->gid, kSid), f.now, &a), 0);
+  ASSERT_TRUE(f.wait(*f.b, EventType::kReqReceived));  // the first copy, before any retry
+  auto reqs = f.b->of(EventType::kReqReceived);
+  ASSERT_EQ(reqs.size(), 1u);
+  const size_t sent = f.a->sent.size();
+  EXPECT_EQ(f.a->m.disconnect(a, {}, f.now), 0);
+  EXPECT_EQ(f.b->m.disconnect(reqs[0].id, {}, f.now), 0);  // the passive side too
+  f.run_for(kMicro);
+  EXPECT_EQ(f.a->sent.size(), sent) << "no DREQ, no REJ";
+  EXPECT_EQ(state_of(*f.a, a), State::kReqSent);
+  EXPECT_EQ(state_of(*f.b, reqs[0].id), State::kReqRcvd);
+  EXPECT_TRUE(f.a->events.empty());
+  // B answers after all: A gets the REP (its consumer's QP in ERR then fails
+  // RTR: librdmacm's CONNECT_ERROR) and destroys: REJ for the REP.
+  ASSERT_EQ(f.b->m.accept(reqs[0].id, accept_params(), f.now), 0);
+  ASSERT_TRUE(f.wait(*f.a, EventType::kRepReceived));
+  EXPECT_EQ(f.a->m.disconnect(a, {}, f.now), 0);  // REP received: still nothing
+  EXPECT_EQ(state_of(*f.a, a), State::kRepRcvd);
+  ASSERT_EQ(f.a->m.destroy(a, f.now), 0);
+  ASSERT_TRUE(f.wait(*f.b, EventType::kRejected));
+  EXPECT_EQ(f.b->of(EventType::kRejected)[0].reason, RejReason::kConsumerReject);
+  EXPECT_EQ(f.b->count(EventType::kEstablished), 0u);
+}
+
+TEST(CmManager, DisconnectWhileReqUnansweredThenNoAnswerIsUnreachable) {
+  Fabric f;
+  f.drop = [](AttrId a, int) { return a == AttrId::kReq; };
+  Id l = 0, a = 0;
+  ASSERT_EQ(f.b->m.listen(1, kSid, &l), 0);
+  ASSERT_EQ(f.a->m.connect(2, connect_params(f.b->gid, kSid), f.now, &a), 0);
+  EXPECT_EQ(f.a->m.disconnect(a, {}, f.now), 0);
+  f.run_for(kStep);
+  EXPECT_EQ(f.a->sent_count(AttrId::kReq), 4u);  // the REQ went on being retried
+  EXPECT_EQ(f.a->count(EventType::kUnreachable), 1u);
+  EXPECT_EQ(f.a->sent_count(AttrId::kDreq), 0u);
+}
+
+// The active side gives up a REQ the passive side holds unanswered (destroyed
+// id, as rdma_destroy_id after rdma_disconnect): REJ "timeout" carrying its
+// CA GUID, found by (GID, comm ID), and the passive consumer is told.
+TEST(CmManager, WithdrawnReqReachesThePassiveConsumer) {
+  Fabric f;
+  Id l = 0, a = 0;
+  ASSERT_EQ(f.b->m.listen(1, kSid, &l), 0);
+  ASSERT_EQ(f.a->m.connect(2, connect_params(f.b->gid, kSid), f.now, &a), 0);
+  ASSERT_TRUE(f.wait(*f.b, EventType::kReqReceived));  // A knows no ID of B's yet (no MRA)
+  auto reqs = f.b->of(EventType::kReqReceived);
+  ASSERT_EQ(reqs.size(), 1u);
+  ASSERT_EQ(f.a->m.destroy(a, f.now), 0);
+  f.run_for(kStep);
+  ASSERT_EQ(f.a->sent_count(AttrId::kRej), 1u);
+  const auto& rej = *msg_cast<RejMsg>(f.a->sent.back().data());
+  EXPECT_EQ(rej.reason(), static_cast<uint16_t>(RejReason::kTimeout));
+  EXPECT_EQ(rej.message_rejected(), static_cast<uint8_t>(MsgKind::kOther));
+  EXPECT_EQ(rej.remote_comm_id(), 0u);
+  ASSERT_EQ(rej.ari_length(), 8u);
+  EXPECT_EQ(wire::load_be64(rej.ari), f.a->m.config().ca_guid);
+  auto ev = f.b->of(EventType::kRejected);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].id, reqs[0].id);
+  EXPECT_EQ(ev[0].reason, RejReason::kTimeout);
+  EXPECT_EQ(f.b->m.accept(reqs[0].id, accept_params(), f.now), EPROTO);
+  EXPECT_EQ(f.b->m.stats().unmatched, 0u);
+  // A REJ "timeout" from another GID names nobody.
+  auto stray = make_msg<RejMsg>(AttrId::kRej, 1);
+  stray.set_local_comm_id(ev[0].peer.comm_id);
+  stray.set_reason(static_cast<uint16_t>(RejReason::kTimeout));
+  const auto* p = reinterpret_cast<const uint8_t*>(&stray);
+  f.inject(*f.b, v4_gid(10, 0, 0, 9), std::vector<uint8_t>(p, p + kMadBytes));
+  EXPECT_EQ(f.b->m.stats().unmatched, 1u);
 }
 
 TEST(CmManager, ReqFloodIsBounded) {
