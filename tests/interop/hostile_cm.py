@@ -15,11 +15,10 @@ a UD SEND_ONLY to QPN 1 (Q_Key 0x80010000, source QP 1) built with scapy's
 RoCE layer (valid ICRC); the MAD inside is what the attack breaks. Only the
 link of the test's own namespaces is used.
 """
-import json
-import socket
 import struct
 import sys
 
+import hostile_common
 from scapy.all import Ether, IP, UDP, Raw, raw
 from scapy.contrib.roce import BTH
 
@@ -115,16 +114,6 @@ def attacks(cfg, sock, names):
     return sent
 
 
-def main():
-    if len(sys.argv) < 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    cfg = json.load(open(sys.argv[1]))
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
-    sock.bind((cfg["iface"], 0))
-    print(json.dumps(attacks(cfg, sock, sys.argv[2:])))
-    return 0
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(hostile_common.run(attacks, __doc__))

@@ -14,13 +14,13 @@ read_beyond_mr, truncated, flood, probe_flood. Frames are built with scapy's
 RoCE layer (valid ICRC unless the attack breaks it) and sent on a raw
 AF_PACKET socket. Only the link of the test's own namespaces is used.
 """
-import json
 import random
 import socket
 import struct
 import sys
 import time
 
+import hostile_common
 from scapy.all import Ether, IP, UDP, Raw, raw
 from scapy.contrib.roce import BTH
 
@@ -160,16 +160,6 @@ def attacks(cfg, sock, names):
     return sent
 
 
-def main():
-    if len(sys.argv) < 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    cfg = json.load(open(sys.argv[1]))
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
-    sock.bind((cfg["iface"], 0))
-    print(json.dumps(attacks(cfg, sock, sys.argv[2:])))
-    return 0
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(hostile_common.run(attacks, __doc__))
