@@ -16,6 +16,11 @@
 // 64 bytes and recv() of the listener's 1-byte answer (one round trip too).
 //
 // Prints median / p10 / p90 in microseconds and the ratio rdma_cm : TCP.
+//
+// --role serve / --role connect split the two sides over two processes, for
+// two daemons (each process reaches the daemon of its ISOROCE_SOCKET, in its
+// own network namespace): `serve` only listens and serves --iters
+// connections; `connect` runs the client and the TCP baseline.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -42,6 +47,7 @@ double us(Clock::time_point a, Clock::time_point b) { return std::chrono::durati
 struct Opts {
   int iters = 200;
   std::string server = "10.0.0.2", client = "10.0.0.1", port = "19650", tcp = "127.0.0.1";
+  std::string role = "both";  // both (one process, one daemon), serve, connect
 };
 
 [[noreturn]] void die(const char* what) {
@@ -197,24 +203,34 @@ int main(int argc, char** argv) {
     else if (f == "--client") o.client = v;
     else if (f == "--port") o.port = v;
     else if (f == "--tcp") o.tcp = v;
+    else if (f == "--role" && (v == "both" || v == "serve" || v == "connect")) o.role = v;
     else {
-      std::fprintf(stderr, "usage: %s [--iters N] [--server ADDR] [--client ADDR] [--port P] [--tcp ADDR]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--iters N] [--server ADDR] [--client ADDR] [--port P] [--tcp ADDR]"
+                   " [--role both|serve|connect]\n",
+                   argv[0]);
       return 2;
     }
   }
-  rdma_addrinfo* pres = addrinfo(o, true);
-  ibv_qp_init_attr attr = qp_attr();
-  rdma_cm_id* listen = nullptr;
-  if (rdma_create_ep(&listen, pres, nullptr, &attr) != 0) die("rdma_create_ep (passive)");
-  if (rdma_listen(listen, 16) != 0) die("rdma_listen");
   std::atomic<bool> failed{false};
-  std::thread server(rdma_server, std::cref(o), listen, &failed);
+  rdma_addrinfo* pres = nullptr;
+  rdma_cm_id* listen = nullptr;
+  std::thread server;
+  if (o.role != "connect") {
+    pres = addrinfo(o, true);
+    ibv_qp_init_attr attr = qp_attr();
+    if (rdma_create_ep(&listen, pres, nullptr, &attr) != 0) die("rdma_create_ep (passive)");
+    if (rdma_listen(listen, 16) != 0) die("rdma_listen");
+    if (o.role == "serve") std::printf("listening on %s port %s\n", o.server.c_str(), o.port.c_str()), std::fflush(stdout);
+    server = std::thread(rdma_server, std::cref(o), listen, &failed);
+  }
   Steps s;
-  rdma_client(o, &s);
-  server.join();
-  rdma_destroy_ep(listen);
-  rdma_freeaddrinfo(pres);
+  if (o.role != "serve") rdma_client(o, &s);
+  if (server.joinable()) server.join();
+  if (listen) rdma_destroy_ep(listen);
+  if (pres) rdma_freeaddrinfo(pres);
   if (failed) return 1;
+  if (o.role == "serve") return 0;
   const std::vector<double> tcp = tcp_run(o);
   std::printf("%d connections each; microseconds\n", o.iters);
   std::printf("%-40s %10s %10s %10s\n", "step", "median", "p10", "p90");
