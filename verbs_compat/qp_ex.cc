@@ -27,7 +27,8 @@ namespace {
 
 constexpr uint64_t kRcSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |
                                 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
-                                IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                                IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                                IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
 constexpr uint64_t kUdSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 constexpr uint32_t kCompMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
 
@@ -103,6 +104,26 @@ void wr_atomic_cmp_swp(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, uint64
 
 void wr_atomic_fetch_add(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, uint64_t add) {
   if (ibv_send_wr* w = begin(x, IBV_WR_ATOMIC_FETCH_AND_ADD)) w->wr.atomic = {remote_addr, add, 0, rkey};
+}
+
+// Memory windows (IBTA 10.6.7; the engine checks the rules): a type 2
+// window bound to `rkey` over bind_info, an rkey invalidated locally, a SEND
+// that invalidates an rkey at the responder.
+void wr_bind_mw(ibv_qp_ex* x, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  if (ibv_send_wr* w = begin(x, IBV_WR_BIND_MW)) {
+    if (mw == nullptr || info == nullptr) return fail_batch(x, "wr_bind_mw: no window or no bind_info");
+    w->bind_mw.mw = mw;
+    w->bind_mw.rkey = rkey;
+    w->bind_mw.bind_info = *info;
+  }
+}
+
+void wr_local_inv(ibv_qp_ex* x, uint32_t invalidate_rkey) {
+  if (ibv_send_wr* w = begin(x, IBV_WR_LOCAL_INV)) w->invalidate_rkey = invalidate_rkey;
+}
+
+void wr_send_inv(ibv_qp_ex* x, uint32_t invalidate_rkey) {
+  if (ibv_send_wr* w = begin(x, IBV_WR_SEND_WITH_INV)) w->invalidate_rkey = invalidate_rkey;
 }
 
 void wr_set_ud_addr(ibv_qp_ex* x, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
@@ -218,8 +239,8 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
     const uint64_t supported =
         attr->qp_type == IBV_QPT_RC ? kRcSendOps : (attr->qp_type == IBV_QPT_UD ? kUdSendOps : 0);
     if (attr->send_ops_flags & ~supported) {
-      log("create_qp_ex: send_ops_flags %#llx are not supported on this QP type (bind_mw, local_inv, send_inv, "
-          "tso, flush and atomic_write are not; UD has send and send_imm)",
+      log("create_qp_ex: send_ops_flags %#llx are not supported on this QP type (tso, flush and "
+          "atomic_write are not; UD has send and send_imm)",
           static_cast<unsigned long long>(attr->send_ops_flags & ~supported));
       return errno = EOPNOTSUPP, nullptr;
     }
@@ -258,6 +279,9 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (f & IBV_QP_EX_WITH_RDMA_READ) x.wr_rdma_read = wr_rdma_read;
   if (f & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP) x.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
   if (f & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) x.wr_atomic_fetch_add = wr_atomic_fetch_add;
+  if (f & IBV_QP_EX_WITH_BIND_MW) x.wr_bind_mw = wr_bind_mw;
+  if (f & IBV_QP_EX_WITH_LOCAL_INV) x.wr_local_inv = wr_local_inv;
+  if (f & IBV_QP_EX_WITH_SEND_WITH_INV) x.wr_send_inv = wr_send_inv;
   return &q->qp;
 }
 

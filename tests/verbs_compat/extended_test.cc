@@ -723,9 +723,7 @@ TEST_F(Extended, CreateQpExRefusesUnsupportedOpsAndAttributes) {
     return q == nullptr && errno == err;
   };
   ibv_qp_init_attr_ex a = base;
-  for (uint64_t op : {uint64_t{IBV_QP_EX_WITH_BIND_MW}, uint64_t{IBV_QP_EX_WITH_LOCAL_INV},
-                      uint64_t{IBV_QP_EX_WITH_SEND_WITH_INV}, uint64_t{IBV_QP_EX_WITH_TSO}, uint64_t{1} << 11,
-                      uint64_t{IBV_QP_EX_WITH_ATOMIC_WRITE}}) {
+  for (uint64_t op : {uint64_t{IBV_QP_EX_WITH_TSO}, uint64_t{1} << 11, uint64_t{IBV_QP_EX_WITH_ATOMIC_WRITE}}) {
     a.send_ops_flags = IBV_QP_EX_WITH_SEND | op;
     testing::internal::CaptureStderr();
     EXPECT_TRUE(refused(a, EOPNOTSUPP)) << op;
@@ -735,6 +733,8 @@ TEST_F(Extended, CreateQpExRefusesUnsupportedOpsAndAttributes) {
   a.qp_type = IBV_QPT_UD;
   a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
   EXPECT_TRUE(refused(a, EOPNOTSUPP)) << "RDMA on UD";
+  a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW;
+  EXPECT_TRUE(refused(a, EOPNOTSUPP)) << "windows on UD";
   a = base;
   a.qp_type = IBV_QPT_UC;
   a.send_ops_flags = IBV_QP_EX_WITH_SEND;
@@ -778,6 +778,85 @@ TEST_F(Extended, CreateQpExRefusesUnsupportedOpsAndAttributes) {
 }
 
 // ---- ibv_init_ah_from_wc / ibv_create_ah_from_wc ----------------------------------
+
+// Memory windows through the ibv_wr_* API (as rxe has them): the target binds
+// a type 2 window with ibv_wr_bind_mw, the initiator WRITEs through it, the
+// owner ends it with ibv_wr_local_inv; a second window is ended by the
+// initiator's ibv_wr_send_inv, after which its key is refused.
+TEST_F(Extended, QpExBindsWindowsAndInvalidatesThem) {
+  Side a, b;
+  Opts oa, ob;
+  oa.send_ops = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND_WITH_INV;
+  ob.send_ops = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
+  make(a, "isoroce0", oa);
+  make(b, "isoroce1", ob);
+  ASSERT_NE(a.qpx->wr_send_inv, nullptr);
+  ASSERT_NE(b.qpx->wr_bind_mw, nullptr);
+  ASSERT_NE(b.qpx->wr_local_inv, nullptr);
+  EXPECT_EQ(a.qpx->wr_bind_mw, nullptr);
+  pair_rc(a, b);
+  std::vector<uint8_t> src(4096), target(8192, 0), recv(64, 0);
+  fill(src, 7);
+  ibv_mr* smr = a.reg(src.data(), src.size());
+  ibv_mr* tmr = b.reg(target.data(), target.size(), kAll | IBV_ACCESS_MW_BIND);
+  ibv_mr* rmr = b.reg(recv.data(), recv.size());
+  ASSERT_TRUE(smr && tmr && rmr);
+  ibv_mw* mw = ibv_alloc_mw(b.pd, IBV_MW_TYPE_2);
+  ibv_mw* mw2 = ibv_alloc_mw(b.pd, IBV_MW_TYPE_2);
+  ASSERT_TRUE(mw && mw2) << std::strerror(errno);
+  const ibv_mw_bind_info info{tmr, addr_of(target.data() + 1024), 4096, IBV_ACCESS_REMOTE_WRITE};
+  // Binds window w to `key` on b; the completion's status.
+  auto bind = [&](ibv_mw* w, uint32_t key) {
+    ibv_wr_start(b.qpx);
+    b.qpx->wr_id = key, b.qpx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_bind_mw(b.qpx, w, key, &info);
+    EXPECT_EQ(ibv_wr_complete(b.qpx), 0);
+    auto wc = wait(b.cq, 1);
+    EXPECT_EQ(wc.size(), 1u);
+    if (wc.size() != 1) return IBV_WC_GENERAL_ERR;
+    EXPECT_EQ(wc[0].opcode, IBV_WC_BIND_MW);
+    EXPECT_EQ(wc[0].wr_id, key);
+    return wc[0].status;
+  };
+  const uint32_t k1 = ibv_inc_rkey(mw->rkey);
+  ASSERT_EQ(bind(mw, k1), IBV_WC_SUCCESS);
+  EXPECT_EQ(rdma(a, IBV_WR_RDMA_WRITE, src.data(), 4096, smr->lkey, info.addr, k1), IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(src.data(), target.data() + 1024, 4096), 0);
+  // The owner invalidates k1 (a refused WRITE moves a's QP to the error
+  // state, so only k2's refusal is checked, last); mw2 is bound.
+  ibv_wr_start(b.qpx);
+  b.qpx->wr_id = 50, b.qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_local_inv(b.qpx, k1);
+  ASSERT_EQ(ibv_wr_complete(b.qpx), 0);
+  auto wc = wait(b.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_LOCAL_INV);
+  const uint32_t k2 = ibv_inc_rkey(mw2->rkey);
+  ASSERT_EQ(bind(mw2, k2), IBV_WC_SUCCESS);
+  fill(src, 9);
+  EXPECT_EQ(rdma(a, IBV_WR_RDMA_WRITE, src.data(), 512, smr->lkey, info.addr + 8, k2), IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(src.data(), target.data() + 1032, 512), 0);
+  // The initiator's SEND_WITH_INV ends k2 at b; the receive names it.
+  post_recv(b, 77, recv.data(), 64, rmr->lkey);
+  ibv_wr_start(a.qpx);
+  a.qpx->wr_id = 60, a.qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send_inv(a.qpx, k2);
+  ibv_wr_set_sge(a.qpx, smr->lkey, addr_of(src.data()), 16);
+  ASSERT_EQ(ibv_wr_complete(a.qpx), 0);
+  wc = wait(a.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  wc = wait(b.cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(wc[0].invalidated_rkey, k2);
+  EXPECT_EQ(std::memcmp(src.data(), recv.data(), 16), 0);
+  EXPECT_EQ(rdma(a, IBV_WR_RDMA_WRITE, src.data(), 64, smr->lkey, info.addr, k2), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+  EXPECT_EQ(ibv_dealloc_mw(mw2), 0);
+}
 
 TEST_F(Extended, UdServerAnswersWithAnAhFromTheCompletion) {
   Side client, server;
