@@ -91,6 +91,20 @@ class CmApi : public ::testing::Test {
     inet_pton(AF_INET, ip, &a.sin_addr);
     return a;
   }
+  // A listener on 10.0.0.2:port (isoroce1) on channel sch, and, when cid is
+  // given, an id on cch whose address resolution from 10.0.0.1 towards it is
+  // under way (its ADDR_RESOLVED is cch's next event).
+  static void listen_and_resolve(uint16_t port, rdma_event_channel* sch, rdma_cm_id** listener,
+                                 rdma_event_channel* cch = nullptr, rdma_cm_id** cid = nullptr) {
+    ASSERT_EQ(rdma_create_id(sch, listener, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in la = v4("10.0.0.2", port);
+    ASSERT_EQ(rdma_bind_addr(*listener, reinterpret_cast<sockaddr*>(&la)), 0);
+    ASSERT_EQ(rdma_listen(*listener, 4), 0);
+    if (cid == nullptr) return;
+    ASSERT_EQ(rdma_create_id(cch, cid, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in src = v4("10.0.0.1", 0);
+    ASSERT_EQ(rdma_resolve_addr(*cid, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&la), 2000), 0);
+  }
   // The next event of ch within timeout_ms (channel made non-blocking here).
   static rdma_cm_event* next_event(rdma_event_channel* ch, int timeout_ms = 5000) {
     pollfd p{ch->fd, POLLIN, 0};
@@ -272,13 +286,7 @@ TEST_F(CmApi, DisconnectWhileTheReqIsUnansweredIsLinuxs) {
   rdma_event_channel* cch = rdma_create_event_channel();
   rdma_cm_id* listener = nullptr;
   rdma_cm_id* cid = nullptr;
-  ASSERT_EQ(rdma_create_id(sch, &listener, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in la = v4("10.0.0.2", 19812);
-  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&la)), 0);
-  ASSERT_EQ(rdma_listen(listener, 4), 0);
-  ASSERT_EQ(rdma_create_id(cch, &cid, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in src = v4("10.0.0.1", 0);
-  ASSERT_EQ(rdma_resolve_addr(cid, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&la), 2000), 0);
+  ASSERT_NO_FATAL_FAILURE(listen_and_resolve(19812, sch, &listener, cch, &cid));
   rdma_cm_event* e = next_event(cch);
   ASSERT_NE(e, nullptr);
   rdma_ack_cm_event(e);
@@ -320,13 +328,7 @@ TEST_F(CmApi, TimewaitExitFollowsDisconnectedOnBothSides) {
   rdma_event_channel* cch = rdma_create_event_channel();
   rdma_cm_id* listener = nullptr;
   rdma_cm_id* cid = nullptr;
-  ASSERT_EQ(rdma_create_id(sch, &listener, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in la = v4("10.0.0.2", 19813);
-  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&la)), 0);
-  ASSERT_EQ(rdma_listen(listener, 4), 0);
-  ASSERT_EQ(rdma_create_id(cch, &cid, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in src = v4("10.0.0.1", 0);
-  ASSERT_EQ(rdma_resolve_addr(cid, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&la), 2000), 0);
+  ASSERT_NO_FATAL_FAILURE(listen_and_resolve(19813, sch, &listener, cch, &cid));
   auto expect = [](rdma_cm_event* e, rdma_cm_event_type t, rdma_cm_id* id) {
     EXPECT_NE(e, nullptr) << "no " << rdma_event_str(t);
     if (e == nullptr) return;
@@ -436,13 +438,7 @@ TEST_F(CmApi, RejectCarriesPrivateDataToTheActiveSide) {
   rdma_event_channel* cch = rdma_create_event_channel();
   rdma_cm_id* listener = nullptr;
   rdma_cm_id* cid = nullptr;
-  ASSERT_EQ(rdma_create_id(sch, &listener, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in la = v4("10.0.0.2", 19811);
-  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&la)), 0);
-  ASSERT_EQ(rdma_listen(listener, 4), 0);
-  ASSERT_EQ(rdma_create_id(cch, &cid, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in src = v4("10.0.0.1", 0);
-  ASSERT_EQ(rdma_resolve_addr(cid, reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&la), 2000), 0);
+  ASSERT_NO_FATAL_FAILURE(listen_and_resolve(19811, sch, &listener, cch, &cid));
   rdma_cm_event* e = next_event(cch);
   ASSERT_NE(e, nullptr);
   ASSERT_EQ(e->event, RDMA_CM_EVENT_ADDR_RESOLVED);
@@ -548,10 +544,7 @@ TEST_F(CmApi, AnIdBelongsToTheConnectionThatMadeItOnly) {
 TEST_F(CmApi, AKilledProgramsConnectionsAreClosedOnTheWire) {
   rdma_event_channel* sch = rdma_create_event_channel();
   rdma_cm_id* listener = nullptr;
-  ASSERT_EQ(rdma_create_id(sch, &listener, nullptr, RDMA_PS_TCP), 0);
-  sockaddr_in la = v4("10.0.0.2", 19812);
-  ASSERT_EQ(rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&la)), 0);
-  ASSERT_EQ(rdma_listen(listener, 4), 0);
+  ASSERT_NO_FATAL_FAILURE(listen_and_resolve(19812, sch, &listener));
   const std::string cmd = std::string("env LD_PRELOAD=\"") + ISOROCE_RDMACM_LIB + " " + ISOROCE_VERBS_LIB +
                           "\" ISOROCE_SOCKET=" + daemon_->socket() +
                           " timeout -s KILL 3 rping -c -a 10.0.0.2 -I 10.0.0.1 -p 19812 -C 1000000 -S 64 >/dev/null 2>&1 &";
