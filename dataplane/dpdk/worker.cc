@@ -118,7 +118,6 @@ void Worker::run() {
       if (took < kPreempted) busy_ps_.fetch_add(took, std::memory_order_relaxed);
       empty_passes_ = 0;
       last_work_ = now;
-      sleep_bound_ = idle_.min_sleep;
       continue;
     }
     const bool spun_long = idle_.spin_time != 0 && now - last_work_ >= idle_.spin_time;
@@ -141,8 +140,8 @@ void Worker::idle_wait(sched::Picos now) {
   // a ping-pong whose turns take t waits about t/4 more, and a long-idle
   // worker wakes a few times per max_sleep. The old rule, doubling per sleep,
   // let a post after a quiet spell wait as long as the spell.
-  sleep_bound_ = std::clamp((now - last_work_) / 4, idle_.min_sleep, idle_.max_sleep);
-  const sched::Picos sleep = std::min(deadline - now, sleep_bound_);
+  const sched::Picos bound = std::clamp((now - last_work_) / 4, idle_.min_sleep, idle_.max_sleep);
+  const sched::Picos sleep = std::min(deadline - now, bound);
   if (sleep < 2'000'000) return;  // under 2 us a sleep costs more than it saves
   sleeping_.store(true, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with wake()

@@ -100,7 +100,6 @@ class Worker {
   std::atomic<bool> stop_{false};
   uint32_t empty_passes_ = 0;
   sched::Picos last_work_ = 0;
-  sched::Picos sleep_bound_ = 0;
   int wake_fd_ = -1;                 // eventfd: call()/wake() end a sleep
   std::atomic<bool> sleeping_{false};
   std::vector<pollfd> fds_;          // wake_fd_, then the ports' sockets
