@@ -14,8 +14,6 @@
 namespace isoroce::ctrl {
 namespace {
 
-std::string failed(const char* what, int err) { return std::string(what) + " failed: " + std::strerror(err); }
-
 // The Local CA GUID the CM puts in REQ and REP: the port's EUI-64, as
 // libisoroce-verbs reports the node GUID (0 if the port has no MAC).
 uint64_t port_guid(DeviceDriver& d) {
@@ -32,7 +30,7 @@ uint64_t port_guid(DeviceDriver& d) {
 }  // namespace
 
 CmAgent::CmAgent(DeviceDriver& driver, uint64_t seed)
-    : driver_(driver), mem_(new uint8_t[kRecvs * kSlot]()) {
+    : driver_(driver), qp_({kQpn, kQkey, kRecvs, kSends, kSlot, cm::kMadBytes, "QPN 1, the GSI"}) {
   cm::ManagerConfig c;
   c.local_gid = driver.config().ip;
   if (seed == 0) {
@@ -51,45 +49,7 @@ CmAgent::~CmAgent() {
 std::string CmAgent::start(sched::Picos now) {
   (void)now;
   if (stats_.running) return {};
-  transport::Engine& e = driver_.engine();
-  auto pd = e.alloc_pd();
-  if (!pd.ok()) return failed("alloc_pd", pd.err());
-  pd_ = pd.value(), has_pd_ = true;
-  auto cq = e.create_cq(static_cast<int>(kRecvs + kSends));
-  if (!cq.ok()) return failed("create_cq", cq.err());
-  cq_ = cq.value(), has_cq_ = true;
-  auto mr = e.reg_mr(pd_, mem_.get(), kRecvs * kSlot, reinterpret_cast<uint64_t>(mem_.get()), IBV_ACCESS_LOCAL_WRITE);
-  if (!mr.ok()) return failed("reg_mr", mr.err());
-  lkey_ = mr.value().lkey, has_mr_ = true;
-  transport::QpCreate qc;
-  qc.pd = pd_;
-  qc.send_cq = qc.recv_cq = cq_;
-  qc.qpn = kQpn;
-  qc.init.qp_type = IBV_QPT_UD;
-  qc.init.cap.max_send_wr = kSends;
-  qc.init.cap.max_recv_wr = kRecvs;
-  qc.init.cap.max_send_sge = 1;
-  qc.init.cap.max_recv_sge = 1;
-  qc.init.cap.max_inline_data = cm::kMadBytes;
-  auto qp = e.create_qp(qc);
-  if (!qp.ok()) return failed("create_qp (QPN 1, the GSI)", qp.err());
-  has_qp_ = true;
-  const wire::Qpn q(kQpn);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = 1;
-  a.qkey = kQkey;
-  if (int rc = e.modify_qp(q, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-    return failed("modify_qp INIT", rc);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  if (int rc = e.modify_qp(q, a, IBV_QP_STATE)) return failed("modify_qp RTR", rc);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 0;
-  if (int rc = e.modify_qp(q, a, IBV_QP_STATE | IBV_QP_SQ_PSN)) return failed("modify_qp RTS", rc);
-  for (uint32_t i = 0; i < kRecvs; ++i) post_recv(i);
+  if (std::string err = qp_.create(driver_.engine()); !err.empty()) return err;
   driver_.add_hook(this);
   hooked_ = true;
   stats_.running = true;
@@ -107,25 +67,13 @@ std::string CmAgent::start(sched::Picos now) {
 void CmAgent::stop() {
   if (hooked_) driver_.remove_hook(this), hooked_ = false;
   transport::Engine& e = driver_.engine();
-  if (has_qp_) e.destroy_qp(wire::Qpn(kQpn));
   for (const auto& [gid, ah] : ahs_) e.destroy_ah(ah);
   ahs_.clear();
   ah_order_.clear();
-  if (has_cq_) e.destroy_cq(cq_);
-  if (has_mr_) e.dereg_mr(lkey_);
-  if (has_pd_) e.dealloc_pd(pd_);
-  has_qp_ = has_cq_ = has_mr_ = has_pd_ = false;
+  qp_.destroy(e);
   waiting_.clear();
   looped_.clear();
   stats_.running = false;
-}
-
-void CmAgent::post_recv(uint32_t slot) {
-  transport::Sge sge{reinterpret_cast<uint64_t>(mem_.get() + slot * kSlot), kSlot, lkey_};
-  transport::RecvWr wr;
-  wr.wr_id = slot;
-  wr.sg_list = std::span<const transport::Sge>(&sge, 1);
-  if (driver_.engine().post_recv(wire::Qpn(kQpn), wr) != 0) ++stats_.send_errors;
 }
 
 uint32_t CmAgent::address(sched::Picos, const cm::Gid& gid) {
@@ -141,7 +89,7 @@ uint32_t CmAgent::address(sched::Picos, const cm::Gid& gid) {
   }
   transport::AhAttr attr;
   attr.dgid = gid;
-  auto ah = e.create_ah(pd_, attr);
+  auto ah = e.create_ah(qp_.pd(), attr);
   if (!ah.ok()) {
     ++stats_.send_errors;
     return 0;
@@ -226,7 +174,7 @@ void CmAgent::on_recv(sched::Picos now, uint32_t slot, uint32_t byte_len, uint32
     ++stats_.short_received;
     // Still shown to the Manager: it counts the truncated MAD like any other.
   }
-  const uint8_t* buf = mem_.get() + slot * kSlot;
+  const uint8_t* buf = qp_.slot(slot);
   // The sender's GID from the GRH: an IPv4 header in its last 20 bytes, or
   // the IPv6 header itself (RoCEv2, as the port's own family).
   cm::Gid src{};
@@ -245,30 +193,10 @@ void CmAgent::on_recv(sched::Picos now, uint32_t slot, uint32_t byte_len, uint32
 unsigned CmAgent::poll(sched::Picos now) {
   transport::Engine& e = driver_.engine();
   unsigned work = 0;
-  ibv_wc wc[16];
-  // The loop below drains the CQ: nothing new while the engine queued nothing.
-  const uint64_t queued = e.completions_queued();
-  const bool fresh = queued != seen_completions_ || &e != seen_engine_;
-  seen_completions_ = queued;
-  seen_engine_ = &e;
-  for (int n; fresh && stats_.running && (n = e.poll_cq(cq_, wc)) > 0;) {
-    for (int i = 0; i < n; ++i) {
-      ++work;
-      if (wc[i].opcode == IBV_WC_RECV) {
-        if (wc[i].status == IBV_WC_SUCCESS)
-          on_recv(now, static_cast<uint32_t>(wc[i].wr_id), wc[i].byte_len, wc[i].src_qp);
-        else if (wc[i].status != IBV_WC_WR_FLUSH_ERR)
-          ++stats_.recv_errors;
-        if (wc[i].status != IBV_WC_WR_FLUSH_ERR) post_recv(static_cast<uint32_t>(wc[i].wr_id));
-      } else if (wc[i].status != IBV_WC_SUCCESS) {
-        // A UD send error leaves the send queue in SQE: back to RTS.
-        ++stats_.send_errors;
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_RTS;
-        e.modify_qp(wire::Qpn(kQpn), a, IBV_QP_STATE);
-      }
-    }
-  }
+  if (stats_.running)
+    work = qp_.drain(
+        e, [&](const ibv_wc& wc) { on_recv(now, static_cast<uint32_t>(wc.wr_id), wc.byte_len, wc.src_qp); },
+        [&](const ibv_wc& wc) { ++(wc.opcode == IBV_WC_RECV ? stats_.recv_errors : stats_.send_errors); });
   // MADs to ourselves, as if received on QP1 (what they produce waits for the next poll).
   for (size_t n = looped_.size(); n > 0 && stats_.running; --n) {
     std::vector<uint8_t> mad = std::move(looped_.front());
@@ -310,6 +238,7 @@ sched::Picos CmAgent::next_deadline() const {
 
 CmAgentStats CmAgent::stats() const {
   CmAgentStats s = stats_;
+  s.send_errors += qp_.post_errors();  // receives that could not be posted again
   s.manager = mgr_->stats();
   return s;
 }

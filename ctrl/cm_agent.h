@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "ctrl/daemon_ud_qp.h"
 #include "dataplane/dpdk/device.h"
 #include "transport/cm/manager.h"
 
@@ -117,7 +118,6 @@ class CmAgent final : public dataplane::DeviceHook {
     sched::Picos since = 0;
   };
 
-  void post_recv(uint32_t slot);
   void on_recv(sched::Picos now, uint32_t slot, uint32_t byte_len, uint32_t src_qp);
   // Sends what the Manager produced and queues its events.
   void pump(sched::Picos now);
@@ -127,12 +127,8 @@ class CmAgent final : public dataplane::DeviceHook {
 
   DeviceDriver& driver_;
   std::unique_ptr<cm::Manager> mgr_;
-  // QP1's resources (valid while running).
-  std::unique_ptr<uint8_t[]> mem_;  // kRecvs receive slots, then kSends send slots
-  uint32_t pd_ = 0, cq_ = 0, lkey_ = 0;
-  uint64_t seen_completions_ = 0;  // the engine's completions_queued() at the last poll
-  const transport::Engine* seen_engine_ = nullptr;  // and that engine (a reconfigure replaces it)
-  bool has_pd_ = false, has_cq_ = false, has_mr_ = false, has_qp_ = false, hooked_ = false;
+  DaemonUdQp qp_;  // QP1 and its resources (valid while running)
+  bool hooked_ = false;
   uint32_t next_send_slot_ = 0;
   std::map<cm::Gid, uint32_t> ahs_;
   std::deque<cm::Gid> ah_order_;

@@ -46,6 +46,10 @@ class DeviceDriver {
   virtual json port_stats() = 0;
   // The DPDK device, for the daemon's own reference flows (nullptr in tests).
   virtual dataplane::Device* dpdk() { return nullptr; }
+  // The thread that runs the engine: devices with the same index are run by
+  // one thread, in one order (a live trace gives them one ring). 0 in tests,
+  // where the test's own thread runs every device.
+  virtual unsigned worker_index() const { return 0; }
 };
 
 struct DeviceEntry {

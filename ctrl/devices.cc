@@ -33,7 +33,11 @@ std::string mac_text(const wire::MacAddr& m) {
 class DpdkDriver final : public DeviceDriver, public Executor {
  public:
   explicit DpdkDriver(std::unique_ptr<dataplane::Device> dev) : dev_(std::move(dev)) {}
-  void set_worker(dataplane::Worker* w) { worker_ = w; }
+  void set_worker(dataplane::Worker* w, unsigned index) {
+    worker_ = w;
+    worker_index_ = index;
+  }
+  unsigned worker_index() const override { return worker_index_; }
 
   void call(const std::function<void(sched::Picos)>& fn) override { worker_->call(fn); }
   const dataplane::DeviceConfig& config() const override { return dev_->config(); }
@@ -79,6 +83,7 @@ class DpdkDriver final : public DeviceDriver, public Executor {
  private:
   std::unique_ptr<dataplane::Device> dev_;
   dataplane::Worker* worker_ = nullptr;
+  unsigned worker_index_ = 0;
 };
 
 }  // namespace
@@ -293,7 +298,7 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
     if (!worker->init(error)) return false;
     log(LogLevel::kInfo, "worker {} (lcore {}): idle, it blocks on {} port socket(s) and its eventfd, at most {} us",
         w, worker_lcores_[w], worker->wait_fds(), config_.idle_sleep_us);
-    for (size_t i = w; i < entries.size(); i += nw) static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(worker.get());
+    for (size_t i = w; i < entries.size(); i += nw) static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(worker.get(), w);
     workers_.push_back(std::move(worker));
   }
   for (size_t w = 0; w < nw; ++w) {

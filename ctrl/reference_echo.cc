@@ -12,56 +12,18 @@ constexpr uint8_t kMagic[4] = {'I', 'R', 'F', '1'};
 constexpr uint8_t kProbe = 1, kEcho = 2;
 constexpr uint32_t kGrh = 40;
 
-std::string failed(const char* what, int err) { return std::string(what) + " failed: " + std::strerror(err); }
-
 }  // namespace
 
-ReferenceEcho::ReferenceEcho(dataplane::Device& dev) : dev_(dev), mem_(new uint8_t[kRecvs * kSlot]()) {}
+ReferenceEcho::ReferenceEcho(dataplane::Device& dev)
+    : dev_(dev), qp_({kQpn, kQkey, kRecvs, kSends, kSlot, kProbeBytes, "QPN 15"}) {}
 
 ReferenceEcho::~ReferenceEcho() = default;
 
 std::string ReferenceEcho::create(sched::Picos now) {
   transport::Engine& e = dev_.engine();
-  auto pd = e.alloc_pd();
-  if (!pd.ok()) return failed("alloc_pd", pd.err());
-  pd_ = pd.value(), has_pd_ = true;
-  auto cq = e.create_cq(static_cast<int>(kRecvs + kSends));
-  if (!cq.ok()) return failed("create_cq", cq.err());
-  cq_ = cq.value(), has_cq_ = true;
-  auto mr = e.reg_mr(pd_, mem_.get(), kRecvs * kSlot, reinterpret_cast<uint64_t>(mem_.get()), IBV_ACCESS_LOCAL_WRITE);
-  if (!mr.ok()) return failed("reg_mr", mr.err());
-  lkey_ = mr.value().lkey, has_mr_ = true;
-  transport::QpCreate qc;
-  qc.pd = pd_;
-  qc.send_cq = qc.recv_cq = cq_;
-  qc.qpn = kQpn;
-  qc.init.qp_type = IBV_QPT_UD;
-  qc.init.cap.max_send_wr = kSends;
-  qc.init.cap.max_recv_wr = kRecvs;
-  qc.init.cap.max_send_sge = 1;
-  qc.init.cap.max_recv_sge = 1;
-  qc.init.cap.max_inline_data = kProbeBytes;
-  auto qp = e.create_qp(qc);
-  if (!qp.ok()) return failed("create_qp (QPN 15)", qp.err());
-  has_qp_ = true;
-  const wire::Qpn q(kQpn);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = 0;
-  a.port_num = 1;
-  a.qkey = kQkey;
-  if (int rc = e.modify_qp(q, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-    return failed("modify_qp INIT", rc);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  if (int rc = e.modify_qp(q, a, IBV_QP_STATE)) return failed("modify_qp RTR", rc);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 0;
-  if (int rc = e.modify_qp(q, a, IBV_QP_STATE | IBV_QP_SQ_PSN)) return failed("modify_qp RTS", rc);
+  if (std::string err = qp_.create(e); !err.empty()) return err;
   // Echoes and probes are the policy's own (latency-class service, never paced).
-  e.set_qp_class(now, q, sched::FlowClass::kReference, kApp, 1);
-  for (uint32_t i = 0; i < kRecvs; ++i) post_recv(i);
+  e.set_qp_class(now, wire::Qpn(kQpn), sched::FlowClass::kReference, kApp, 1);
   dev_.add_hook(this);
   hooked_ = true;
   return {};
@@ -77,22 +39,10 @@ void ReferenceEcho::start_probing(sched::Picos now, const wire::IpAddr& peer, sc
 void ReferenceEcho::destroy() {
   if (hooked_) dev_.remove_hook(this), hooked_ = false;
   transport::Engine& e = dev_.engine();
-  if (has_qp_) e.destroy_qp(wire::Qpn(kQpn));
   for (const auto& [ip, ah] : ahs_) e.destroy_ah(ah);
   ahs_.clear();
-  if (has_cq_) e.destroy_cq(cq_);
-  if (has_mr_) e.dereg_mr(lkey_);
-  if (has_pd_) e.dealloc_pd(pd_);
-  has_qp_ = has_cq_ = has_mr_ = has_pd_ = false;
+  qp_.destroy(e);
   stats_.probing = stats_.peer_known = false;
-}
-
-void ReferenceEcho::post_recv(uint32_t slot) {
-  transport::Sge sge{reinterpret_cast<uint64_t>(mem_.get() + slot * kSlot), kSlot, lkey_};
-  transport::RecvWr wr;
-  wr.wr_id = slot;
-  wr.sg_list = std::span<const transport::Sge>(&sge, 1);
-  if (dev_.engine().post_recv(wire::Qpn(kQpn), wr) != 0) ++stats_.errors;
 }
 
 uint32_t ReferenceEcho::address(sched::Picos now, const wire::IpAddr& ip) {
@@ -110,7 +60,7 @@ uint32_t ReferenceEcho::address(sched::Picos now, const wire::IpAddr& ip) {
   }
   transport::AhAttr attr;
   attr.dgid = ip;
-  auto ah = dev_.engine().create_ah(pd_, attr);
+  auto ah = dev_.engine().create_ah(qp_.pd(), attr);
   if (!ah.ok()) {
     ++stats_.errors;
     return 0;
@@ -140,7 +90,7 @@ bool ReferenceEcho::send(sched::Picos now, uint32_t ah, uint32_t qpn, uint8_t ki
 }
 
 void ReferenceEcho::on_recv(sched::Picos now, const ibv_wc& wc) {
-  const uint8_t* buf = mem_.get() + wc.wr_id * kSlot;
+  const uint8_t* buf = qp_.slot(wc.wr_id);
   if (wc.byte_len < kGrh + kProbeBytes || std::memcmp(buf + kGrh, kMagic, 4) != 0) return;
   const uint8_t kind = buf[kGrh + 4];
   uint64_t seq;
@@ -171,28 +121,11 @@ void ReferenceEcho::on_recv(sched::Picos now, const ibv_wc& wc) {
 
 unsigned ReferenceEcho::poll(sched::Picos now) {
   transport::Engine& e = dev_.engine();
-  unsigned work = 0;
-  ibv_wc wc[8];
-  // The loop drains the CQ: nothing new while the engine queued nothing.
-  const uint64_t queued = e.completions_queued();
-  const bool fresh = queued != seen_completions_ || &e != seen_engine_;
-  seen_completions_ = queued;
-  seen_engine_ = &e;
-  for (int n; fresh && (n = e.poll_cq(cq_, wc)) > 0;) {
-    for (int i = 0; i < n; ++i) {
-      ++work;
-      if (wc[i].opcode == IBV_WC_RECV) {
-        if (wc[i].status == IBV_WC_SUCCESS) on_recv(now, wc[i]);
-        if (wc[i].status != IBV_WC_WR_FLUSH_ERR) post_recv(static_cast<uint32_t>(wc[i].wr_id));
-      } else if (wc[i].status != IBV_WC_SUCCESS) {
-        // A UD send error leaves the send queue in SQE: back to RTS.
-        ++stats_.errors;
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_RTS;
-        e.modify_qp(wire::Qpn(kQpn), a, IBV_QP_STATE);
-      }
-    }
-  }
+  unsigned work = qp_.drain(
+      e, [&](const ibv_wc& wc) { on_recv(now, wc); },
+      [&](const ibv_wc& wc) {
+        if (wc.opcode != IBV_WC_RECV) ++stats_.errors;  // a send that failed
+      });
   if (!stats_.probing) return work;
   if (outstanding_ && now - posted_at_ >= kLostAfter) {
     outstanding_ = false;

@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 
+#include "ctrl/daemon_ud_qp.h"
 #include "dataplane/dpdk/device.h"
 #include "sched/scheduler.h"
 #include "workload/app_id.h"
@@ -64,7 +65,11 @@ class ReferenceEcho final : public dataplane::DeviceHook {
   void start_probing(sched::Picos now, const wire::IpAddr& peer, sched::Picos period);
   void destroy();
 
-  EchoStats stats() const { return stats_; }  // on the worker
+  EchoStats stats() const {  // on the worker
+    EchoStats s = stats_;
+    s.errors += qp_.post_errors();
+    return s;
+  }
   unsigned poll(sched::Picos now) override;
   sched::Picos next_deadline() const override;
 
@@ -74,20 +79,14 @@ class ReferenceEcho final : public dataplane::DeviceHook {
   static constexpr uint32_t kSends = 16;
   static constexpr size_t kMaxAhs = 16;
 
-  void post_recv(uint32_t slot);
   bool send(sched::Picos now, uint32_t ah, uint32_t qpn, uint8_t kind, uint64_t seq);
   // The address handle for ip: made once its neighbour is known (0: not yet).
   uint32_t address(sched::Picos now, const wire::IpAddr& ip);
   void on_recv(sched::Picos now, const ibv_wc& wc);
 
   dataplane::Device& dev_;
-  std::unique_ptr<uint8_t[]> mem_;
-  transport::PdHandle pd_ = 0;
-  transport::CqHandle cq_ = 0;
-  uint64_t seen_completions_ = 0;  // the engine's completions_queued() at the last poll
-  const transport::Engine* seen_engine_ = nullptr;  // and that engine (a reconfigure replaces it)
-  uint32_t lkey_ = 0;
-  bool has_pd_ = false, has_cq_ = false, has_mr_ = false, has_qp_ = false, hooked_ = false;
+  DaemonUdQp qp_;
+  bool hooked_ = false;
   std::map<wire::IpAddr, uint32_t> ahs_;  // at most kMaxAhs
   // Probing.
   wire::IpAddr peer_{};

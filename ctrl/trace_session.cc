@@ -45,8 +45,11 @@ std::unique_ptr<TraceSession> TraceSession::start(Control& ctl, uint64_t owner, 
   auto& devs = ctl.devices();
   for (std::size_t i = 0; i < devs.size(); ++i) {
     if (!opt.device.empty() && devs[i]->name() != opt.device) continue;
-    t->traced_.push_back({devs[i].get(), static_cast<uint16_t>(i),
-                          std::make_unique<dataplane::TraceRing>(opt.ring_records, opt.qp)});
+    const unsigned worker = devs[i]->driver->worker_index();
+    auto it = std::find_if(t->rings_.begin(), t->rings_.end(), [&](const Ring& r) { return r.worker == worker; });
+    if (it == t->rings_.end())
+      it = t->rings_.insert(t->rings_.end(), {worker, std::make_unique<dataplane::TraceRing>(opt.ring_records, opt.qp)});
+    t->traced_.push_back({devs[i].get(), static_cast<uint16_t>(i), static_cast<std::size_t>(it - t->rings_.begin())});
   }
   if (t->traced_.empty()) {
     *err = ENODEV;
@@ -61,7 +64,7 @@ std::unique_ptr<TraceSession> TraceSession::start(Control& ctl, uint64_t owner, 
   // the device's worker, which owns the engine (never touched from here).
   for (Traced& tr : t->traced_) {
     DeviceEntry& d = *tr.dev;
-    trace::Sink* sink = tr.ring.get();
+    trace::Sink* sink = t->rings_[tr.ring].ring.get();
     d.run([&](sched::Picos) { d.engine().attach_trace(sink, opt.mask, tr.port); });
   }
   t->active_ = true;
@@ -99,8 +102,8 @@ void TraceSession::flush(std::vector<trace::Record>& buf) {
 void TraceSession::drain() {
   std::vector<trace::Record> buf;
   buf.reserve(4096);
-  for (Traced& tr : traced_) {
-    tr.ring->drain([&](const trace::Record& r) {
+  for (Ring& rg : rings_) {
+    rg.ring->drain([&](const trace::Record& r) {
       buf.push_back(r);
       if (buf.size() == buf.capacity()) flush(buf);
     });
@@ -113,8 +116,8 @@ void TraceSession::finish() {
   for (Traced& tr : traced_) {
     DeviceEntry& d = *tr.dev;
     d.run([&](sched::Picos) { d.engine().attach_trace(nullptr, 0, 0); });
-    tr.dropped_at_finish = tr.ring->dropped();
   }
+  for (Ring& rg : rings_) rg.dropped_at_finish = rg.ring->dropped();
   active_ = false;  // the workers no longer produce: the last drain is complete
   drain();
   const json s = summary();
@@ -125,15 +128,20 @@ void TraceSession::finish() {
 int TraceSession::dup_fd() const { return fd_ < 0 ? -1 : fcntl(fd_, F_DUPFD_CLOEXEC, 0); }
 
 json TraceSession::summary() const {
-  json devs = json::array();
-  uint64_t dropped = 0;
-  for (const Traced& tr : traced_) {
-    const uint64_t dr = active_ ? tr.ring->dropped() : tr.dropped_at_finish;
-    dropped += dr;
-    devs.push_back({{"port", tr.port}, {"name", tr.dev->name()}, {"ring_records", tr.ring->capacity()},
-                    {"recorded", tr.ring->recorded()}, {"dropped", dr}});
+  json devs = json::array(), rings = json::array();
+  for (const Ring& rg : rings_) {
+    json ports = json::array();
+    for (const Traced& tr : traced_)
+      if (rings_[tr.ring].worker == rg.worker) ports.push_back(tr.port);
+    rings.push_back({{"worker", rg.worker}, {"ports", ports}, {"ring_records", rg.ring->capacity()},
+                     {"recorded", rg.ring->recorded()},
+                     {"dropped", active_ ? rg.ring->dropped() : rg.dropped_at_finish}});
   }
-  return {{"active", active_},     {"devices", devs},         {"records", written_},
+  uint64_t dropped = 0;
+  for (const json& r : rings) dropped += r["dropped"].get<uint64_t>();
+  for (const Traced& tr : traced_)
+    devs.push_back({{"port", tr.port}, {"name", tr.dev->name()}, {"worker", rings_[tr.ring].worker}});
+  return {{"active", active_},     {"devices", devs},         {"rings", rings},  {"records", written_},
           {"dropped", dropped},    {"truncated", truncated_}, {"write_errors", write_errors_},
           {"events", event_names(opt_.mask)}, {"qp", opt_.qp},  {"device", opt_.device}, {"seconds", opt_.seconds},
           {"max_records", opt_.max_records},  {"record_bytes", sizeof(trace::Record)},

@@ -2,9 +2,13 @@
 // `isoroce-ctl trace`). One at a time, started by a privileged client, bounded
 // in time and size.
 //
-// Each traced device gets a dataplane::TraceRing, attached to its engine by a
-// message to the device's worker (Executor::call: the worker is the ring's
-// only producer, and nothing else touches the engine). The control thread
+// Each worker that runs a traced device gets one dataplane::TraceRing, attached
+// to each of its traced devices' engines by a message to the worker
+// (Executor::call: the worker is the ring's only producer, and nothing else
+// touches the engine). One ring per worker, not per device, keeps the records
+// of one worker's devices in the order the worker made them: records of one
+// poll pass share its time, and a frame one device sends and another receives
+// in the same pass must stay in that order. The control thread
 // drains the rings (drain(), every few milliseconds while the session runs)
 // into a memfd that the client received when the session started, as raw
 // 40-byte trace::Records; the client turns them into a trace file. A ring that
@@ -33,12 +37,12 @@ struct TraceOptions {
   trace::EventMask mask = trace::kAllEvents;
   uint32_t qp = 0;                               // 0: every QP
   std::string device;                            // "": every device
-  std::size_t ring_records = 65536;              // per device (rounded up to a power of two)
+  std::size_t ring_records = 65536;              // per worker (rounded up to a power of two)
   uint64_t max_records = 4u << 20;               // in the memfd; beyond: truncated
 };
 
 inline constexpr double kMaxTraceSeconds = 600;
-inline constexpr std::size_t kMaxTraceRingRecords = std::size_t{1} << 22;  // 160 MiB per device
+inline constexpr std::size_t kMaxTraceRingRecords = std::size_t{1} << 22;  // 160 MiB per worker
 inline constexpr uint64_t kMaxTraceRecords = uint64_t{1} << 24;          // 640 MiB in the memfd
 
 class TraceSession {
@@ -62,16 +66,21 @@ class TraceSession {
   uint64_t owner() const { return owner_; }
   // A duplicate of the memfd (the caller sends and closes it), or -1.
   int dup_fd() const;
-  // {active, devices: [{port, name, ring_records, recorded, dropped}], records,
-  //  dropped, truncated, events, qp, seconds, record_bytes, time_unit}
+  // {active, devices: [{port, name, worker}], rings: [{worker, ports,
+  //  ring_records, recorded, dropped}], records, dropped, truncated, events,
+  //  qp, seconds, record_bytes, time_unit}
   nlohmann::json summary() const;
 
  private:
+  struct Ring {
+    unsigned worker;
+    std::unique_ptr<dataplane::TraceRing> ring;
+    uint64_t dropped_at_finish = 0;
+  };
   struct Traced {
     DeviceEntry* dev;
     uint16_t port;
-    std::unique_ptr<dataplane::TraceRing> ring;
-    uint64_t dropped_at_finish = 0;
+    std::size_t ring;  // index in rings_
   };
   TraceSession() = default;
   void flush(std::vector<trace::Record>& buf);
@@ -81,6 +90,7 @@ class TraceSession {
   Clock::time_point deadline_;
   int fd_ = -1;
   bool active_ = false;
+  std::vector<Ring> rings_;
   std::vector<Traced> traced_;
   uint64_t written_ = 0;    // records in the memfd
   uint64_t truncated_ = 0;  // drained but over max_records

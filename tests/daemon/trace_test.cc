@@ -89,9 +89,19 @@ TEST_F(LiveTrace, APingpongHasEachMessagesStagesWithNonDecreasingTimes) {
   namespace rp = tools::rperf;
   const auto msgs = rp::messages(rs, {0, ids.qa}, rp::QpRef{1, ids.qb});
   ASSERT_EQ(msgs.size(), 20u) << out;
+  // On a failure, the two QPs' records up to the message's completion, by time.
+  auto records_until = [&](sched::Picos end) {
+    std::string s;
+    for (const auto& r : rs)
+      if (((r.port == 0 && r.qp == ids.qa) || (r.port == 1 && r.qp == ids.qb)) && r.time <= end)
+        s += std::to_string(r.time) + " port " + std::to_string(r.port) + " " +
+             std::string(trace::kEventNames[static_cast<std::size_t>(r.event)]) + " psn " + std::to_string(r.psn) +
+             " a " + std::to_string(r.a) + "\n";
+    return s;
+  };
   for (const auto& m : msgs) {
     ASSERT_TRUE(m.grant && m.tx && m.resp_rx && m.resp_ack_tx && m.ack && m.completion)
-        << "message " << m.id << ": grant " << m.grant.has_value() << " tx " << m.tx.has_value() << " resp_rx "
+        << records_until(m.completion.value_or(m.post)) << "message " << m.id << ": grant " << m.grant.has_value() << " tx " << m.tx.has_value() << " resp_rx "
         << m.resp_rx.has_value() << " resp_ack_tx " << m.resp_ack_tx.has_value() << " ack " << m.ack.has_value()
         << " completion " << m.completion.has_value();
     EXPECT_LE(m.post, *m.grant) << m.id;

@@ -102,9 +102,14 @@ int run_live_trace(const LiveTraceArgs& a) {
     fmt::print("{}\n", r.dump(2));
   } else {
     fmt::print("{} records from {} device(s) in {}\n", rs.size(), r["devices"].size(), a.out);
-    for (const json& d : r["devices"])
-      fmt::print("  {}: {} recorded, {} dropped (ring of {})\n", d["name"].get<std::string>(),
-                 d["recorded"].get<uint64_t>(), d["dropped"].get<uint64_t>(), d["ring_records"].get<uint64_t>());
+    for (const json& g : r["rings"]) {
+      std::string names;
+      for (const json& port : g["ports"])
+        for (const json& d : r["devices"])
+          if (d["port"] == port) names += (names.empty() ? "" : ", ") + d["name"].get<std::string>();
+      fmt::print("  worker {} ({}): {} recorded, {} dropped (ring of {})\n", g["worker"].get<unsigned>(), names,
+                 g["recorded"].get<uint64_t>(), g["dropped"].get<uint64_t>(), g["ring_records"].get<uint64_t>());
+    }
   }
   if (meta.dropped != 0 || meta.truncated != 0)
     std::fprintf(stderr, "isoroce-ctl: trace: %llu record(s) dropped (ring full: --ring more), %llu truncated "

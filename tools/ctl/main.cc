@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
   trace->add_option("--device", ta.device, "only this device (default: all)");
   trace->add_option("--qp", ta.qp, "only this QP's events: DEVICE/QPN (isoroce0/17), or a QPN that only one device has");
   trace->add_option("--events", ta.events, "comma-separated event names or all (sched/trace.h)");
-  trace->add_option("--ring", ta.ring_records, "records per device ring (default 65536)");
+  trace->add_option("--ring", ta.ring_records, "records per worker ring (default 65536)");
   trace->add_option("--max-records", ta.max_records, "records kept in all (default 4194304)");
   trace->add_flag("--raw", ta.raw, "write the 40-byte trace::Records as they are");
   for (auto* sub : app.get_subcommands({})) sub->add_flag("--json", as_json, "print JSON");
