@@ -1,23 +1,9 @@
 // Every device's CM agent (QP1): made, started, paused around a new engine,
 // stopped; recorded in the QP registry as the daemon's own.
-#include <unistd.h>
-
 #include "ctrl/control.h"
 #include "ctrl/log.h"
 
 namespace isoroce::ctrl {
-namespace {
-
-QpInfo cm_qp() {
-  QpInfo info;
-  info.pid = getpid();
-  info.uid = geteuid();
-  info.comm = "isoroced";
-  info.cls = "reference";
-  return info;
-}
-
-}  // namespace
 
 void Control::start_cm(DeviceEntry& d) {
   if (d.cm) return;
@@ -30,7 +16,7 @@ void Control::start_cm(DeviceEntry& d) {
     return;
   }
   d.cm = std::move(cm);
-  registry_.set(&d, CmAgent::kQpn, cm_qp());
+  registry_.set(&d, CmAgent::kQpn, QpInfo::daemons_own());
 }
 
 void Control::stop_cm(DeviceEntry& d) {
@@ -55,7 +41,7 @@ void Control::resume_cm(DeviceEntry& d) {
     log(LogLevel::kError, "{}: the CM agent (QP1) failed on the new engine: {}", d.name(), error);
     return;
   }
-  registry_.set(&d, CmAgent::kQpn, cm_qp());
+  registry_.set(&d, CmAgent::kQpn, QpInfo::daemons_own());
 }
 
 }  // namespace isoroce::ctrl

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -92,6 +93,17 @@ struct QpInfo {
   std::string cls = "bandwidth";
   uint64_t app = 0;  // Justitia's application: the client connection (session id); 0: the daemon's own
   std::string tenant;  // "" none (ctrl/tenants.h)
+
+  // A QP of the daemon itself (QP1, the reference echo and flow): owned by
+  // this process, class "reference".
+  static QpInfo daemons_own() {
+    QpInfo info;
+    info.pid = getpid();
+    info.uid = geteuid();
+    info.comm = "isoroced";
+    info.cls = "reference";
+    return info;
+  }
 };
 
 // QP owners by device and QPN; telemetry reads it from its own thread.

@@ -1,26 +1,12 @@
 // The daemon's own QPs: every device's reference echo (UD QPN 15) and, with
 // policy justitia, the reference flow (ctrl/reference_flow.h,
 // ctrl/reference_echo.h), started, stopped and recorded in the QP registry.
-#include <unistd.h>
-
 #include "ctrl/daemon.h"
 #include "ctrl/log.h"
 #include "ctrl/wire_json.h"
 #include "sched/policy_registry.h"
 
 namespace isoroce::ctrl {
-namespace {
-
-QpInfo daemon_qp() {
-  QpInfo info;
-  info.pid = getpid();
-  info.uid = geteuid();
-  info.comm = "isoroced";
-  info.cls = "reference";
-  return info;
-}
-
-}  // namespace
 
 void Daemon::start_echo(DeviceEntry& d) {
   auto echo = std::make_unique<ReferenceEcho>(*d.driver->dpdk());
@@ -28,7 +14,7 @@ void Daemon::start_echo(DeviceEntry& d) {
   d.run([&](sched::Picos now) { error = echo->create(now); });
   if (error.empty()) {
     d.echo = std::move(echo);
-    registry_.set(&d, ReferenceEcho::kQpn, daemon_qp());
+    registry_.set(&d, ReferenceEcho::kQpn, QpInfo::daemons_own());
   } else {
     d.run([&](sched::Picos) { echo->destroy(); });
     log(LogLevel::kError, "{}: the reference echo (UD QPN {}) failed: {}", d.name(), ReferenceEcho::kQpn, error);
@@ -94,8 +80,8 @@ void Daemon::start_reference_flow(DeviceEntry& d) {
     return;
   }
   const ReferenceStats st = flow->stats();
-  registry_.set(&d, st.src_qpn, daemon_qp());
-  registry_.set(peer, st.dst_qpn, daemon_qp());
+  registry_.set(&d, st.src_qpn, QpInfo::daemons_own());
+  registry_.set(peer, st.dst_qpn, QpInfo::daemons_own());
   d.ref = std::move(flow);
   d.ref_peer = peer;
   log(LogLevel::kInfo, "{}: policy justitia: reference flow to {} (QP {}/{} -> {}/{}), a {} B WRITE every {} us, Target99 {} us",
