@@ -20,7 +20,6 @@ std::size_t TasselScheduler::fixed_bytes() const {
   const std::size_t per_qp = qps_.size() * (bytes_per_qp() - sizeof(QpSlot) - sizeof(std::uint64_t));
   const std::size_t buckets = timeline_.bucket_bytes_reserved();
   return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry) + timeline_.heap_size() * 16 +
-         timeline_.run_bytes() +
          (buckets > per_qp ? buckets - per_qp : 0);
 }
 

@@ -28,19 +28,7 @@ void Timeline::remove(QpSlot* qps, std::uint32_t qp) {
   const std::uint64_t a0 = s.time_ >> kSlotLog2;
   const unsigned level = level_of(a0);
   if (level == 0) {
-    // In the run (cascaded) or in a list (inserted straight): O(run) is fine, only
-    // control operations remove.
-    auto it = std::find_if(run_.begin() + static_cast<std::ptrdiff_t>(run_pos_), run_.end(),
-                           [qp](const RunEntry& e) { return e.qp == qp; });
-    if (it != run_.end()) {
-      run_.erase(it);
-      if (run_pos_ == run_.size()) {
-        run_.clear();
-        run_pos_ = 0;
-      }
-    } else {
-      level0_.remove(qps, static_cast<std::uint32_t>(a0 & kMask), qp);
-    }
+    level0_.remove(qps, static_cast<std::uint32_t>(a0 & kMask), qp);
   } else if (level == 1) {
     middle_.remove(pool_, static_cast<std::uint32_t>((a0 >> kL) & kMask), qp);
   } else if (level == 2) {
@@ -77,54 +65,7 @@ Timeline::Point Timeline::next_coarse_point() const {
 }
 
 bool Timeline::empty() const {
-  return level0_.empty() && run_pos_ == run_.size() && middle_.empty() && coarse_.empty() && heap_.empty();
-}
-
-// A stable LSD radix sort of the 12-bit slots in two passes of 6 bits, fed sort_ from
-// its end, so equal slots come out in the reverse of their cascade order. A few
-// entries (one fast QP) take an insertion sort instead: the same order.
-void Timeline::sort_run() {
-  const std::size_t n = sort_.size();
-  run_.resize(n);
-  if (n <= 16) {
-    for (std::size_t k = 0; k < n; ++k) {
-      const RunEntry e = sort_[n - 1 - k];
-      std::size_t j = k;
-      while (j > 0 && run_[j - 1].low > e.low) {
-        run_[j] = run_[j - 1];
-        --j;
-      }
-      run_[j] = e;
-    }
-    return;
-  }
-  std::uint32_t lo[64] = {};
-  std::uint32_t hi[64] = {};
-  for (const RunEntry& e : sort_) {
-    ++lo[e.low & 63];
-    ++hi[e.low >> 6];
-  }
-  std::uint32_t sum_lo = 0;
-  std::uint32_t sum_hi = 0;
-  for (unsigned d = 0; d < 64; ++d) {
-    const std::uint32_t l = lo[d];
-    const std::uint32_t h = hi[d];
-    lo[d] = sum_lo;
-    hi[d] = sum_hi;
-    sum_lo += l;
-    sum_hi += h;
-  }
-  // Pass 1 (low 6 bits) from sort_'s end into run_, pass 2 (high 6 bits) back into
-  // sort_ in order, then swap: run_ is sorted.
-  for (std::size_t k = n; k-- > 0;) {
-    const RunEntry e = sort_[k];
-    run_[lo[e.low & 63]++] = e;
-  }
-  for (std::size_t k = 0; k < n; ++k) {
-    const RunEntry e = run_[k];
-    sort_[hi[e.low >> 6]++] = e;
-  }
-  run_.swap(sort_);
+  return level0_.empty() && middle_.empty() && coarse_.empty() && heap_.empty();
 }
 
 }  // namespace isoroce::sched

@@ -10,17 +10,10 @@
 // id with the low bits of its start slot, so a cascade reads seven QPs per cache line
 // and touches no QP's state until the QP reaches the fine level: at a million QPs
 // that state is in memory, and lists threaded through it made every cascade a chain
-// of dependent misses. The fine level of the current middle slot has two parts: the
-// run, the entries cascaded from the middle slot, sorted by start once (a radix sort
-// of their 12-bit fine-slot index) and released by walking the array; and 4096 lists
-// threaded through the QPs (index_list.h) with a bitmap, for the QPs inserted
-// straight into the current middle slot (fast QPs, whose next start is within
-// 262 ns). The run replaced per-entry list pushes, bitmap sets, clears and searches
-// at the cascade and the release (issue 20). Release order is the lists' LIFO order
-// as before: at one fine slot the straight insertions (all later than the cascade,
-// newest first), then the cascaded entries in the reverse of their chain order.
-// Which level holds a QP follows from its start and the cursor (level_of), so moving
-// down writes nothing to it.
+// of dependent misses. Fine slots are lists threaded through the QPs (index_list.h):
+// their QPs are released within 262 ns, and putting one there is the write that
+// brings its state into cache for the release. Which level holds a QP follows from
+// its start and the cursor (level_of), so moving down writes nothing else to it.
 //
 // Eligibility has the resolution of a fine slot: a QP is released once system time
 // reaches the start of its slot, at most 64 ps early; the next start is computed from
@@ -28,7 +21,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cassert>
 #include <cstdint>
 #include <vector>
 
@@ -93,8 +85,6 @@ class Timeline {
 
   bool empty() const;
   std::size_t heap_size() const { return heap_.size(); }
-  // Bytes of the run's two arrays (they grow to the most entries a middle slot held).
-  std::size_t run_bytes() const { return (run_.capacity() + sort_.capacity()) * sizeof(RunEntry); }
   // Memory of the buckets: reserved (the worst case) and touched so far.
   std::size_t bucket_bytes_reserved() const { return pool_.capacity() * sizeof(Bucket); }
   std::size_t bucket_bytes_touched() const { return pool_.touched() * sizeof(Bucket); }
@@ -115,38 +105,6 @@ class Timeline {
   static constexpr std::uint64_t kMask = BucketSlots::kMask;
   static constexpr unsigned kL = kLevelLog2;
 
-  // A cascaded entry of the current middle slot: its QP and fine slot (low 12 bits).
-  struct RunEntry {
-    std::uint32_t qp;
-    std::uint32_t low;
-  };
-
-  // The run's next fine slot (low 12 bits), or kNone.
-  std::uint32_t run_low() const { return run_pos_ < run_.size() ? run_[run_pos_].low : Bitmap4096::kNone; }
-  // The first occupied fine slot >= from (low 12 bits, from < 4096) of the current
-  // middle slot, lists and run together, or kNone.
-  std::uint32_t fine_next(std::uint32_t from) const {
-    const std::uint32_t r = run_low();
-    if (level0_.empty()) return r;
-    return std::min(level0_.find_next(from), r);
-  }
-  bool fine_occupied(std::uint32_t low) const { return run_low() == low || level0_.occupied(low); }
-
-  // Releases fine slot `low`: its list (straight insertions, newest first), then the
-  // run's entries of that slot.
-  template <class Release>
-  void release_fine(QpSlot* qps, std::uint32_t low, Release& release) {
-    if (!level0_.empty() && level0_.occupied(low)) drain(qps, level0_.take(low), release);
-    std::size_t pos = run_pos_;
-    const std::size_t end = run_.size();
-    while (pos < end && run_[pos].low == low) release(run_[pos++].qp);
-    if (pos == end) {
-      run_.clear();
-      pos = 0;
-    }
-    run_pos_ = pos;
-  }
-
   // advance() past its fast path: releases every slot up to `target`.
   template <class Release>
   void release_through(QpSlot* qps, std::uint64_t target, Release& release) {
@@ -154,7 +112,7 @@ class Timeline {
     // of the current middle slot, it is the earliest one, and no search is needed.
     std::uint64_t slot = next_due_;
     bool fine = slot <= target && (slot >> kL) == (next_slot_ >> kL) &&
-                fine_occupied(static_cast<std::uint32_t>(slot & kMask));
+                level0_.occupied(static_cast<std::uint32_t>(slot & kMask));
     while (true) {
       if (!fine) {
         const Point next = next_point();
@@ -173,9 +131,9 @@ class Timeline {
       // Occupied fine slots of the current middle slot, up to target.
       while (true) {
         next_slot_ = slot;  // within the current middle slot: no cascade
-        release_fine(qps, static_cast<std::uint32_t>(slot & kMask), release);
+        drain(qps, level0_.take(static_cast<std::uint32_t>(slot & kMask)), release);
         if ((slot & kMask) == kMask) break;
-        const std::uint32_t i0 = fine_next(static_cast<std::uint32_t>(slot & kMask) + 1);
+        const std::uint32_t i0 = level0_.find_next(static_cast<std::uint32_t>(slot & kMask) + 1);
         if (i0 == Bitmap4096::kNone) break;
         const std::uint64_t later = (slot & ~kMask) | i0;
         if (later > target) {
@@ -192,7 +150,7 @@ class Timeline {
 
   Point next_point() const {
     const std::uint64_t p = next_slot_;
-    const std::uint32_t i0 = fine_next(static_cast<std::uint32_t>(p & kMask));
+    const std::uint32_t i0 = level0_.find_next(static_cast<std::uint32_t>(p & kMask));
     if (i0 != Bitmap4096::kNone) return {(p & ~kMask) | i0, 0};
     return next_coarse_point();
   }
@@ -263,41 +221,33 @@ class Timeline {
   }
 
   // place_all for a middle slot that next_slot_ has just entered: every entry is due
-  // in it, so each is released now (if its fine slot has passed) or joins the run.
-  // The fine level is empty here (every earlier slot was released).
+  // in it, so each goes to its fine slot (or is released), no level to choose.
   template <class Release>
   void place_all_fine(QpSlot* qps, std::uint32_t chain, std::uint64_t base, Release& release) {
-    sort_.clear();
-    const std::uint64_t from = next_slot_;
+    std::uint64_t due = next_due_;
     for (std::uint32_t b = chain; b != kNil;) {
       const Bucket& bucket = pool_[b];
       const std::uint32_t next = bucket.next;
       if (next != kNil) __builtin_prefetch(&pool_[next]);
       const std::uint32_t count = bucket.count;
-      // Each entry's release writes its QP's line: ask for all of them now, so the
-      // bucket's misses overlap instead of following one another (1M QPs).
+      // Each entry's push below writes its QP's line: ask for all of them first,
+      // so the bucket's misses overlap instead of following one another.
       for (std::uint32_t k = 0; k < count; ++k) __builtin_prefetch(&qps[bucket.entries[k].qp], 1);
       for (std::uint32_t k = 0; k < count; ++k) {
         const WheelEntry e = bucket.entries[k];
-        const std::uint32_t low = e.low & static_cast<std::uint32_t>(kMask);
-        if ((base | low) < from) {
+        const std::uint64_t a0 = base | (e.low & kMask);
+        if (a0 < next_slot_) {
           release(e.qp);
         } else {
-          sort_.push_back({e.qp, low});
+          level0_.push(qps, static_cast<std::uint32_t>(a0 & kMask), e.qp);
+          due = std::min(due, a0);
         }
       }
       pool_.release(b);
       b = next;
     }
-    if (sort_.empty()) return;
-    assert(run_.empty() && "the fine level is empty when a middle slot is entered");
-    sort_run();
-    next_due_ = std::min(next_due_, base | run_[0].low);
+    next_due_ = due;
   }
-
-  // run_ = sort_ ordered by fine slot, equal slots in the reverse of sort_'s order
-  // (the order a LIFO list per slot would release them in).
-  void sort_run();
 
   // Moves next_slot_ forward to `slot`. No QP may sit in a slot in between; the wheel
   // slot that `slot` enters at a coarser level is cascaded down.
@@ -325,10 +275,7 @@ class Timeline {
   }
 
   BucketPool pool_;
-  SlotArray<IndexStack> level0_;  // fine, straight insertions: lists threaded through the QPs
-  std::vector<RunEntry> run_;     // fine, cascaded: sorted by slot; run_pos_ is the next due
-  std::vector<RunEntry> sort_;    // the cascade's entries before sorting
-  std::size_t run_pos_ = 0;
+  SlotArray<IndexStack> level0_;  // fine: lists threaded through the QPs
   BucketSlots middle_;            // chains of buckets of QP ids
   BucketSlots coarse_;
   std::vector<HeapEntry> heap_;
