@@ -32,8 +32,7 @@ class Bitmap4096 {
     const std::uint32_t w = from >> 6;
     const std::uint64_t here = words_[w] & (~std::uint64_t{0} << (from & 63));
     if (here != 0) return (w << 6) | static_cast<std::uint32_t>(std::countr_zero(here));
-    if (w == 63) return kNone;
-    const std::uint64_t later = summary_ & (~std::uint64_t{0} << (w + 1));
+    const std::uint64_t later = summary_ & (~std::uint64_t{1} << w);  // words after w (none after 63)
     if (later == 0) return kNone;
     const std::uint32_t w2 = static_cast<std::uint32_t>(std::countr_zero(later));
     return (w2 << 6) | static_cast<std::uint32_t>(std::countr_zero(words_[w2]));

@@ -270,6 +270,9 @@ class Timeline {
       }
     } else if ((slot >> kL) != (old >> kL)) {
       const std::uint64_t c1 = slot >> kL;
+      // The next middle slot's cascade begins with a miss on its head bucket: ask
+      // for it now, a middle slot (262 ns of system time) ahead.
+      middle_.prefetch(pool_, static_cast<std::uint32_t>((c1 + 1) & kMask));
       place_all_fine(qps, middle_.take(static_cast<std::uint32_t>(c1 & kMask)), c1 << kL, release);
     }
   }
