@@ -44,6 +44,13 @@ class SlotArray {
     if (l.empty()) bits_.clear(slot);
   }
 
+  // Empties `slot` and returns its list; `next` is the next non-empty slot after it
+  // (kNone if none).
+  List take_find_next(std::uint32_t slot, std::uint32_t& next) {
+    next = bits_.clear_find_next(slot);
+    return list(slot).take();
+  }
+
   // Empties `slot` and returns its list.
   List take(std::uint32_t slot) {
     bits_.clear(slot);

@@ -131,9 +131,9 @@ class Timeline {
       // Occupied fine slots of the current middle slot, up to target.
       while (true) {
         next_slot_ = slot;  // within the current middle slot: no cascade
-        drain(qps, level0_.take(static_cast<std::uint32_t>(slot & kMask)), release);
-        if ((slot & kMask) == kMask) break;
-        const std::uint32_t i0 = level0_.find_next(static_cast<std::uint32_t>(slot & kMask) + 1);
+        // (Releasing only pushes to the calendar: the next fine slot can be found first.)
+        std::uint32_t i0;
+        drain(qps, level0_.take_find_next(static_cast<std::uint32_t>(slot & kMask), i0), release);
         if (i0 == Bitmap4096::kNone) break;
         const std::uint64_t later = (slot & ~kMask) | i0;
         if (later > target) {
