@@ -27,13 +27,27 @@ class Bitmap4096 {
     if (w == 0) summary_ &= ~(std::uint64_t{1} << (i >> 6));
   }
 
+  // clear(i), then the smallest set bit > i (kNone if none): the word just written is
+  // searched without loading it again.
+  std::uint32_t clear_find_next(std::uint32_t i) {
+    const std::uint32_t w = i >> 6;
+    const std::uint64_t word = words_[w] & ~(std::uint64_t{1} << (i & 63));
+    words_[w] = word;
+    if (word == 0) summary_ &= ~(std::uint64_t{1} << w);
+    const std::uint64_t here = word & (~std::uint64_t{0} << (i & 63));  // bit i is clear now
+    if (here != 0) return (w << 6) | static_cast<std::uint32_t>(std::countr_zero(here));
+    const std::uint64_t later = summary_ & (~std::uint64_t{1} << w);
+    if (later == 0) return kNone;
+    const std::uint32_t w2 = static_cast<std::uint32_t>(std::countr_zero(later));
+    return (w2 << 6) | static_cast<std::uint32_t>(std::countr_zero(words_[w2]));
+  }
+
   // The smallest set bit >= from (from < kBits), or kNone.
   std::uint32_t find_next(std::uint32_t from) const {
     const std::uint32_t w = from >> 6;
     const std::uint64_t here = words_[w] & (~std::uint64_t{0} << (from & 63));
     if (here != 0) return (w << 6) | static_cast<std::uint32_t>(std::countr_zero(here));
-    if (w == 63) return kNone;
-    const std::uint64_t later = summary_ & (~std::uint64_t{0} << (w + 1));
+    const std::uint64_t later = summary_ & (~std::uint64_t{1} << w);  // words after w (none after 63)
     if (later == 0) return kNone;
     const std::uint32_t w2 = static_cast<std::uint32_t>(std::countr_zero(later));
     return (w2 << 6) | static_cast<std::uint32_t>(std::countr_zero(words_[w2]));

@@ -117,6 +117,12 @@ class BucketSlots {
     counts_[slot] = 1;
   }
 
+  // Asks for `slot`'s head bucket (the first line a cascade of it reads).
+  void prefetch(const BucketPool& pool, std::uint32_t slot) const {
+    const std::uint32_t h = heads_[slot];
+    if (h != kNil) __builtin_prefetch(&pool[h]);
+  }
+
   // Empties `slot` and returns its chain (kNil if it was empty); the caller releases
   // each bucket to the pool once it has read it.
   std::uint32_t take(std::uint32_t slot) {

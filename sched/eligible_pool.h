@@ -55,7 +55,8 @@ class EligiblePool {
   std::uint32_t pop(QpSlot* qps) {
     if (count_ == 0) return kNil;
     const std::uint32_t here = static_cast<std::uint32_t>(first_ & Buckets::kMask);
-    const std::uint32_t slot = buckets_.find_circular(here);
+    // Usually the first bucket still holds QPs: no bitmap search then.
+    const std::uint32_t slot = buckets_.has(here) ? here : buckets_.find_circular(here);
     first_ += (slot - here) & Buckets::kMask;
     --count_;
     const std::uint32_t qp = buckets_.pop(qps, slot);

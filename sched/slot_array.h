@@ -19,6 +19,8 @@ class SlotArray {
 
   bool empty() const { return bits_.empty(); }
   bool occupied(std::uint32_t slot) const { return bits_.test(slot); }
+  // The same answer from the list head (which a pop then reads anyway).
+  bool has(std::uint32_t slot) const { return !lists_[slot].empty(); }
   std::uint32_t find_next(std::uint32_t from) const { return bits_.find_next(from); }
   std::uint32_t find_circular(std::uint32_t from) const { return bits_.find_circular(from); }
 
@@ -42,6 +44,13 @@ class SlotArray {
     List& l = list(slot);
     l.remove(nodes, i);
     if (l.empty()) bits_.clear(slot);
+  }
+
+  // Empties `slot` and returns its list; `next` is the next non-empty slot after it
+  // (kNone if none).
+  List take_find_next(std::uint32_t slot, std::uint32_t& next) {
+    next = bits_.clear_find_next(slot);
+    return list(slot).take();
   }
 
   // Empties `slot` and returns its list.

@@ -23,7 +23,7 @@ std::size_t TasselScheduler::fixed_bytes() const {
          (buckets > per_qp ? buckets - per_qp : 0);
 }
 
-void TasselScheduler::sync(Picos t) {
+inline void TasselScheduler::sync(Picos t) {
   if (t <= t_v_) return;
   const Picos dt = t - t_v_;
   t_v_ = t;
@@ -49,6 +49,10 @@ void TasselScheduler::update_sigma() {
 // The first real time at which sync() brings system time to `v`.
 Picos TasselScheduler::when_system_time_reaches(Picos v) const {
   if (v <= v_) return t_v_;
+  if (sigma_ == kSigmaOne) {  // V runs with real time (and v_frac_ is 0): no division
+    const Picos dt = v - v_;
+    return dt >= kNever - t_v_ ? kNever : t_v_ + dt;
+  }
   const u128 need = (static_cast<u128>(v - v_) << kSigmaFracBits) - v_frac_;
   const u128 dt = (need + sigma_ - 1) / sigma_;
   const u128 t = t_v_ + dt;
@@ -56,12 +60,14 @@ Picos TasselScheduler::when_system_time_reaches(Picos v) const {
 }
 
 // S -> F: the packet is eligible; its finish time uses the rate in force now.
-template <bool kShared>
+template <bool kShared, bool kTraced>
 inline void TasselScheduler::make_eligible(Picos now, QpId qp) {
   QpSlot& s = qps_[qp];
   const Picos start = s.time_;
   s.time_ += duration(s.bytes_, s.cost_);
-  if (trace_.on(trace::Event::kEligible)) [[unlikely]] trace_eligible(now, qp, start);
+  if constexpr (kTraced) {
+    if (trace_.on(trace::Event::kEligible)) [[unlikely]] trace_eligible(now, qp, start);
+  }
   if constexpr (kShared) {
     tree_->push(qps_.data(), qp);
   } else {
@@ -69,10 +75,10 @@ inline void TasselScheduler::make_eligible(Picos now, QpId qp) {
   }
 }
 
-template <bool kShared>
+template <bool kShared, bool kTraced>
 inline void TasselScheduler::place_limited(Picos now, QpId qp, Picos start) {
   qps_[qp].time_ = start;
-  if (!timeline_.insert(qps_.data(), qp)) make_eligible<kShared>(now, qp);
+  if (!timeline_.insert(qps_.data(), qp)) make_eligible<kShared, kTraced>(now, qp);
 }
 
 void TasselScheduler::push_unlimited(QpId qp) {
@@ -125,9 +131,9 @@ void TasselScheduler::trace_eligible(Picos now, QpId qp, Picos start) const {
   trace_.emit(now, trace::Event::kEligible, qp, phi_q16(), s.bytes_, 0, start, s.time_);
 }
 
-template <bool kShared>
+template <bool kShared, bool kTraced>
 void TasselScheduler::release_due(Picos now) {
-  timeline_.advance(qps_.data(), v_, [this, now](std::uint32_t qp) { make_eligible<kShared>(now, qp); });
+  timeline_.advance(qps_.data(), v_, [this, now](std::uint32_t qp) { make_eligible<kShared, kTraced>(now, qp); });
 }
 
 void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
@@ -250,11 +256,11 @@ bool TasselScheduler::active(QpId qp) const {
   return qp < qps_.size() && qps_[qp].where_ != Where::kIdle;
 }
 
-template <bool kShared>
+template <bool kShared, bool kTraced>
 inline void TasselScheduler::grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src) {
   QpSlot& s = qps_[qp];
   out = {qp, s.bytes_, at, GrantKind::kData};
-  trace_grant(now, out);
+  if constexpr (kTraced) trace_grant(now, out);
   link_.occupy(at, s.bytes_);
   s.where_ = Where::kIdle;
   const Packet next = src.on_grant(qp, s.bytes_);
@@ -277,17 +283,22 @@ inline void TasselScheduler::grant(Picos now, QpId qp, Picos at, Grant& out, Pac
   } else if constexpr (kShared) {
     // Still backlogged, but it may have waited in the tree past its F: its next
     // packet starts no earlier than now (V), so no wait turns into a burst.
-    place_limited<true>(at, qp, std::max(s.time_, v_));
+    place_limited<true, kTraced>(at, qp, std::max(s.time_, v_));
   } else {
-    place_limited<false>(at, qp, s.time_);  // still backlogged: S = F of the packet just granted
+    place_limited<false, kTraced>(at, qp, s.time_);  // still backlogged: S = F of the packet just granted
   }
 }
 
 std::size_t TasselScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource& src) {
-  return shared_ ? dequeue_as<true>(now, out, src) : dequeue_as<false>(now, out, src);
+  if (trace_.mask() == 0) [[likely]] {
+    return shared_ ? dequeue_as<true, false>(now, out, src) : dequeue_as<false, false>(now, out, src);
+  }
+  return shared_ ? dequeue_as<true, true>(now, out, src) : dequeue_as<false, true>(now, out, src);
 }
 
-template <bool kShared>
+// (A tracer attached from inside src.on_grant sees this call's later events only if
+// tracing was already on when it began.)
+template <bool kShared, bool kTraced>
 std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketSource& src) {
   const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
   std::size_t n = 0;
@@ -295,11 +306,12 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
     const Picos at = link_.start(now);
     if (at > limit) break;  // the link is busy
     sync(at);
-    release_due<kShared>(at);
+    release_due<kShared, kTraced>(at);
     if (!control_.empty()) {
       const ControlQueue::Entry c = control_.pop();
       out[n] = {c.qp, c.bytes, at, GrantKind::kControl};
-      trace_grant(now, out[n++]);
+      if constexpr (kTraced) trace_grant(now, out[n]);
+      ++n;
       link_.occupy(at, c.bytes);
       continue;
     }
@@ -307,7 +319,7 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
       const QpId qp = tree_->pop(qps_.data());
       if (qp != kNil) {
         const std::uint32_t bytes = qps_[qp].bytes_;
-        grant<true>(now, qp, at, out[n++], src);
+        grant<true, kTraced>(now, qp, at, out[n++], src);
         tree_->charge(qp, bytes);
         continue;
       }
@@ -315,7 +327,7 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
       QpId qp = pool_.pop(qps_.data());
       if (qp == kNil) qp = unlimited_.pop_front(qps_.data());
       if (qp != kNil) {
-        grant<false>(now, qp, at, out[n++], src);
+        grant<false, kTraced>(now, qp, at, out[n++], src);
         continue;
       }
     }

@@ -83,22 +83,25 @@ class TasselScheduler final : public Scheduler {
   static constexpr unsigned kSigmaFracBits = 32;
   static constexpr std::uint64_t kSigmaOne = std::uint64_t{1} << kSigmaFracBits;
 
-  void sync(Picos t);
+  [[gnu::always_inline]] void sync(Picos t);
   void update_sigma();
   Picos when_system_time_reaches(Picos v) const;
-  template <bool kShared>
+  // kTraced: whether the trace points are checked. dequeue() instantiates its loop
+  // without them when no event is traced (the common case), so a packet pays no
+  // trace check; the other entry points keep them.
+  template <bool kShared, bool kTraced = true>
   [[gnu::always_inline]] void place_limited(Picos now, QpId qp, Picos start);
-  template <bool kShared>
+  template <bool kShared, bool kTraced>
   void release_due(Picos now);
-  template <bool kShared>
+  template <bool kShared, bool kTraced = true>
   [[gnu::always_inline]] void make_eligible(Picos now, QpId qp);
   [[gnu::cold, gnu::noinline]] void trace_eligible(Picos now, QpId qp, Picos start) const;
   void remove_from_queue(QpId qp);
   // An unlimited QP that may send: round robin, or the share tree.
   void push_unlimited(QpId qp);
-  template <bool kShared>
+  template <bool kShared, bool kTraced>
   [[gnu::always_inline]] void grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src);
-  template <bool kShared>
+  template <bool kShared, bool kTraced>
   std::size_t dequeue_as(Picos now, std::span<Grant> out, PacketSource& src);
   ShareTree& tree();
   void start_sharing(Picos now);

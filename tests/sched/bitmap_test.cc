@@ -50,5 +50,25 @@ TEST(Bitmap4096, EdgesOfWords) {
   EXPECT_EQ(bits.find_next(63), 64u);
 }
 
+// Expect: clear_find_next(i) clears i and returns the next set bit after it, as a
+// std::set does (upper_bound), including at the last bit of a word and of the map.
+TEST(Bitmap4096, ClearFindNextAgreesWithSet) {
+  std::mt19937_64 rng(11);
+  Bitmap4096 bits;
+  std::set<std::uint32_t> ref;
+  for (int step = 0; step < 200'000; ++step) {
+    const std::uint32_t i = step % 5 == 0 ? (rng() % 64) * 64 + 63 : rng() % Bitmap4096::kBits;
+    if (rng() % 2 == 0) {
+      bits.set(i);
+      ref.insert(i);
+      continue;
+    }
+    ref.erase(i);
+    const auto it = ref.upper_bound(i);
+    ASSERT_EQ(bits.clear_find_next(i), it == ref.end() ? Bitmap4096::kNone : *it) << "step " << step;
+    ASSERT_EQ(bits.empty(), ref.empty());
+  }
+}
+
 }  // namespace
 }  // namespace isoroce::sched
