@@ -198,7 +198,7 @@ RespStep EngineImpl::resp_check_length(const QpCtx& q, const RespPacket& r) {
   return RespStep::kCheckRkey;
 }
 
-RespStep EngineImpl::resp_check_rkey(const QpCtx& q, const RespPacket& r) {
+RespStep EngineImpl::resp_check_rkey(const QpCtx& q, RespPacket& r) {
   // 9.7.5.1.5 / 10.6.3: the R_Key names an MR of the QP's PD that grants the
   // access, the bytes lie inside it, and the QP allows remote access of that
   // kind. A WRITE in progress must still write the registration its FIRST
@@ -213,7 +213,7 @@ RespStep EngineImpl::resp_check_rkey(const QpCtx& q, const RespPacket& r) {
         c = (access & IBV_ACCESS_REMOTE_WRITE)
                 ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE)
                 : verbs::MrCheck::kAccessViolation;
-      } else if (!r.payload.empty() && write_target(q) == nullptr) {
+      } else if (!r.payload.empty() && (r.write_dst = write_target(q)) == nullptr) {
         c = verbs::MrCheck::kInvalidKey;
       }
       break;
@@ -325,6 +325,10 @@ RespStep EngineImpl::resp_execute_send(QpCtx& q, const RespPacket& r) {
 RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
   const wire::OpcodeInfo& op = *r.pkt.op;
   const bool copied = r.icrc_pending;
+  // Where the payload goes: the RETH's MR (one lookup; resp_check_rkey checked it)
+  // or, inside a message, the target resp_check_rkey found.
+  const verbs::Mr* first_mr = op.is_first() ? rkey_mr(r.pkt.reth->rkey) : nullptr;
+  uint8_t* dst = !op.is_first() ? r.write_dst : first_mr != nullptr ? mr_ptr(*first_mr, r.pkt.reth->va) : nullptr;
   if (r.icrc_pending) {
     // Copy and check in one pass, before any state changes: a frame failing its ICRC
     // is dropped as if never received. Its bytes may have reached the MR, but only
@@ -332,7 +336,6 @@ RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
     // target holds no defined value before it completes (the retransmission
     // overwrites them).
     r.icrc_pending = false;
-    uint8_t* dst = op.is_first() ? mr_ptr(*rkey_mr(r.pkt.reth->rkey), r.pkt.reth->va) : write_target(q);
     uint32_t reg = wire::icrc_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
     reg = wire::crc32_copy_update(reg, dst, r.payload.data(), r.payload.size());
     reg = wire::crc32_update(reg, r.payload.data() + r.payload.size(), r.pkt.pad);
@@ -343,12 +346,12 @@ RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
   }
   if (op.is_first()) {
     q.resp.write_rkey = r.pkt.reth->rkey;
-    q.resp.write_mr_id = rkey_mr(r.pkt.reth->rkey)->id;
+    q.resp.write_mr_id = first_mr != nullptr ? first_mr->id : 0;
     q.resp.write_va = r.pkt.reth->va;
     q.resp.write_left = r.pkt.reth->dma_len;
     q.resp.write_total = r.pkt.reth->dma_len;
   }
-  if (!copied && !r.payload.empty()) std::memcpy(write_target(q), r.payload.data(), r.payload.size());
+  if (!copied && !r.payload.empty()) std::memcpy(dst, r.payload.data(), r.payload.size());
   q.resp.write_va += r.payload.size();
   q.resp.write_left -= r.payload.size();
   if (!op.is_last()) {
@@ -533,9 +536,9 @@ void EngineImpl::fail_recv(QpCtx& q, ibv_wc_status status) {
   complete(q.recv_cq, wc);
 }
 
-TxDesc EngineImpl::peek_response(QpCtx& q) {
-  TxDesc d;
-  if (q.resp.queue.empty()) return d;
+void EngineImpl::peek_response(QpCtx& q, TxDesc& d) {
+  d = TxDesc{};
+  if (q.resp.queue.empty()) return;
   const uint32_t index = q.resp.queue.front();
   const RespResource& r = q.resp.resources[index];
   d.kind = TxKind::kResponse;
@@ -554,7 +557,7 @@ TxDesc EngineImpl::peek_response(QpCtx& q) {
     d.length = static_cast<uint32_t>(std::min<uint64_t>(q.mtu, r.length - d.offset));
   }
   d.frame_len = frame_len(d.opcode, d.length);
-  return d;
+  return;
 }
 
 void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
@@ -567,7 +570,7 @@ void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
 
 size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   const RespResource& r = q.resp.resources[d.resource];
-  wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
+  wire::FrameSpec& spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
   if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
   if (op.has(wire::kHdrAtomicAckEth)) spec.atomic_ack = r.atomic_orig;
@@ -593,7 +596,7 @@ uint32_t EngineImpl::ack_frame_bytes() const {
 
 size_t EngineImpl::build_control(Picos now, QpCtx& q, std::span<uint8_t> out) {
   q.resp.ctrl_queued = false;
-  wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp.psn,
+  wire::FrameSpec& spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp.psn,
                                     q.qp.dest_qpn().value(), false);
   if (q.resp.nak_syndrome) {
     spec.psn = q.resp.nak_psn;
