@@ -161,15 +161,19 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
 QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) {
   // Worth it from a few hundred bytes; every check receive() makes before handing an
   // RC request to its QP passes, so no frame is dropped or counted there unchecked.
-  // Only a WRITE's middle and last packets: their target address comes from the
-  // QP's state, so a corrupt one writes only bytes of the range its retransmission
-  // rewrites. A first or only packet names its address in the RETH, which the
-  // ICRC protects too: a flipped bit there must not store anywhere before the
-  // check (IBTA 9.8.2: a packet failing the ICRC is dropped, with no effect).
+  // Of a WRITE, only the middle and last packets: their target address comes from
+  // the QP's state, so a corrupt one writes only bytes of the range its
+  // retransmission rewrites. A first or only packet names its address in the RETH,
+  // which the ICRC protects too: a flipped bit there must not store anywhere before
+  // the check (IBTA 9.8.2: a packet failing the ICRC is dropped, with no effect).
   constexpr uint32_t kMinPayload = 256;
   const wire::OpcodeInfo& op = *pkt.op;
-  if (op.transport != wire::Transport::kRc || op.kind != wire::OpKind::kWrite || pkt.imm ||
-      op.is_first() || pkt.payload_len < kMinPayload) {
+  // A SEND's packets, first and only ones too: where their payload goes comes from
+  // the receive WQE, never from the packet (resp_execute_send copies into the
+  // receive's buffer, checks, and only then takes the receive).
+  const bool write = op.kind == wire::OpKind::kWrite && !pkt.imm && !op.is_first();
+  const bool send = op.kind == wire::OpKind::kSend;
+  if (op.transport != wire::Transport::kRc || !(write || send) || pkt.payload_len < kMinPayload) {
     return nullptr;
   }
   if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;

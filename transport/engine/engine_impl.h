@@ -152,7 +152,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   RespStep resp_check_rkey(const QpCtx& q, RespPacket& r);
   RespStep resp_check_resource(QpCtx& q, RespPacket& r);
   RespStep resp_execute(Picos now, QpCtx& q, RespPacket& r);
-  RespStep resp_execute_send(QpCtx& q, const RespPacket& r);
+  RespStep resp_execute_send(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_execute_write(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_execute_read(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_execute_atomic(Picos now, QpCtx& q, RespPacket& r);
@@ -174,6 +174,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // ACK/NAK from the responder's state, or 0 if nothing is due.
   size_t build_control(Picos now, QpCtx& q, std::span<uint8_t> out);
   bool take_recv_wqe(QpCtx& q, RecvWqe* out);
+  // The receive take_recv_wqe() would take, left in place (nullptr: none).
+  const RecvWqe* peek_recv_wqe(const QpCtx& q) const;
   // The next byte of q's RDMA WRITE in progress, or nullptr if its MR was
   // deregistered (or its key now names another registration).
   uint8_t* write_target(const QpCtx& q) const;

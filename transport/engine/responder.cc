@@ -50,6 +50,14 @@ bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
   return true;
 }
 
+const RecvWqe* EngineImpl::peek_recv_wqe(const QpCtx& q) const {
+  if (q.use_srq) {
+    auto it = srqs_.find(q.srq);
+    return it == srqs_.end() || it->second->queue.empty() ? nullptr : &it->second->queue.front();
+  }
+  return q.rq.empty() ? nullptr : &q.rq.front();
+}
+
 void EngineImpl::queue_ack(Picos now, QpCtx& q) {
   q.resp.ack_pending = true;
   if (q.resp.ctrl_queued) return;
@@ -83,7 +91,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     // change nothing but their diagnostic counters) before it is checked, unless it
     // is a WRITE about to be executed: that checks it while copying.
     if (r.icrc_pending && step > RespStep::kCheckResource &&
-        !(step == RespStep::kExecute && pkt.op->kind == OpKind::kWrite)) {
+        !(step == RespStep::kExecute && (pkt.op->kind == OpKind::kWrite || pkt.op->kind == OpKind::kSend))) {
       r.icrc_pending = false;
       if (wire::icrc_compute(frame, pkt.l3_offset, frame.size() - wire::kIcrcBytes) != pkt.icrc) {
         drop_bad_icrc(now, q, pkt, frame.size());
@@ -249,6 +257,9 @@ RespStep EngineImpl::resp_check_resource(QpCtx& q, RespPacket& r) {
     case OpKind::kSend:
       // 9.7.5.2.8: a message needs a receive WQE; none is an RNR NAK.
       if (!op.is_first()) return RespStep::kExecute;
+      // A SEND whose ICRC is checked while it is copied takes its receive only
+      // once the check passed (resp_execute_send); here it only needs one.
+      if (r.icrc_pending) return peek_recv_wqe(q) != nullptr ? RespStep::kExecute : RespStep::kNakRnr;
       if (!take_recv_wqe(q, &q.resp.cur_recv)) return RespStep::kNakRnr;
       q.resp.have_recv = true;
       q.resp.recv_offset = 0;
@@ -271,20 +282,48 @@ RespStep EngineImpl::resp_check_resource(QpCtx& q, RespPacket& r) {
 
 RespStep EngineImpl::resp_execute(Picos now, QpCtx& q, RespPacket& r) {
   switch (r.pkt.op->kind) {
-    case OpKind::kSend: return resp_execute_send(q, r);
+    case OpKind::kSend: return resp_execute_send(now, q, r);
     case OpKind::kWrite: return resp_execute_write(now, q, r);
     case OpKind::kReadRequest: return resp_execute_read(now, q, r);
     default: return resp_execute_atomic(now, q, r);
   }
 }
 
-RespStep EngineImpl::resp_execute_send(QpCtx& q, const RespPacket& r) {
+RespStep EngineImpl::resp_execute_send(Picos now, QpCtx& q, RespPacket& r) {
   const wire::OpcodeInfo& op = *r.pkt.op;
+  bool copied = false;
+  if (r.icrc_pending) {
+    // Copy into the receive buffer and check the ICRC in one pass, before any state
+    // changes (the receive is taken only after): a frame failing its check is
+    // dropped as if never received. Its bytes may have reached the buffer of a
+    // receive that has not completed, whose contents are undefined until it does
+    // (the retransmission writes them again). A receive that cannot take them
+    // (too small, an SGE gone) is checked the plain way and fails as before.
+    r.icrc_pending = false;
+    const RecvWqe* w = op.is_first() ? peek_recv_wqe(q) : &q.resp.cur_recv;
+    const uint64_t off = op.is_first() ? 0 : q.resp.recv_offset;
+    uint32_t reg = wire::icrc_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
+    if (w != nullptr && off + r.payload.size() <= w->length) {
+      copied = scatter_crc(mrs_, q.pd, w->sges, off, r.payload, &reg);
+    }
+    const uint32_t icrc =
+        copied ? wire::icrc_finish(wire::crc32_update(reg, r.payload.data() + r.payload.size(), r.pkt.pad))
+               : wire::icrc_compute(r.frame, r.pkt.l3_offset, r.frame.size() - wire::kIcrcBytes);
+    if (icrc != r.pkt.icrc) {
+      drop_bad_icrc(now, q, r.pkt, r.frame.size());
+      return RespStep::kDone;
+    }
+    if (op.is_first()) {
+      if (!take_recv_wqe(q, &q.resp.cur_recv)) return RespStep::kNakRnr;  // peeked above: never
+      q.resp.have_recv = true;
+      q.resp.recv_offset = 0;
+    }
+  }
   if (q.resp.recv_offset + r.payload.size() > q.resp.cur_recv.length) {
     fail_recv(q, IBV_WC_LOC_LEN_ERR);
     return RespStep::kNakInvalidRequest;
   }
-  if (!scatter(mrs_, q.pd, q.resp.cur_recv.sges, q.resp.recv_offset, r.payload)) {
+  if (!copied && !scatter(mrs_, q.pd, q.resp.cur_recv.sges, q.resp.recv_offset, r.payload)) {
     fail_recv(q, IBV_WC_LOC_PROT_ERR);
     return RespStep::kNakRemoteOperational;
   }
