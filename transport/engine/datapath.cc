@@ -145,7 +145,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       count_rx(*q, frame.size());
       if (op.kind == wire::OpKind::kAck || op.kind == wire::OpKind::kAtomicAck ||
           op.kind == wire::OpKind::kReadResponse) {
-        on_response(now, *q, pkt, frame);
+        on_response(now, *q, pkt, frame, pending_qp != nullptr);
       } else {
         on_request(now, *q, pkt, frame, pending_qp != nullptr);
       }
@@ -173,7 +173,11 @@ QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) {
   // receive's buffer, checks, and only then takes the receive).
   const bool write = op.kind == wire::OpKind::kWrite && !pkt.imm && !op.is_first();
   const bool send = op.kind == wire::OpKind::kSend;
-  if (op.transport != wire::Transport::kRc || !(write || send) || pkt.payload_len < kMinPayload) {
+  // A READ response: it goes into the buffer of the READ its PSN belongs to
+  // (EngineImpl::read_response_copy_and_check).
+  const bool read_response = op.kind == wire::OpKind::kReadResponse;
+  if (op.transport != wire::Transport::kRc || !(write || send || read_response) ||
+      pkt.payload_len < kMinPayload) {
     return nullptr;
   }
   if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;

@@ -182,14 +182,21 @@ class EngineImpl final : public Engine, private sched::PacketSource {
 
   // ---- completer.cc
   // One response packet through the steps of CompStep (internal.h).
-  void on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  void on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame,
+                   bool icrc_pending = false);
+  // A READ response whose ICRC is unchecked (receive()): copied into the oldest WR's
+  // buffer while checked when it is the response that WR expects, else checked
+  // alone. False: it failed and was dropped. *copied: the payload is in place.
+  bool read_response_copy_and_check(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                    std::span<uint8_t> frame, bool* copied);
   CompStep comp_check_state(const QpCtx& q);
   CompStep comp_check_psn(const QpCtx& q, const wire::RocePacket& pkt);
   CompStep comp_ack(Picos now, QpCtx& q, wire::Psn psn);
   CompStep comp_rnr_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome);
   CompStep comp_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome);
   CompStep comp_atomic_ack(Picos now, QpCtx& q, const wire::RocePacket& pkt);
-  CompStep comp_read_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  CompStep comp_read_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame,
+                              bool copied);
   void retire_acked(Picos now, QpCtx& q, wire::Psn through);
   void retry(Picos now, QpCtx& q, wire::Psn from);
   void fail_request(Picos now, QpCtx& q, ibv_wc_status status);

@@ -261,6 +261,41 @@ TEST(EngineRc, GrantsOfOneTransmitTakeEachPacketOnceInOrder) {
   EXPECT_EQ(p.net[0].counters().retransmits, static_cast<uint64_t>(requests - 67));
 }
 
+// A READ response (256 B and up) is copied into the READ's buffer while its ICRC is
+// checked (EngineImpl::read_response_copy_and_check): a corrupted one is dropped
+// before it changes anything, the gap it leaves re-issues the READ from there, and
+// the buffer ends up intact; the WRITE posted before the READ completes first.
+TEST(EngineRc, ACorruptReadResponseIsDroppedAndTheReadReissued) {
+  RcOptions o;
+  RcPair p(o);
+  p.fill(1, 100000, 8000, 41);
+  p.fill(0, 50000, 3000, 42);
+  const uint32_t corrupt_psn = o.psn0 + 1 + 3;  // the READ's 4th response (the WRITE has psn0)
+  int corrupted = 0;
+  p.net.set_hook([&](int from, std::vector<uint8_t>& f) {
+    auto r = wire::parse_frame(f);
+    if (from == 1 && corrupted == 0 && r.ok() && r.pkt.op->kind == wire::OpKind::kReadResponse &&
+        r.pkt.psn.value() == corrupt_psn) {
+      f[r.pkt.payload_offset + 100] ^= 0x40;
+      ++corrupted;
+    }
+    return Fate::kDeliver;
+  });
+  ASSERT_EQ(p.post(0, IBV_WR_RDMA_WRITE, 50000, 3000, 300000, 1), 0);
+  ASSERT_EQ(p.post(0, IBV_WR_RDMA_READ, 0, 8000, 100000, 2), 0);
+  ASSERT_TRUE(p.net.run());
+  ASSERT_EQ(corrupted, 1);
+  EXPECT_EQ(p.net[0].counters().rx_bad_icrc, 1u);
+  EXPECT_GE(p.net[0].counters().retransmits, 1u) << "the READ was not re-issued";
+  EXPECT_TRUE(p.same(0, 0, 1, 100000, 8000));
+  EXPECT_TRUE(p.same(0, 50000, 1, 300000, 3000));
+  const auto sc = p.poll(0, false);
+  ASSERT_EQ(sc.size(), 2u);
+  EXPECT_EQ(sc[0].wr_id, 1u);
+  EXPECT_EQ(sc[1].wr_id, 2u);
+  for (const auto& wc : sc) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+}
+
 // Seeded loss, duplication, corruption and reordering on both directions.
 Pair::Hook faults(uint64_t seed, double loss, double dup, double corrupt) {
   auto rng = std::make_shared<std::mt19937_64>(seed);
