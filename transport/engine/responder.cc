@@ -39,13 +39,13 @@ bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
     auto it = srqs_.find(q.srq);
     if (it == srqs_.end() || it->second->queue.empty()) return false;
     SrqCtx& s = *it->second;
-    *out = std::move(s.queue.front());
+    std::swap(*out, s.queue.front());  // the slot keeps a vector to reuse (post_srq_recv)
     s.queue.pop();
     if (s.srq.take()) events_.push_back({AsyncEventType::kSrqLimitReached, q.srq});
     return true;
   }
   if (q.rq.empty()) return false;
-  *out = std::move(q.rq.front());
+  std::swap(*out, q.rq.front());  // the slot keeps a vector to reuse (post_recv)
   q.rq.pop();
   return true;
 }
