@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "transport/engine/engine_impl.h"
+#include "transport/wire/icrc.h"
 #include "transport/engine/memory.h"
 
 namespace isoroce::transport::detail {
@@ -131,8 +132,47 @@ void EngineImpl::fail_request(Picos now, QpCtx& q, ibv_wc_status status) {
 // RNR NAK, NAK, atomic ACK, READ response), each of which retires what the
 // response acknowledges and completes what is done.
 
+bool EngineImpl::read_response_copy_and_check(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                              std::span<uint8_t> frame, bool* copied) {
+  // The READ response the oldest WR expects next (responses arrive in order, so
+  // this is the common case) is copied into the WR's buffer while its ICRC is
+  // checked, before any state changes; a frame failing its check is dropped as if
+  // never received. Its bytes may have reached the buffer of a READ that has not
+  // completed, whose contents are undefined until it does (the re-issued READ
+  // writes them again). Anything else is checked the plain way first.
+  *copied = false;
+  const wire::Psn psn = pkt.psn;
+  uint32_t reg = 0;
+  // What comp_check_state() and comp_check_psn() accept, without their counters
+  // (on_response runs them afterwards).
+  const ibv_qp_state st = q.qp.state();
+  if ((st == IBV_QPS_RTS || st == IBV_QPS_SQD) && psn.before(q.req.max_psn) && !psn.before(q.comp.psn - 1) &&
+      !q.sq.empty()) {
+    const SendWqe& w = q.sq.front();
+    const uint64_t left = w.length - std::min(w.length, w.read_done);
+    const bool last = pkt.op->is_last();
+    if (w.state == WqeState::kStarted && w.opcode == IBV_WR_RDMA_READ && !w.completed_ok &&
+        psn == w.first_psn + static_cast<uint32_t>(w.read_done / q.mtu) &&
+        (last ? pkt.payload_len == left : pkt.payload_len == q.mtu && pkt.payload_len <= left)) {
+      reg = wire::icrc_begin(frame, pkt.l3_offset, pkt.payload_offset);
+      *copied = scatter_crc(mrs_, q.pd, w.sges, w.read_done, frame.subspan(pkt.payload_offset, pkt.payload_len),
+                            &reg);
+    }
+  }
+  const uint32_t icrc =
+      *copied ? wire::icrc_finish(wire::crc32_update(reg, frame.data() + pkt.payload_offset + pkt.payload_len, pkt.pad))
+              : wire::icrc_compute(frame, pkt.l3_offset, frame.size() - wire::kIcrcBytes);
+  if (icrc != pkt.icrc) {
+    drop_bad_icrc(now, q, pkt, frame.size());
+    return false;
+  }
+  return true;
+}
+
 void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
-                             std::span<uint8_t> frame) {
+                             std::span<uint8_t> frame, bool icrc_pending) {
+  bool copied = false;
+  if (icrc_pending && !read_response_copy_and_check(now, q, pkt, frame, &copied)) return;
   CompStep step = CompStep::kCheckState;
   while (step != CompStep::kDone) {
     switch (step) {
@@ -154,7 +194,7 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
         step = comp_nak(now, q, pkt.psn, pkt.aeth->syndrome);
         break;
       case CompStep::kAtomicAck: step = comp_atomic_ack(now, q, pkt); break;
-      case CompStep::kReadResponse: step = comp_read_response(now, q, pkt, frame); break;
+      case CompStep::kReadResponse: step = comp_read_response(now, q, pkt, frame, copied); break;
       case CompStep::kDone: break;
     }
   }
@@ -281,7 +321,7 @@ CompStep EngineImpl::comp_atomic_ack(Picos now, QpCtx& q, const wire::RocePacket
 }
 
 CompStep EngineImpl::comp_read_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
-                                        std::span<uint8_t> frame) {
+                                        std::span<uint8_t> frame, bool copied) {
   // A READ response acknowledges everything before it (9.7.5.2.2).
   const wire::Psn psn = pkt.psn;
   retire_acked(now, q, psn - 1);
@@ -309,7 +349,9 @@ CompStep EngineImpl::comp_read_response(Picos now, QpCtx& q, const wire::RocePac
     return CompStep::kDone;
   }
   const auto payload = frame.subspan(pkt.payload_offset, pkt.payload_len);
-  if (!scatter(mrs_, q.pd, w.sges, w.read_done, payload)) {
+  // copied: read_response_copy_and_check() already put these bytes at this offset of
+  // this WR (nothing since changed which WR is the oldest or its progress).
+  if (!copied && !scatter(mrs_, q.pd, w.sges, w.read_done, payload)) {
     fail_request(now, q, IBV_WC_LOC_PROT_ERR);
     return CompStep::kDone;
   }

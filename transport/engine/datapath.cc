@@ -25,11 +25,22 @@ inline bool same_ip(const wire::IpAddr& a, const wire::IpAddr& b) {
 }
 }  // namespace
 
-wire::FrameSpec EngineImpl::frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode,
-                                       wire::Psn psn, uint32_t dest_qpn, bool data) const {
-  wire::FrameSpec s;
+wire::FrameSpec& EngineImpl::frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode,
+                                        wire::Psn psn, uint32_t dest_qpn, bool data) {
+  // One FrameSpec per engine, every field set again here: a fresh one per frame
+  // was zeroed with `rep stos` (224 bytes), most of this function's time (perf,
+  // docs/performance.md "The engine's own cost per packet").
+  wire::FrameSpec& s = tx_spec_;
+  s.reth.reset();
+  s.aeth.reset();
+  s.deth.reset();
+  s.imm.reset();
+  s.ieth.reset();
+  s.atomic.reset();
+  s.atomic_ack.reset();
   s.dst_mac = peer.mac;
   s.src_mac = config_.mac;
+  s.vlan_tci.reset();
   s.src_ip = config_.ip;
   s.dst_ip = peer.ip;
   const uint8_t tc = peer.traffic_class ? peer.traffic_class & 0xfc
@@ -38,10 +49,19 @@ wire::FrameSpec EngineImpl::frame_spec(const QpCtx& q, const Peer& peer, uint8_t
   s.traffic_class = static_cast<uint8_t>(tc | (data && config_.ecn_capable ? 0x2 : 0));
   s.hop_limit = peer.hop_limit;
   s.flow_label = peer.flow_label;
+  s.ip_id = 0;
+  s.dont_fragment = true;
   s.udp_sport = q.udp_sport;
   s.opcode = opcode;
+  s.solicited = false;
+  s.mig_req = false;
+  s.pkey = 0xffff;
+  s.fecn = false;
+  s.becn = false;
   s.dest_qp = wire::Qpn(dest_qpn);
+  s.ack_req = false;
   s.psn = psn;
+  s.payload = {};
   return s;
 }
 
@@ -125,7 +145,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       count_rx(*q, frame.size());
       if (op.kind == wire::OpKind::kAck || op.kind == wire::OpKind::kAtomicAck ||
           op.kind == wire::OpKind::kReadResponse) {
-        on_response(now, *q, pkt, frame);
+        on_response(now, *q, pkt, frame, pending_qp != nullptr);
       } else {
         on_request(now, *q, pkt, frame, pending_qp != nullptr);
       }
@@ -141,15 +161,23 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
 QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) {
   // Worth it from a few hundred bytes; every check receive() makes before handing an
   // RC request to its QP passes, so no frame is dropped or counted there unchecked.
-  // Only a WRITE's middle and last packets: their target address comes from the
-  // QP's state, so a corrupt one writes only bytes of the range its retransmission
-  // rewrites. A first or only packet names its address in the RETH, which the
-  // ICRC protects too: a flipped bit there must not store anywhere before the
-  // check (IBTA 9.8.2: a packet failing the ICRC is dropped, with no effect).
+  // Of a WRITE, only the middle and last packets: their target address comes from
+  // the QP's state, so a corrupt one writes only bytes of the range its
+  // retransmission rewrites. A first or only packet names its address in the RETH,
+  // which the ICRC protects too: a flipped bit there must not store anywhere before
+  // the check (IBTA 9.8.2: a packet failing the ICRC is dropped, with no effect).
   constexpr uint32_t kMinPayload = 256;
   const wire::OpcodeInfo& op = *pkt.op;
-  if (op.transport != wire::Transport::kRc || op.kind != wire::OpKind::kWrite || pkt.imm ||
-      op.is_first() || pkt.payload_len < kMinPayload) {
+  // A SEND's packets, first and only ones too: where their payload goes comes from
+  // the receive WQE, never from the packet (resp_execute_send copies into the
+  // receive's buffer, checks, and only then takes the receive).
+  const bool write = op.kind == wire::OpKind::kWrite && !pkt.imm && !op.is_first();
+  const bool send = op.kind == wire::OpKind::kSend;
+  // A READ response: it goes into the buffer of the READ its PSN belongs to
+  // (EngineImpl::read_response_copy_and_check).
+  const bool read_response = op.kind == wire::OpKind::kReadResponse;
+  if (op.transport != wire::Transport::kRc || !(write || send || read_response) ||
+      pkt.payload_len < kMinPayload) {
     return nullptr;
   }
   if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;
@@ -192,10 +220,14 @@ Picos EngineImpl::next_deadline() const {
   return t;
 }
 
-TxDesc EngineImpl::peek(Picos now, QpCtx& q) {
-  TxDesc d = peek_response(q);
-  if (d.kind != TxKind::kNone) return d;
-  return q.qp.type() == IBV_QPT_UD ? peek_ud(q) : peek_request(now, q);
+void EngineImpl::peek(Picos now, QpCtx& q, TxDesc& d) {
+  peek_response(q, d);
+  if (d.kind != TxKind::kNone) return;
+  if (q.qp.type() == IBV_QPT_UD) {
+    peek_ud(q, d);
+  } else {
+    peek_request(now, q, d);
+  }
 }
 
 void EngineImpl::kick(Picos now, QpCtx& q) {
@@ -229,7 +261,8 @@ void EngineImpl::kick(Picos now, QpCtx& q) {
     return;
   }
   if (sched_->active(q.slot)) return;
-  const TxDesc d = peek(now, q);
+  TxDesc d;
+  peek(now, q, d);
   if (d.kind == TxKind::kNone) return;
   const bool ends = wire::opcode_info(d.opcode).is_last() || d.kind == TxKind::kUdSend;
   // A request that starts a message on an idle QP waits behind no packet of its own.
@@ -242,11 +275,18 @@ void EngineImpl::kick(Picos now, QpCtx& q) {
 sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   (void)bytes;
   QpCtx* q = slots_[slot].get();
-  TxDesc d;
-  if (q != nullptr) d = peek(tx_now_, *q);
-  granted_.push_back(d);
+  TxDesc& d = granted_.emplace_back();
+  if (q == nullptr) return {};
+  // The packet this grant takes is the one the QP's previous grant of this dequeue
+  // peeked as its next (nothing but grants runs during a dequeue, and a grant
+  // changes only its own QP), so it is not peeked twice.
+  if (q->tx_next_epoch == grant_epoch_) {
+    d = q->tx_next;
+  } else {
+    peek(tx_now_, *q, d);
+  }
   if (d.kind == TxKind::kNone) {
-    if (q != nullptr) after_grant_.push_back(slot);
+    after_grant_.push_back(slot);
     return {};
   }
   switch (d.kind) {
@@ -258,7 +298,9 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
       break;
     case TxKind::kNone: break;
   }
-  const TxDesc next = peek(tx_now_, *q);
+  TxDesc& next = q->tx_next;
+  peek(tx_now_, *q, next);
+  q->tx_next_epoch = grant_epoch_;
   if (next.kind == TxKind::kNone) {
     after_grant_.push_back(slot);  // e.g. a local error to complete, or an ACK to queue
     return {};
@@ -276,6 +318,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
     const size_t want = std::min(grants.size(), max_frames - sent);
     granted_.clear();
     after_grant_.clear();
+    ++grant_epoch_;
     const size_t n = sched_->dequeue(now, std::span(grants.data(), want), *this);
     size_t next_desc = 0;
     for (size_t i = 0; i < n; ++i) {

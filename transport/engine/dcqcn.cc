@@ -58,7 +58,7 @@ void EngineImpl::np_on_ce(Picos now, QpCtx& q, const Peer* ud_peer, uint32_t ud_
 size_t EngineImpl::build_cnp(QpCtx& q, std::span<uint8_t> out) {
   q.cnp_queued = false;
   const bool ud = q.qp.type() == IBV_QPT_UD;
-  wire::FrameSpec spec = frame_spec(q, ud ? q.cnp_peer : q.peer, wire::op::kCnp, wire::Psn(0),
+  wire::FrameSpec& spec = frame_spec(q, ud ? q.cnp_peer : q.peer, wire::op::kCnp, wire::Psn(0),
                                     ud ? q.cnp_qpn : q.qp.dest_qpn().value(), false);
   spec.traffic_class = static_cast<uint8_t>(config_.dcqcn.cnp_dscp << 2);
   spec.becn = true;

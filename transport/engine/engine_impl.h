@@ -99,6 +99,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
 
   // ---- engine.cc
   QpCtx* find_qp(wire::Qpn qpn);
+  CqCtx* find_cq(CqHandle cq);  // nullptr: no such CQ
   const QpCtx* find_qp(wire::Qpn qpn) const;
   // msg_id: the send's trace message id (QpCtx::posted at post), 0 for receives.
   void complete(CqHandle cq, const ibv_wc& wc, uint32_t msg_id = 0);
@@ -123,7 +124,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
 
   // ---- requester.cc
   // The next request packet of q, without consuming it (kind kNone: none now).
-  TxDesc peek_request(Picos now, QpCtx& q);
+  void peek_request(Picos now, QpCtx& q, TxDesc& d);
   void take_request(QpCtx& q, const TxDesc& d);
   // Starts WQE processing checks (local keys); false if it completed in error.
   bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
@@ -148,10 +149,10 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   RespStep resp_nak_sequence(Picos now, QpCtx& q);
   RespStep resp_check_op_seq(const QpCtx& q, const RespPacket& r);
   RespStep resp_check_length(const QpCtx& q, const RespPacket& r);
-  RespStep resp_check_rkey(const QpCtx& q, const RespPacket& r);
+  RespStep resp_check_rkey(const QpCtx& q, RespPacket& r);
   RespStep resp_check_resource(QpCtx& q, RespPacket& r);
   RespStep resp_execute(Picos now, QpCtx& q, RespPacket& r);
-  RespStep resp_execute_send(QpCtx& q, const RespPacket& r);
+  RespStep resp_execute_send(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_execute_write(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_execute_read(Picos now, QpCtx& q, RespPacket& r);
   RespStep resp_execute_atomic(Picos now, QpCtx& q, RespPacket& r);
@@ -167,26 +168,35 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // The receive being filled completes with status (the NAK is the caller's step).
   void fail_recv(QpCtx& q, ibv_wc_status status);
   uint32_t ack_frame_bytes() const;  // an ACK/NAK on the link, overhead included
-  TxDesc peek_response(QpCtx& q);
+  void peek_response(QpCtx& q, TxDesc& d);
   void take_response(QpCtx& q, const TxDesc& d);
   size_t build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // ACK/NAK from the responder's state, or 0 if nothing is due.
   size_t build_control(Picos now, QpCtx& q, std::span<uint8_t> out);
   bool take_recv_wqe(QpCtx& q, RecvWqe* out);
+  // The receive take_recv_wqe() would take, left in place (nullptr: none).
+  const RecvWqe* peek_recv_wqe(const QpCtx& q) const;
   // The next byte of q's RDMA WRITE in progress, or nullptr if its MR was
   // deregistered (or its key now names another registration).
   uint8_t* write_target(const QpCtx& q) const;
 
   // ---- completer.cc
   // One response packet through the steps of CompStep (internal.h).
-  void on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  void on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame,
+                   bool icrc_pending = false);
+  // A READ response whose ICRC is unchecked (receive()): copied into the oldest WR's
+  // buffer while checked when it is the response that WR expects, else checked
+  // alone. False: it failed and was dropped. *copied: the payload is in place.
+  bool read_response_copy_and_check(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                    std::span<uint8_t> frame, bool* copied);
   CompStep comp_check_state(const QpCtx& q);
   CompStep comp_check_psn(const QpCtx& q, const wire::RocePacket& pkt);
   CompStep comp_ack(Picos now, QpCtx& q, wire::Psn psn);
   CompStep comp_rnr_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome);
   CompStep comp_nak(Picos now, QpCtx& q, wire::Psn psn, uint8_t syndrome);
   CompStep comp_atomic_ack(Picos now, QpCtx& q, const wire::RocePacket& pkt);
-  CompStep comp_read_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  CompStep comp_read_response(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame,
+                              bool copied);
   void retire_acked(Picos now, QpCtx& q, wire::Psn through);
   void retry(Picos now, QpCtx& q, wire::Psn from);
   void fail_request(Picos now, QpCtx& q, ibv_wc_status status);
@@ -201,7 +211,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // ---- ud.cc
   // The datagram's address, destination QP and Q_Key, at post time.
   void address_ud(const QpCtx& q, const SendWr& wr, SendWqe& w) const;
-  TxDesc peek_ud(QpCtx& q);
+  void peek_ud(QpCtx& q, TxDesc& d);
   size_t build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // Builds and completes the datagram d (0: nothing to send).
   size_t send_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
@@ -214,7 +224,10 @@ class EngineImpl final : public Engine, private sched::PacketSource {
     ++q.stats.rx_packets;
     q.stats.rx_bytes += bytes;
   }
-  TxDesc peek(Picos now, QpCtx& q);
+  // The next packet of q into d (written in place: a TxDesc returned by value and
+  // copied was read back wider than it was written, a store-forwarding stall per
+  // grant).
+  void peek(Picos now, QpCtx& q, TxDesc& d);
   void kick(Picos now, QpCtx& q);
   void schedule_timer(QpCtx& q, Picos when);
   sched::Packet on_grant(sched::QpId qp, uint32_t bytes) override;
@@ -225,8 +238,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // the receive of the frames built into them by this transmit().
   std::span<uint8_t> loop_buffer(size_t len);
   void deliver_looped(Picos now);
-  wire::FrameSpec frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode, wire::Psn psn,
-                             uint32_t dest_qpn, bool data) const;
+  // The spec of q's next frame to peer, in tx_spec_ (valid until the next call).
+  wire::FrameSpec& frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode, wire::Psn psn,
+                              uint32_t dest_qpn, bool data);
 
   // ---- dcqcn.cc
   // A received frame is marked CE: the notification point's rules (which
@@ -256,9 +270,12 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   verbs::MwTable mws_;
   std::map<wire::IpAddr, wire::MacAddr> neighbors_;
   std::unordered_map<CqHandle, std::unique_ptr<CqCtx>> cqs_;
+  CqHandle cq_cache_handle_ = 0;  // find_cq's last answer
+  CqCtx* cq_cache_ = nullptr;
   std::unordered_map<SrqHandle, std::unique_ptr<SrqCtx>> srqs_;
   std::unordered_map<AhHandle, AhCtx> ahs_;
   std::unordered_map<uint32_t, uint32_t> slot_by_qpn_;
+  mutable uint32_t qp_cache_slot_ = UINT32_MAX;  // find_qp's last answer (checked before use)
   std::vector<std::unique_ptr<QpCtx>> slots_;  // index = scheduler QpId
   std::vector<uint32_t> free_slots_;
   std::vector<uint32_t> gen_;  // per slot; bumps at create/destroy/reset/error, invalidates timers
@@ -283,6 +300,10 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   std::vector<TxDesc> granted_;
   std::vector<uint32_t> after_grant_;  // slots to kick once the dequeue returned
   std::vector<std::span<const uint8_t>> payload_scratch_;
+  wire::FrameSpec tx_spec_;  // frame_spec()'s result, reused for every frame
+  // Bumped before each scheduler dequeue: a QP's tx_next with this value is the
+  // descriptor its last grant of the same dequeue peeked (on_grant).
+  uint64_t grant_epoch_ = 0;
 
   // Tracing: the engine's tracer, the scheduler's translating sink, and the latest
   // "now" any call brought (completions are written by calls that take no time).

@@ -5,6 +5,8 @@
 // includes it.
 #pragma once
 
+#include <bit>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -38,7 +40,11 @@ Picos rnr_timer_picos(uint8_t code);
 using verbs::kMaxMsgSize;
 // PSNs a message of len bytes uses: max(1, ceil(len / mtu)) (9.7.4.1).
 inline uint32_t packets_for(uint64_t len, uint32_t mtu) {
-  return len == 0 ? 1 : static_cast<uint32_t>((len + mtu - 1) / mtu);
+  if (len == 0) return 1;
+  // Path MTUs are powers of two (256..4096): a shift, not a 64-bit division (the
+  // requester sizes every packet with this).
+  if (std::has_single_bit(mtu)) [[likely]] return static_cast<uint32_t>((len + mtu - 1) >> std::countr_zero(mtu));
+  return static_cast<uint32_t>((len + mtu - 1) / mtu);
 }
 
 struct Peer {
@@ -240,6 +246,7 @@ struct RespPacket {
   bool icrc_pending = false;
   RecvWqe recv;                  // WRITE with immediate: the receive it consumes
   RespResource* res = nullptr;   // READ/atomic: the responder resource it got
+  uint8_t* write_dst = nullptr;  // WRITE middle/last: the next byte, found by resp_check_rkey
 };
 
 struct CqCtx {
@@ -275,6 +282,10 @@ struct QpCtx {
   ResponderState resp;
 
   Picos timer_at = sched::kNever;  // earliest timer queued for this QP
+  // The packet after this QP's last grant, peeked in that grant; valid while
+  // tx_next_epoch is the engine's grant_epoch_ (the same scheduler dequeue).
+  TxDesc tx_next;
+  uint64_t tx_next_epoch = 0;
   bool ud_send_failed = false;     // UD: a send lost its MR; SQE after this transmit
 
   QpCounters stats;

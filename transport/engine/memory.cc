@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/wire/crc32.h"
+
 namespace isoroce::transport::detail {
 
 verbs::MrCheck check_sges(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges,
@@ -55,6 +57,19 @@ bool scatter(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, 
                 std::memcpy(p, src, n);
                 src += n;
               });
+}
+
+bool scatter_crc(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
+                 std::span<const uint8_t> data, uint32_t* crc) {
+  const uint8_t* src = data.data();
+  uint32_t reg = *crc;
+  const bool ok = walk(mrs, pd, sges, offset, data.size(), IBV_ACCESS_LOCAL_WRITE,
+                       [&](uint8_t* p, uint64_t n) {
+                         reg = wire::crc32_copy_update(reg, p, src, n);
+                         src += n;
+                       });
+  *crc = reg;
+  return ok;
 }
 
 }  // namespace isoroce::transport::detail

@@ -15,6 +15,7 @@ namespace {
 int fill_recv(const RecvWr& wr, uint32_t max_sge, RecvWqe& r) {
   if (int err = verbs::check_recv_wr(max_sge, wr.sg_list.size())) return err;
   r.wr_id = wr.wr_id;
+  r.local_error = IBV_WC_SUCCESS;
   r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
   r.length = 0;
   for (const Sge& s : wr.sg_list) r.length += s.length;
@@ -28,9 +29,8 @@ int EngineImpl::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
   if (it == srqs_.end()) return EINVAL;
   SrqCtx& s = *it->second;
   if (int err = s.srq.post(static_cast<uint32_t>(wr.sg_list.size())); err != 0) return err;
-  RecvWqe r;
-  if (int err = fill_recv(wr, s.srq.attr().max_sge, r); err != 0) return err;
-  s.queue.push() = std::move(r);
+  if (int err = verbs::check_recv_wr(s.srq.attr().max_sge, wr.sg_list.size()); err != 0) return err;
+  fill_recv(wr, s.srq.attr().max_sge, s.queue.push());  // in place: the slot's SGE vector is reused
   return 0;
 }
 
@@ -120,9 +120,10 @@ int EngineImpl::post_recv(wire::Qpn qpn, const RecvWr& wr) {
   if (q.use_srq) return EINVAL;  // receives go to the SRQ
   if (q.qp.state() == IBV_QPS_RESET) return EINVAL;
   if (q.rq.full()) return ENOMEM;
-  RecvWqe r;
-  if (int err = fill_recv(wr, q.qp.cap().max_recv_sge, r); err != 0) return err;
-  q.rq.push() = std::move(r);
+  if (int err = verbs::check_recv_wr(q.qp.cap().max_recv_sge, wr.sg_list.size()); err != 0) return err;
+  // Filled in place: the slot keeps its SGE vector's capacity from message to
+  // message (a fresh vector per receive was a malloc and a free per SEND).
+  fill_recv(wr, q.qp.cap().max_recv_sge, q.rq.push());
   if (q.qp.state() == IBV_QPS_ERR) flush(q);
   return 0;
 }

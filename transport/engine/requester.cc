@@ -30,25 +30,25 @@ uint8_t write_opcode(bool first, bool last, bool imm) {
 
 }  // namespace
 
-TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
-  TxDesc d;
+void EngineImpl::peek_request(Picos now, QpCtx& q, TxDesc& d) {
+  d = TxDesc{};
   const ibv_qp_state st = q.qp.state();
-  if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) return d;
-  if (now < q.comp.rnr_until) return d;
-  if (q.req.wqe == q.sq.tail()) return d;
-  if (psn_diff(q.req.psn, q.comp.psn) >= kMaxOutstanding) return d;
+  if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) return;
+  if (now < q.comp.rnr_until) return;
+  if (q.req.wqe == q.sq.tail()) return;
+  if (psn_diff(q.req.psn, q.comp.psn) >= kMaxOutstanding) return;
   SendWqe& w = q.sq[q.req.wqe];
-  if (w.local_error != IBV_WC_SUCCESS) return d;  // datapath completes it in error outside the scheduler
-  if (w.is_local_op()) return d;                   // run by run_local_ops(), no packet
+  if (w.local_error != IBV_WC_SUCCESS) return;  // datapath completes it in error outside the scheduler
+  if (w.is_local_op()) return;                   // run by run_local_ops(), no packet
   if (q.req.pkt == 0) {
     // SQD: WRs not yet started wait (IBTA 10.3.1, send queue drain).
-    if (st == IBV_QPS_SQD && w.state == WqeState::kQueued) return d;
+    if (st == IBV_QPS_SQD && w.state == WqeState::kQueued) return;
     // IBV_SEND_FENCE: wait for every earlier READ and atomic (IBTA 10.8.3.3).
-    if ((w.send_flags & IBV_SEND_FENCE) && q.req.rd_atomic_inflight > 0) return d;
+    if ((w.send_flags & IBV_SEND_FENCE) && q.req.rd_atomic_inflight > 0) return;
     // The initiator depth: max_rd_atomic READ/atomic requests outstanding (11.2.5.2).
     if (w.is_read_or_atomic() &&
         q.req.rd_atomic_inflight >= std::max<uint32_t>(1, q.qp.attr().max_rd_atomic)) {
-      return d;
+      return;
     }
   }
   d.kind = TxKind::kRequest;
@@ -89,7 +89,7 @@ TxDesc EngineImpl::peek_request(Picos now, QpCtx& q) {
     d.ack_req = false;
   }
   d.frame_len = frame_len(d.opcode, d.length);
-  return d;
+  return;
 }
 
 void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
@@ -125,7 +125,7 @@ void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
 
 size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   SendWqe& w = q.sq[d.wqe];
-  wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
+  wire::FrameSpec& spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
   spec.ack_req = d.ack_req;
   spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) && wire::opcode_info(d.opcode).is_last();
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);

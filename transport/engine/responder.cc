@@ -39,15 +39,23 @@ bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
     auto it = srqs_.find(q.srq);
     if (it == srqs_.end() || it->second->queue.empty()) return false;
     SrqCtx& s = *it->second;
-    *out = std::move(s.queue.front());
+    std::swap(*out, s.queue.front());  // the slot keeps a vector to reuse (post_srq_recv)
     s.queue.pop();
     if (s.srq.take()) events_.push_back({AsyncEventType::kSrqLimitReached, q.srq});
     return true;
   }
   if (q.rq.empty()) return false;
-  *out = std::move(q.rq.front());
+  std::swap(*out, q.rq.front());  // the slot keeps a vector to reuse (post_recv)
   q.rq.pop();
   return true;
+}
+
+const RecvWqe* EngineImpl::peek_recv_wqe(const QpCtx& q) const {
+  if (q.use_srq) {
+    auto it = srqs_.find(q.srq);
+    return it == srqs_.end() || it->second->queue.empty() ? nullptr : &it->second->queue.front();
+  }
+  return q.rq.empty() ? nullptr : &q.rq.front();
 }
 
 void EngineImpl::queue_ack(Picos now, QpCtx& q) {
@@ -83,7 +91,7 @@ void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     // change nothing but their diagnostic counters) before it is checked, unless it
     // is a WRITE about to be executed: that checks it while copying.
     if (r.icrc_pending && step > RespStep::kCheckResource &&
-        !(step == RespStep::kExecute && pkt.op->kind == OpKind::kWrite)) {
+        !(step == RespStep::kExecute && (pkt.op->kind == OpKind::kWrite || pkt.op->kind == OpKind::kSend))) {
       r.icrc_pending = false;
       if (wire::icrc_compute(frame, pkt.l3_offset, frame.size() - wire::kIcrcBytes) != pkt.icrc) {
         drop_bad_icrc(now, q, pkt, frame.size());
@@ -198,7 +206,7 @@ RespStep EngineImpl::resp_check_length(const QpCtx& q, const RespPacket& r) {
   return RespStep::kCheckRkey;
 }
 
-RespStep EngineImpl::resp_check_rkey(const QpCtx& q, const RespPacket& r) {
+RespStep EngineImpl::resp_check_rkey(const QpCtx& q, RespPacket& r) {
   // 9.7.5.1.5 / 10.6.3: the R_Key names an MR of the QP's PD that grants the
   // access, the bytes lie inside it, and the QP allows remote access of that
   // kind. A WRITE in progress must still write the registration its FIRST
@@ -213,7 +221,7 @@ RespStep EngineImpl::resp_check_rkey(const QpCtx& q, const RespPacket& r) {
         c = (access & IBV_ACCESS_REMOTE_WRITE)
                 ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE)
                 : verbs::MrCheck::kAccessViolation;
-      } else if (!r.payload.empty() && write_target(q) == nullptr) {
+      } else if (!r.payload.empty() && (r.write_dst = write_target(q)) == nullptr) {
         c = verbs::MrCheck::kInvalidKey;
       }
       break;
@@ -249,6 +257,9 @@ RespStep EngineImpl::resp_check_resource(QpCtx& q, RespPacket& r) {
     case OpKind::kSend:
       // 9.7.5.2.8: a message needs a receive WQE; none is an RNR NAK.
       if (!op.is_first()) return RespStep::kExecute;
+      // A SEND whose ICRC is checked while it is copied takes its receive only
+      // once the check passed (resp_execute_send); here it only needs one.
+      if (r.icrc_pending) return peek_recv_wqe(q) != nullptr ? RespStep::kExecute : RespStep::kNakRnr;
       if (!take_recv_wqe(q, &q.resp.cur_recv)) return RespStep::kNakRnr;
       q.resp.have_recv = true;
       q.resp.recv_offset = 0;
@@ -271,20 +282,48 @@ RespStep EngineImpl::resp_check_resource(QpCtx& q, RespPacket& r) {
 
 RespStep EngineImpl::resp_execute(Picos now, QpCtx& q, RespPacket& r) {
   switch (r.pkt.op->kind) {
-    case OpKind::kSend: return resp_execute_send(q, r);
+    case OpKind::kSend: return resp_execute_send(now, q, r);
     case OpKind::kWrite: return resp_execute_write(now, q, r);
     case OpKind::kReadRequest: return resp_execute_read(now, q, r);
     default: return resp_execute_atomic(now, q, r);
   }
 }
 
-RespStep EngineImpl::resp_execute_send(QpCtx& q, const RespPacket& r) {
+RespStep EngineImpl::resp_execute_send(Picos now, QpCtx& q, RespPacket& r) {
   const wire::OpcodeInfo& op = *r.pkt.op;
+  bool copied = false;
+  if (r.icrc_pending) {
+    // Copy into the receive buffer and check the ICRC in one pass, before any state
+    // changes (the receive is taken only after): a frame failing its check is
+    // dropped as if never received. Its bytes may have reached the buffer of a
+    // receive that has not completed, whose contents are undefined until it does
+    // (the retransmission writes them again). A receive that cannot take them
+    // (too small, an SGE gone) is checked the plain way and fails as before.
+    r.icrc_pending = false;
+    const RecvWqe* w = op.is_first() ? peek_recv_wqe(q) : &q.resp.cur_recv;
+    const uint64_t off = op.is_first() ? 0 : q.resp.recv_offset;
+    uint32_t reg = wire::icrc_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
+    if (w != nullptr && off + r.payload.size() <= w->length) {
+      copied = scatter_crc(mrs_, q.pd, w->sges, off, r.payload, &reg);
+    }
+    const uint32_t icrc =
+        copied ? wire::icrc_finish(wire::crc32_update(reg, r.payload.data() + r.payload.size(), r.pkt.pad))
+               : wire::icrc_compute(r.frame, r.pkt.l3_offset, r.frame.size() - wire::kIcrcBytes);
+    if (icrc != r.pkt.icrc) {
+      drop_bad_icrc(now, q, r.pkt, r.frame.size());
+      return RespStep::kDone;
+    }
+    if (op.is_first()) {
+      if (!take_recv_wqe(q, &q.resp.cur_recv)) return RespStep::kNakRnr;  // peeked above: never
+      q.resp.have_recv = true;
+      q.resp.recv_offset = 0;
+    }
+  }
   if (q.resp.recv_offset + r.payload.size() > q.resp.cur_recv.length) {
     fail_recv(q, IBV_WC_LOC_LEN_ERR);
     return RespStep::kNakInvalidRequest;
   }
-  if (!scatter(mrs_, q.pd, q.resp.cur_recv.sges, q.resp.recv_offset, r.payload)) {
+  if (!copied && !scatter(mrs_, q.pd, q.resp.cur_recv.sges, q.resp.recv_offset, r.payload)) {
     fail_recv(q, IBV_WC_LOC_PROT_ERR);
     return RespStep::kNakRemoteOperational;
   }
@@ -325,6 +364,10 @@ RespStep EngineImpl::resp_execute_send(QpCtx& q, const RespPacket& r) {
 RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
   const wire::OpcodeInfo& op = *r.pkt.op;
   const bool copied = r.icrc_pending;
+  // Where the payload goes: the RETH's MR (one lookup; resp_check_rkey checked it)
+  // or, inside a message, the target resp_check_rkey found.
+  const verbs::Mr* first_mr = op.is_first() ? rkey_mr(r.pkt.reth->rkey) : nullptr;
+  uint8_t* dst = !op.is_first() ? r.write_dst : first_mr != nullptr ? mr_ptr(*first_mr, r.pkt.reth->va) : nullptr;
   if (r.icrc_pending) {
     // Copy and check in one pass, before any state changes: a frame failing its ICRC
     // is dropped as if never received. Its bytes may have reached the MR, but only
@@ -332,7 +375,6 @@ RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
     // target holds no defined value before it completes (the retransmission
     // overwrites them).
     r.icrc_pending = false;
-    uint8_t* dst = op.is_first() ? mr_ptr(*rkey_mr(r.pkt.reth->rkey), r.pkt.reth->va) : write_target(q);
     uint32_t reg = wire::icrc_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
     reg = wire::crc32_copy_update(reg, dst, r.payload.data(), r.payload.size());
     reg = wire::crc32_update(reg, r.payload.data() + r.payload.size(), r.pkt.pad);
@@ -343,12 +385,12 @@ RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
   }
   if (op.is_first()) {
     q.resp.write_rkey = r.pkt.reth->rkey;
-    q.resp.write_mr_id = rkey_mr(r.pkt.reth->rkey)->id;
+    q.resp.write_mr_id = first_mr != nullptr ? first_mr->id : 0;
     q.resp.write_va = r.pkt.reth->va;
     q.resp.write_left = r.pkt.reth->dma_len;
     q.resp.write_total = r.pkt.reth->dma_len;
   }
-  if (!copied && !r.payload.empty()) std::memcpy(write_target(q), r.payload.data(), r.payload.size());
+  if (!copied && !r.payload.empty()) std::memcpy(dst, r.payload.data(), r.payload.size());
   q.resp.write_va += r.payload.size();
   q.resp.write_left -= r.payload.size();
   if (!op.is_last()) {
@@ -533,9 +575,9 @@ void EngineImpl::fail_recv(QpCtx& q, ibv_wc_status status) {
   complete(q.recv_cq, wc);
 }
 
-TxDesc EngineImpl::peek_response(QpCtx& q) {
-  TxDesc d;
-  if (q.resp.queue.empty()) return d;
+void EngineImpl::peek_response(QpCtx& q, TxDesc& d) {
+  d = TxDesc{};
+  if (q.resp.queue.empty()) return;
   const uint32_t index = q.resp.queue.front();
   const RespResource& r = q.resp.resources[index];
   d.kind = TxKind::kResponse;
@@ -554,7 +596,7 @@ TxDesc EngineImpl::peek_response(QpCtx& q) {
     d.length = static_cast<uint32_t>(std::min<uint64_t>(q.mtu, r.length - d.offset));
   }
   d.frame_len = frame_len(d.opcode, d.length);
-  return d;
+  return;
 }
 
 void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
@@ -567,7 +609,7 @@ void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
 
 size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   const RespResource& r = q.resp.resources[d.resource];
-  wire::FrameSpec spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
+  wire::FrameSpec& spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
   if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
   if (op.has(wire::kHdrAtomicAckEth)) spec.atomic_ack = r.atomic_orig;
@@ -593,7 +635,7 @@ uint32_t EngineImpl::ack_frame_bytes() const {
 
 size_t EngineImpl::build_control(Picos now, QpCtx& q, std::span<uint8_t> out) {
   q.resp.ctrl_queued = false;
-  wire::FrameSpec spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp.psn,
+  wire::FrameSpec& spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp.psn,
                                     q.qp.dest_qpn().value(), false);
   if (q.resp.nak_syndrome) {
     spec.psn = q.resp.nak_psn;

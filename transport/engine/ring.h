@@ -29,6 +29,7 @@ class Ring {
   T& operator[](uint64_t index) { return slots_[index & mask_]; }
   const T& operator[](uint64_t index) const { return slots_[index & mask_]; }
   T& front() { return (*this)[head_]; }
+  const T& front() const { return (*this)[head_]; }
 
   // The slot at tail (reset by the caller), made part of the queue.
   T& push() { return (*this)[tail_++]; }

@@ -22,12 +22,12 @@ void EngineImpl::address_ud(const QpCtx& q, const SendWr& wr, SendWqe& w) const 
   w.ud_qkey = (wr.remote_qkey & 0x80000000u) ? q.qp.attr().qkey : wr.remote_qkey;
 }
 
-TxDesc EngineImpl::peek_ud(QpCtx& q) {
-  TxDesc d;
-  if (q.qp.state() != IBV_QPS_RTS) return d;
-  if (q.req.wqe == q.sq.tail()) return d;
+void EngineImpl::peek_ud(QpCtx& q, TxDesc& d) {
+  d = TxDesc{};
+  if (q.qp.state() != IBV_QPS_RTS) return;
+  if (q.req.wqe == q.sq.tail()) return;
   const SendWqe& w = q.sq[q.req.wqe];
-  if (w.local_error != IBV_WC_SUCCESS) return d;
+  if (w.local_error != IBV_WC_SUCCESS) return;
   d.kind = TxKind::kUdSend;
   d.qp_slot = q.slot;
   d.wqe = static_cast<uint32_t>(q.req.wqe);
@@ -35,12 +35,12 @@ TxDesc EngineImpl::peek_ud(QpCtx& q) {
   d.opcode = w.opcode == IBV_WR_SEND_WITH_IMM ? wire::op::kUdSendOnlyImm : wire::op::kUdSendOnly;
   d.length = static_cast<uint32_t>(w.length);
   d.frame_len = frame_len(d.opcode, d.length);
-  return d;
+  return;
 }
 
 size_t EngineImpl::build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   const SendWqe& w = q.sq[d.wqe];
-  wire::FrameSpec spec = frame_spec(q, w.ud_peer, d.opcode, d.psn, w.ud_qpn, true);
+  wire::FrameSpec& spec = frame_spec(q, w.ud_peer, d.opcode, d.psn, w.ud_qpn, true);
   spec.udp_sport = wire::udp_sport_for_qps(q.qp.qpn(), wire::Qpn(w.ud_qpn));
   spec.deth = wire::DethFields{w.ud_qkey, q.qp.qpn().value()};
   spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) != 0;

@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "tests/transport/engine/pair.h"
 
 namespace isoroce::transport::testing {
@@ -203,6 +205,95 @@ TEST(EngineRc, PsnWrapsAcross24Bits) {
   bool wrapped = false;
   for (const auto& pkt : p.net.sent(0)) wrapped |= pkt.psn.value() < 100;
   EXPECT_TRUE(wrapped);
+}
+
+// A grant takes the packet the QP's previous grant of the same dequeue peeked as its
+// next (EngineImpl::on_grant); one QP sending READ responses and WRITE packets in
+// the same transmits, with a go-back-N in between, still sends each request PSN in
+// order, restarts exactly at the NAKed one, and answers the READ contiguously.
+TEST(EngineRc, GrantsOfOneTransmitTakeEachPacketOnceInOrder) {
+  RcOptions o;
+  RcPair p(o);
+  p.fill(0, 0, 60000, 31);
+  p.fill(0, 200000, 40000, 32);
+  const uint32_t dropped = o.psn0 + 5;  // the 6th WRITE packet, first transmission only
+  bool dropped_once = false;
+  p.net.set_hook([&](int from, std::vector<uint8_t>& f) {
+    auto r = wire::parse_frame(f);
+    if (from == 0 && !dropped_once && r.ok() && r.pkt.op->kind == wire::OpKind::kWrite &&
+        r.pkt.psn.value() == dropped) {
+      dropped_once = true;
+      return Fate::kDrop;
+    }
+    return Fate::kDeliver;
+  });
+  ASSERT_EQ(p.post_recv(1, 500000, 8000, 9), 0);
+  ASSERT_EQ(p.post(0, IBV_WR_RDMA_WRITE, 0, 60000, 100000, 1), 0);   // 59 packets
+  ASSERT_EQ(p.post(0, IBV_WR_SEND, 100000, 8000, 0, 2), 0);          // 8 packets
+  ASSERT_EQ(p.post(1, IBV_WR_RDMA_READ, 300000, 40000, 200000, 3), 0);  // 40 responses from side 0
+  ASSERT_TRUE(p.net.run());
+  ASSERT_TRUE(dropped_once);
+  EXPECT_TRUE(p.same(0, 0, 1, 100000, 60000));
+  EXPECT_TRUE(p.same(0, 100000, 1, 500000, 8000));
+  EXPECT_TRUE(p.same(0, 200000, 1, 300000, 40000));
+  for (const auto& wc : p.poll(0, false)) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  for (const auto& wc : p.poll(1, false)) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  int restarts = 0, requests = 0, responses = 0;
+  std::optional<uint32_t> prev_req, prev_resp;
+  for (const auto& pkt : p.net.sent(0)) {
+    const wire::OpKind k = pkt.op->kind;
+    if (k == wire::OpKind::kWrite || k == wire::OpKind::kSend) {
+      ++requests;
+      if (prev_req && pkt.psn.value() != ((*prev_req + 1) & 0xffffff)) {
+        EXPECT_EQ(pkt.psn.value(), dropped) << "a request out of order after PSN " << *prev_req;
+        ++restarts;
+      }
+      prev_req = pkt.psn.value();
+    } else if (k == wire::OpKind::kReadResponse) {
+      ++responses;
+      if (prev_resp) EXPECT_EQ(pkt.psn.value(), (*prev_resp + 1) & 0xffffff);
+      prev_resp = pkt.psn.value();
+    }
+  }
+  EXPECT_EQ(restarts, 1);
+  EXPECT_GT(requests, 67);  // 67 packets, then again from the dropped one
+  EXPECT_EQ(responses, 40);
+  EXPECT_EQ(p.net[0].counters().retransmits, static_cast<uint64_t>(requests - 67));
+}
+
+// A READ response (256 B and up) is copied into the READ's buffer while its ICRC is
+// checked (EngineImpl::read_response_copy_and_check): a corrupted one is dropped
+// before it changes anything, the gap it leaves re-issues the READ from there, and
+// the buffer ends up intact; the WRITE posted before the READ completes first.
+TEST(EngineRc, ACorruptReadResponseIsDroppedAndTheReadReissued) {
+  RcOptions o;
+  RcPair p(o);
+  p.fill(1, 100000, 8000, 41);
+  p.fill(0, 50000, 3000, 42);
+  const uint32_t corrupt_psn = o.psn0 + 1 + 3;  // the READ's 4th response (the WRITE has psn0)
+  int corrupted = 0;
+  p.net.set_hook([&](int from, std::vector<uint8_t>& f) {
+    auto r = wire::parse_frame(f);
+    if (from == 1 && corrupted == 0 && r.ok() && r.pkt.op->kind == wire::OpKind::kReadResponse &&
+        r.pkt.psn.value() == corrupt_psn) {
+      f[r.pkt.payload_offset + 100] ^= 0x40;
+      ++corrupted;
+    }
+    return Fate::kDeliver;
+  });
+  ASSERT_EQ(p.post(0, IBV_WR_RDMA_WRITE, 50000, 3000, 300000, 1), 0);
+  ASSERT_EQ(p.post(0, IBV_WR_RDMA_READ, 0, 8000, 100000, 2), 0);
+  ASSERT_TRUE(p.net.run());
+  ASSERT_EQ(corrupted, 1);
+  EXPECT_EQ(p.net[0].counters().rx_bad_icrc, 1u);
+  EXPECT_GE(p.net[0].counters().retransmits, 1u) << "the READ was not re-issued";
+  EXPECT_TRUE(p.same(0, 0, 1, 100000, 8000));
+  EXPECT_TRUE(p.same(0, 50000, 1, 300000, 3000));
+  const auto sc = p.poll(0, false);
+  ASSERT_EQ(sc.size(), 2u);
+  EXPECT_EQ(sc[0].wr_id, 1u);
+  EXPECT_EQ(sc[1].wr_id, 2u);
+  for (const auto& wc : sc) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 }
 
 // Seeded loss, duplication, corruption and reordering on both directions.

@@ -168,6 +168,77 @@ TEST(EngineRxChecks, DeferredIcrcDropsACorruptWriteBeforeAnyStateChange) {
   EXPECT_EQ(c.rx_bad_icrc, 2u);
 }
 
+// A SEND (256 B and up, first and only packets too) is copied into its receive's
+// buffer while its ICRC is checked, and the receive is taken only after the check
+// passed: a corrupted SEND is dropped with nothing consumed or answered (not even an
+// RNR NAK when no receive is posted), and the intact copy then completes the first
+// receive posted.
+TEST(EngineRxChecks, DeferredIcrcDropsACorruptSendBeforeTakingItsReceive) {
+  std::vector<uint8_t> data(1024);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13 + 5);
+  auto corrupt = [&](Dut& d, const wire::FrameSpec& f, size_t byte_from_end) {
+    std::vector<uint8_t> frame(wire::frame_size(f));
+    EXPECT_TRUE(wire::build_frame(f, frame).ok());
+    frame[frame.size() - byte_from_end] ^= 0x08;
+    d.now += 1'000'000;
+    d.net[1].receive(d.now, frame);
+    return d.drain();
+  };
+  auto poll = [](Dut& d) {
+    std::vector<ibv_wc> wc(8);
+    wc.resize(static_cast<size_t>(std::max(d.net[1].poll_cq(d.s.rcq, wc), 0)));
+    return wc;
+  };
+  {
+    Dut d;
+    auto f = d.spec(wire::op::kRcSendOnly, 500);
+    f.payload = data;
+    f.ack_req = true;
+    // No receive posted: an intact SEND would get an RNR NAK.
+    EXPECT_TRUE(corrupt(d, f, 200).empty()) << "a corrupted SEND was answered";
+    EXPECT_EQ(d.net[1].counters().rx_bad_icrc, 1u);
+    EXPECT_EQ(d.net[1].counters().rnr_naks_sent, 0u);
+    for (uint64_t id : {1u, 2u}) {
+      Sge sge{d.s.iova + (id - 1) * 4096, 2048, d.s.keys.lkey};
+      ASSERT_EQ(d.net[1].post_recv(d.s.qpn, RecvWr{id, std::span(&sge, 1)}), 0);
+    }
+    // A payload byte, then the PSN (a header byte: a NAK would follow if the ICRC
+    // were checked after the PSN).
+    EXPECT_TRUE(corrupt(d, f, 200).empty()) << "a corrupted SEND was answered";
+    EXPECT_TRUE(corrupt(d, f, wire::kIcrcBytes + data.size() + 1).empty()) << "a corrupted PSN was NAKed";
+    EXPECT_EQ(d.net[1].counters().rx_bad_icrc, 3u);
+    EXPECT_TRUE(poll(d).empty()) << "a corrupted SEND completed a receive";
+    EXPECT_EQ(d.net[1].qp_counters(d.s.qpn)->rx_packets, 0u);
+    const auto acks = d.receive(f);
+    ASSERT_EQ(acks.size(), 1u);
+    EXPECT_EQ(acks[0].opcode, wire::op::kRcAck);
+    EXPECT_EQ(syndrome(acks[0]) >> 5, 0) << "not an ACK";
+    const auto wc = poll(d);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].wr_id, 1u) << "the corrupted copies consumed a receive";
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc[0].byte_len, data.size());
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin()));
+  }
+  {
+    // A SEND larger than the receive: the plain check, then the length error as before.
+    Dut d;
+    Sge sge{d.s.iova, 512, d.s.keys.lkey};
+    ASSERT_EQ(d.net[1].post_recv(d.s.qpn, RecvWr{7, std::span(&sge, 1)}), 0);
+    auto f = d.spec(wire::op::kRcSendOnly, 500);
+    f.payload = data;
+    EXPECT_TRUE(corrupt(d, f, 200).empty());
+    EXPECT_EQ(d.net[1].counters().rx_bad_icrc, 1u);
+    EXPECT_TRUE(poll(d).empty());
+    const auto naks = d.receive(f);
+    ASSERT_EQ(naks.size(), 1u);
+    EXPECT_EQ(syndrome(naks[0]), 0x61) << "Invalid Request NAK";
+    const auto wc = poll(d);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_LOC_LEN_ERR);
+  }
+}
+
 // A first or only packet names its target in the RETH, which the ICRC protects:
 // a flipped address bit must not store the payload anywhere (IBTA 9.8.2: a packet
 // that fails the ICRC has no effect), so these are checked before the copy.
