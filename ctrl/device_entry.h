@@ -46,6 +46,13 @@ class DeviceDriver {
   virtual json port_stats() = 0;
   // The DPDK device, for the daemon's own reference flows (nullptr in tests).
   virtual dataplane::Device* dpdk() { return nullptr; }
+  // The doorbell of the worker that polls the device (ctrl/shm_abi.h): a
+  // read-only descriptor of its page to dup for a client, -1 if there is none
+  // (the tests' virtual-time drivers). add_doorbell / remove_doorbell put a
+  // client's eventfd into / out of the worker's wait set; on the executor.
+  virtual int doorbell_page_fd() const { return -1; }
+  virtual void add_doorbell(int /*fd*/) {}
+  virtual void remove_doorbell(int /*fd*/) {}
 };
 
 struct DeviceEntry {
