@@ -299,9 +299,16 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
   for (size_t w = 0; w < nw; ++w) {
     auto worker = std::make_unique<dataplane::Worker>(static_cast<unsigned>(w), groups[w], *clock_, idle);
     if (!worker->init(error)) return false;
-    auto bell = DoorbellPage::create(static_cast<uint32_t>(w), error);
-    if (!bell) return false;
-    worker->set_asleep_flag(bell->asleep());
+    // Without a doorbell page (no /proc to reopen it read-only, a kernel
+    // before 5.1's F_SEAL_FUTURE_WRITE) clients get none and the worker keeps
+    // the quarter bound for their rings.
+    std::string bell_error;
+    auto bell = DoorbellPage::create(static_cast<uint32_t>(w), &bell_error);
+    if (bell)
+      worker->set_asleep_flag(bell->asleep());
+    else
+      log(LogLevel::kWarning, "worker {}: no doorbell for clients ({}): their posts wait for its polling", w,
+          bell_error);
     log(LogLevel::kInfo,
         "worker {} (lcore {}): idle, it blocks on {} port socket(s), its eventfd and its clients' doorbells, at most {} us",
         w, worker_lcores_[w], worker->wait_fds(), config_.idle_sleep_us);
