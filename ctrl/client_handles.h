@@ -26,6 +26,9 @@ struct ClientObjects {
   std::set<uint32_t> pds, cqs, srqs, ahs, qps;
   std::set<uint32_t> mws;  // memory windows by index (R_Key >> 8: binds change the low 8 bits)
   std::map<uint32_t, Mapping> mrs;  // lkey -> the daemon's mapping of it
+  // The client took the worker's doorbell at "open" (ctrl/shm_abi.h): it
+  // signals its posts, so its rings need no polling from an idle worker.
+  bool doorbell = false;
 };
 
 // The handle under `key` in j if it is one of `set`'s (a client's own), else nullopt.

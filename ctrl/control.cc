@@ -123,6 +123,7 @@ void Control::reclaim(Session& s) {
       for (uint32_t i : o.mws) e.dealloc_mw(i << 8);  // before the MRs they are bound to
       for (const auto& [lkey, m] : o.mrs) e.dereg_mr(lkey);
       for (uint32_t h : o.pds) e.dealloc_pd(h);
+      if (s.doorbell_eventfd >= 0) d.driver->remove_doorbell(s.doorbell_eventfd);
     });
     for (auto& [lkey, m] : o.mrs) release_mapping(m);
     for (uint32_t q : o.qps) registry_.erase(&d, q);
@@ -139,6 +140,10 @@ void Control::reclaim(Session& s) {
   s.cq_eventfds.clear();
   if (s.async_eventfd >= 0) close(s.async_eventfd);
   s.async_eventfd = -1;
+  // Out of the worker's wait set above (reclaim runs only for opened devices
+  // with a doorbell), so the worker never polls a closed descriptor.
+  if (s.doorbell_eventfd >= 0) close(s.doorbell_eventfd);
+  s.doorbell_eventfd = -1;
   s.qp_rings.clear();
   s.srq_rings.clear();
   s.cq_rings.clear();

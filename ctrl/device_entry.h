@@ -51,6 +51,13 @@ class DeviceDriver {
   // one thread, in one order (a live trace gives them one ring). 0 in tests,
   // where the test's own thread runs every device.
   virtual unsigned worker_index() const { return 0; }
+  // The doorbell of the worker that polls the device (ctrl/shm_abi.h): a
+  // read-only descriptor of its page to dup for a client, -1 if there is none
+  // (the tests' virtual-time drivers). add_doorbell / remove_doorbell put a
+  // client's eventfd into / out of the worker's wait set; on the executor.
+  virtual int doorbell_page_fd() const { return -1; }
+  virtual void add_doorbell(int /*fd*/) {}
+  virtual void remove_doorbell(int /*fd*/) {}
 };
 
 struct DeviceEntry {

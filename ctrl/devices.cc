@@ -10,6 +10,7 @@
 #include <net/if.h>
 #include <unistd.h>
 
+#include "ctrl/doorbell.h"
 #include "ctrl/log.h"
 #include "dataplane/dpdk/kernel_fds.h"
 #include "transport/verbs/mtu.h"
@@ -33,9 +34,10 @@ std::string mac_text(const wire::MacAddr& m) {
 class DpdkDriver final : public DeviceDriver, public Executor {
  public:
   explicit DpdkDriver(std::unique_ptr<dataplane::Device> dev) : dev_(std::move(dev)) {}
-  void set_worker(dataplane::Worker* w, unsigned index) {
+  void set_worker(dataplane::Worker* w, unsigned index, DoorbellPage* bell) {
     worker_ = w;
     worker_index_ = index;
+    bell_ = bell;
   }
   unsigned worker_index() const override { return worker_index_; }
 
@@ -79,11 +81,15 @@ class DpdkDriver final : public DeviceDriver, public Executor {
                      {"neighbors", dev_->net().neighbors().size()}, {"dropped", n.dropped}}}};
   }
   dataplane::Device* dpdk() override { return dev_.get(); }
+  int doorbell_page_fd() const override { return bell_ ? bell_->client_fd() : -1; }
+  void add_doorbell(int fd) override { worker_->add_doorbell(fd); }
+  void remove_doorbell(int fd) override { worker_->remove_doorbell(fd); }
 
  private:
   std::unique_ptr<dataplane::Device> dev_;
   dataplane::Worker* worker_ = nullptr;
   unsigned worker_index_ = 0;
+  DoorbellPage* bell_ = nullptr;
 };
 
 }  // namespace
@@ -296,9 +302,22 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
   for (size_t w = 0; w < nw; ++w) {
     auto worker = std::make_unique<dataplane::Worker>(static_cast<unsigned>(w), groups[w], *clock_, idle);
     if (!worker->init(error)) return false;
-    log(LogLevel::kInfo, "worker {} (lcore {}): idle, it blocks on {} port socket(s) and its eventfd, at most {} us",
+    // Without a doorbell page (no /proc to reopen it read-only, a kernel
+    // before 5.1's F_SEAL_FUTURE_WRITE) clients get none and the worker keeps
+    // the quarter bound for their rings.
+    std::string bell_error;
+    auto bell = DoorbellPage::create(static_cast<uint32_t>(w), &bell_error);
+    if (bell)
+      worker->set_asleep_flag(bell->asleep());
+    else
+      log(LogLevel::kWarning, "worker {}: no doorbell for clients ({}): their posts wait for its polling", w,
+          bell_error);
+    log(LogLevel::kInfo,
+        "worker {} (lcore {}): idle, it blocks on {} port socket(s), its eventfd and its clients' doorbells, at most {} us",
         w, worker_lcores_[w], worker->wait_fds(), config_.idle_sleep_us);
-    for (size_t i = w; i < entries.size(); i += nw) static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(worker.get(), w);
+    for (size_t i = w; i < entries.size(); i += nw)
+      static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(worker.get(), static_cast<unsigned>(w), bell.get());
+    doorbells_.push_back(std::move(bell));
     workers_.push_back(std::move(worker));
   }
   for (size_t w = 0; w < nw; ++w) {
@@ -322,7 +341,9 @@ nlohmann::json DeviceSet::workers_view() const {
     workers.push_back({{"lcore", worker_lcores_[i]}, {"devices", devs}, {"passes", st.passes},
                        {"busy_passes", st.busy_passes}, {"sleeps", st.sleeps}, {"commands", st.commands},
                        {"busy_ns", st.busy_ns},
-                       {"wakeups", st.wakeups}, {"wait_fds", workers_[i]->wait_fds()}});
+                       {"wakeups", st.wakeups}, {"wait_fds", workers_[i]->wait_fds()},
+                       {"doorbells", workers_[i]->doorbells()}, {"doorbell_wakeups", st.doorbell_wakeups},
+                       {"signalled_sleeps", st.signalled_sleeps}});
   }
   return workers;
 }

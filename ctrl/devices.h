@@ -9,6 +9,7 @@
 
 #include "ctrl/config.h"
 #include "ctrl/device_entry.h"
+#include "ctrl/doorbell.h"
 #include "dataplane/dpdk/clock.h"
 #include "dataplane/dpdk/worker.h"
 
@@ -43,6 +44,8 @@ class DeviceSet {
 
   const DaemonConfig& config_;
   std::unique_ptr<dataplane::TscClock> clock_;
+  // One per worker (ctrl/doorbell.h); declared first: outlives the workers.
+  std::vector<std::unique_ptr<DoorbellPage>> doorbells_;
   std::vector<std::unique_ptr<dataplane::Worker>> workers_;
   std::vector<unsigned> worker_lcores_;
   bool eal_ready_ = false;

@@ -8,6 +8,7 @@
 
 #include "ctrl/control.h"
 #include "ctrl/protocol.h"
+#include "ctrl/shm_abi.h"
 
 namespace isoroce::ctrl {
 namespace {
@@ -55,8 +56,45 @@ json open(OpContext& c) {
     if (s.async_eventfd < 0) return op_fail(errno, std::string("open: eventfd: ") + std::strerror(errno));
     s.reply_fds.push_back(dup(s.async_eventfd));
   }
+  // The shared-memory ABI (ctrl/shm_abi.h): a library that names another
+  // version than ours would misread the rings or the doorbell page.
+  if (c.req.contains("shm_abi")) {
+    const auto abi = field_u64(c.req, "shm_abi");
+    if (!abi || *abi != shm::kShmAbiVersion) {
+      const std::string theirs = c.req["shm_abi"].dump();
+      return op_fail(EPROTO, "open: libisoroce-verbs speaks shared-memory ABI " + theirs + ", isoroced " +
+                                 std::to_string(shm::kShmAbiVersion) +
+                                 ": use the library and the daemon of one isoroce release");
+    }
+  }
+  bool doorbell = false;
+  if (c.req.value("doorbell", false) && d->driver->doorbell_page_fd() >= 0) {
+    // The client's own eventfd (a shared one could be drained by one client to
+    // hide another's posts), non-blocking for the library's writes.
+    const int page = dup(d->driver->doorbell_page_fd());
+    const int bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (page < 0 || bell < 0) {
+      const int err = errno;
+      if (page >= 0) close(page);
+      if (bell >= 0) close(bell);
+      return op_fail(err, std::string("open: doorbell: ") + std::strerror(err));
+    }
+    const int bell_copy = dup(bell);
+    if (bell_copy < 0) {
+      const int err = errno;
+      close(page);
+      close(bell);
+      return op_fail(err, std::string("open: doorbell: ") + std::strerror(err));
+    }
+    s.doorbell_eventfd = bell;
+    s.objs.doorbell = true;
+    d->run([&](sched::Picos) { d->driver->add_doorbell(bell); });
+    s.reply_fds.push_back(page);
+    s.reply_fds.push_back(bell_copy);
+    doorbell = true;
+  }
   c.ctl.attach(s, *d);
-  return op_ok({{"device", c.ctl.device_view(*d)}});
+  return op_ok({{"device", c.ctl.device_view(*d)}, {"shm_abi", shm::kShmAbiVersion}, {"doorbell", doorbell}});
 }
 
 }  // namespace

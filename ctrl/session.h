@@ -43,6 +43,9 @@ struct Session {
   // Asynchronous events of this client's objects not yet taken (get_async_events).
   std::deque<nlohmann::json> async_events;
   int async_eventfd = -1;  // "open" with async_events: written when one is queued
+  // "open" with doorbell: the client's doorbell eventfd, in its device's
+  // worker's wait set (ctrl/shm_abi.h); objs.doorbell says it is there.
+  int doorbell_eventfd = -1;
   // rdma_cm (ctrl/cm_ids.h): after "cm_channel", the client's event channel:
   // an EFD_SEMAPHORE eventfd counting the events queued here; its ids; the
   // token that proves them its own to rdma_migrate_id.

@@ -64,6 +64,27 @@
 // solicited_only one with immediate data or an error), it clears armed and
 // writes 1 to that eventfd; the library's completion channel waits on it
 // (e.g. an epoll fd over its CQs' eventfds) and reads it (ibv_get_cq_event).
+//
+// The doorbell (shared-memory ABI 2): "open" with "doorbell": true returns,
+// after the async eventfd, two more descriptors: a read-only memfd of
+// kDoorbellPageBytes holding the DoorbellPage of the worker that polls the
+// device (the daemon writes it; the file is sealed against writable mappings
+// and passed opened O_RDONLY), and an eventfd of this client's own
+// (EFD_NONBLOCK) that the worker adds to the set it blocks on. The worker
+// stores asleep = 1, issues a seq_cst fence, looks at every ring once more,
+// and only then blocks; it stores 0 when it wakes. The library, after it
+// published producer_index of an SQ, RQ or SRQ, issues a seq_cst fence and
+// loads asleep: 1, and it writes 1 to its eventfd. One of the two then sees
+// the other (store, fence, load on both sides): either the worker's last look
+// finds the WQE or the library finds the worker asleep. While the worker is
+// awake a post costs the fence and one load, no system call. The client's
+// writes can only end the worker's sleeps (counted: doorbell_wakeups in the
+// status view); docs/security.md.
+//
+// Versions: "open" carries "shm_abi" (kShmAbiVersion); a daemon that speaks
+// another version refuses the open with EPROTO and says which versions meet.
+// A library without the field (ABI 1: the same queues, no doorbell) is served
+// without a doorbell.
 #pragma once
 
 // glibc first: <rdma/rdma_user_rxe.h> pulls in <linux/in.h>, which defers to
@@ -151,6 +172,18 @@ struct alignas(64) CqNotify {
 };
 static_assert(sizeof(CqNotify) == 64);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+inline constexpr uint32_t kShmAbiVersion = 2;
+
+// The worker's doorbell page (see above); the rest of the page is zero.
+struct alignas(64) DoorbellPage {
+  std::atomic<uint32_t> asleep;  // 1: the worker blocks (or is about to): ring the eventfd
+  uint32_t abi;                  // kShmAbiVersion
+  uint32_t worker;               // the worker's index (as in the status view)
+  uint32_t reserved[13];
+};
+static_assert(sizeof(DoorbellPage) == 64);
+inline constexpr size_t kDoorbellPageBytes = 4096;
 
 // Element sizes (powers of two, at least 64 bytes).
 inline uint32_t log2_ceil(size_t bytes) {

@@ -134,6 +134,14 @@ void ShmPump::remove_cq(uint32_t cq) {
   std::erase_if(cqs_, [&](const Work& w) { return w.id == cq; });
 }
 
+bool ShmPump::signalled() const {
+  if (cq_backlog_) return false;
+  for (const auto* v : {&sqs_, &rqs_})
+    for (const Work& w : *v)
+      if (w.owner == nullptr || !w.owner->doorbell) return false;
+  return true;
+}
+
 void ShmPump::follow_trace() {
   const bool want = tsc_hz_ != 0 && (engine_.trace_mask() & trace::bit(trace::Event::kPost)) != 0;
   if (want == stamping_) return;

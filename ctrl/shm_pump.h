@@ -88,6 +88,10 @@ class ShmPump final : public dataplane::DeviceHook {
   uint64_t tsc_hz() const { return tsc_hz_; }
 
   unsigned poll(sched::Picos now) override;
+  // Every SQ, RQ and SRQ belongs to a client that rings the worker's doorbell
+  // (ClientObjects::doorbell) and no CQ waits for room: nothing here needs
+  // the worker to poll for it.
+  bool signalled() const override;
   const ShmCounters& counters() const { return counters_; }
 
  private:

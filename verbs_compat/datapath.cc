@@ -5,6 +5,7 @@
 // advance the producer; a failure returns a positive errno with *bad_wr at
 // the first work request not posted.
 #include <sched.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <cerrno>
@@ -121,7 +122,7 @@ void build_recv(const ibv_recv_wr& wr, uint8_t* el) {
 // Posts a chain of receive WRs into a RQ/SRQ ring. The ring holds the
 // receives not completed yet (the daemon retires a QP's receive when it
 // completes, ctrl/shm_pump.h): max_wr of them is a full queue, ENOMEM as rxe.
-int post_recv_ring(Ring& ring, uint32_t max_sge, uint32_t max_wr, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+int post_recv_ring(const Context& ctx, Ring& ring, uint32_t max_sge, uint32_t max_wr, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   // Own index relaxed; the daemon's acquire (pairs with its release after it consumed).
   uint32_t prod = shm::producer(ring.base).load(std::memory_order_relaxed) & ring.mask;
   uint32_t cons = shm::consumer(ring.base).load(std::memory_order_acquire) & ring.mask;
@@ -143,12 +144,21 @@ int post_recv_ring(Ring& ring, uint32_t max_sge, uint32_t max_wr, ibv_recv_wr* w
     prod = (prod + 1) & ring.mask;
   }
   // Pairs with the daemon's acquire load of producer_index before it reads the elements.
-  if (prod != start) shm::producer(ring.base).store(prod, std::memory_order_release);
+  if (prod != start) {
+    shm::producer(ring.base).store(prod, std::memory_order_release);
+    ring_doorbell(ctx);
+  }
   if (rc) *bad_wr = wr;
   return rc;
 }
 
 }  // namespace
+
+void ring_doorbell_slow(const Context& c) {
+  // Non-blocking: a full counter means the worker has a wakeup pending anyway.
+  const uint64_t one = 1;
+  (void)!write(c.bell_fd, &one, sizeof one);
+}
 
 void stamp_posts_slow(const Ring& sq, uint32_t from, uint32_t to) {
 #if defined(__x86_64__)
@@ -187,6 +197,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   if (prod != start) {
     stamp_posts(ring, start, prod);
     shm::producer(ring.base).store(prod, std::memory_order_release);
+    ring_doorbell(*context_of(ibqp->context));
   }
   if (rc) *bad_wr = wr;
   return rc;
@@ -199,13 +210,13 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     return EINVAL;
   }
   std::lock_guard lock(q.rq_mu);
-  return post_recv_ring(q.rq, q.cap.max_recv_sge, std::min(q.cap.max_recv_wr, q.rq.mask), wr, bad_wr);
+  return post_recv_ring(*context_of(ibqp->context), q.rq, q.cap.max_recv_sge, std::min(q.cap.max_recv_wr, q.rq.mask), wr, bad_wr);
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   Srq& s = *srq_of(ibsrq);
   std::lock_guard lock(s.mu);
-  return post_recv_ring(s.ring, s.attr.max_sge, s.ring.mask, wr, bad_wr);
+  return post_recv_ring(*context_of(ibsrq->context), s.ring, s.attr.max_sge, s.ring.mask, wr, bad_wr);
 }
 
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {

@@ -4,6 +4,7 @@
 // (RoCE v2).
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -266,12 +267,33 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctx->client = std::move(client);
   ctx->dev = d;
   std::vector<int> fds;
-  json r = ctx->call({{"op", "open"}, {"device", d->name}, {"async_events", true}}, {}, &fds);
-  if (!r.value("ok", false) || fds.size() != 1) {
+  // The doorbell (ctrl/shm_abi.h) unless ISOROCE_VERBS_DOORBELL=0: a daemon
+  // without one ignores the field and sends the async eventfd alone.
+  const char* bell_env = std::getenv("ISOROCE_VERBS_DOORBELL");
+  const bool want_bell = bell_env == nullptr || std::strcmp(bell_env, "0") != 0;
+  json r = ctx->call({{"op", "open"},
+                      {"device", d->name},
+                      {"async_events", true},
+                      {"shm_abi", isoroce::shm::kShmAbiVersion},
+                      {"doorbell", want_bell}},
+                     {}, &fds);
+  const bool with_bell = r.value("doorbell", false) == true;
+  if (!r.value("ok", false) || fds.size() != (with_bell ? 3u : 1u)) {
     for (int f : fds) close(f);
     errno = r.value("ok", false) ? EPROTO : reply_errno(r);
     delete ctx;
     return nullptr;
+  }
+  if (with_bell) {
+    void* page = mmap(nullptr, isoroce::shm::kDoorbellPageBytes, PROT_READ, MAP_SHARED, fds[1], 0);
+    close(fds[1]);
+    if (page == MAP_FAILED) {
+      log("open %s: doorbell page: %s; posts wait for the worker's polling", d->name.c_str(), std::strerror(errno));
+      close(fds[2]);
+    } else {
+      ctx->bell = static_cast<const isoroce::shm::DoorbellPage*>(page);
+      ctx->bell_fd = fds[2];
+    }
   }
   ctx->info = r.value("device", json::object());
   if (!ctx->info.is_null() && ctx->info.is_object()) {
@@ -307,6 +329,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
 int ibv_close_device(ibv_context* context) {
   Context* ctx = context_of(context);
   if (context->async_fd >= 0) close(context->async_fd);
+  if (ctx->bell != nullptr) munmap(const_cast<isoroce::shm::DoorbellPage*>(ctx->bell), isoroce::shm::kDoorbellPageBytes);
+  if (ctx->bell_fd >= 0) close(ctx->bell_fd);
   pthread_mutex_destroy(&context->mutex);
   delete ctx;  // closing the connection makes the daemon destroy what is left
   return 0;

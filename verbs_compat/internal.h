@@ -65,6 +65,11 @@ struct Context {
   std::map<uint32_t, struct Srq*> srqs;
   std::mutex async_mu;
   std::deque<json> async_pending;  // taken from the daemon, not yet handed out
+  // The worker's doorbell (ctrl/shm_abi.h): its page, mapped read-only, and
+  // this context's eventfd; nullptr / -1 when the daemon gave none (or
+  // ISOROCE_VERBS_DOORBELL=0).
+  const shm::DoorbellPage* bell = nullptr;
+  int bell_fd = -1;
 
   // A request; a failed reply is logged (op and error) unless quiet.
   json call(const json& req, std::span<const int> fds = {}, std::vector<int>* received = nullptr, bool quiet = false);
@@ -89,6 +94,16 @@ inline void stamp_posts(const Ring& sq, uint32_t from, uint32_t to) {
   if (!(shm::trace_flags(sq.base).load(std::memory_order_relaxed) & shm::kStampPostTsc)) [[likely]]
     return;
   stamp_posts_slow(sq, from, to);
+}
+// After a post is published (producer_index stored): wakes the worker if it
+// sleeps. The fence pairs with the worker's between its flag and its last
+// look at the rings (Worker::idle_wait); awake, no system call.
+void ring_doorbell_slow(const Context& c);
+inline void ring_doorbell(const Context& c) {
+  if (c.bell == nullptr) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (c.bell->asleep.load(std::memory_order_relaxed)) [[unlikely]]
+    ring_doorbell_slow(c);
 }
 // Maps fd (and closes it) with the geometry in geo; false on failure.
 bool map_ring(int fd, const json& geo, bool cq, Ring* r);

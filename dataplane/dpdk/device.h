@@ -44,6 +44,11 @@ class DeviceHook {
  public:
   virtual unsigned poll(sched::Picos now) = 0;
   virtual sched::Picos next_deadline() const { return sched::kNever; }
+  // false while the hook has work that nothing wakes the worker for (only
+  // its polling finds it): the idle worker then keeps its short sleep bound.
+  // ShmPump: a ring whose client rings no doorbell. Hooks whose work comes
+  // from the port, the control ring or their deadlines are signalled.
+  virtual bool signalled() const { return true; }
 
  protected:
   ~DeviceHook() = default;
@@ -67,6 +72,12 @@ class Device {
   unsigned poll(sched::Picos now);
   // When the engine next needs a pass (sched::kNever: only when frames arrive).
   sched::Picos next_deadline() const;
+  // Every hook is signalled() (the port's own fds are the worker's business).
+  bool signalled() const {
+    for (const DeviceHook* h : hooks_)
+      if (!h->signalled()) return false;
+    return true;
+  }
 
   // Hooks run in the order added; add and remove them on the worker (or
   // before it starts).

@@ -4,6 +4,7 @@
 #include <rte_errno.h>
 #include <rte_pause.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -44,14 +45,45 @@ bool Worker::init(std::string* error) {
   fds_.push_back({wake_fd_, POLLIN, 0});
   for (Device* d : devices_)
     for (int fd : d->port().rx_wait_fds()) fds_.push_back({fd, POLLIN, 0});
+  port_fds_ = fds_.size() - 1;
   return true;
+}
+
+void Worker::add_doorbell(int fd) {
+  fds_.push_back({fd, POLLIN, 0});
+  doorbells_.store(fds_.size() - 1 - port_fds_, std::memory_order_relaxed);
+}
+
+void Worker::remove_doorbell(int fd) {
+  for (size_t i = 1 + port_fds_; i < fds_.size(); ++i)
+    if (fds_[i].fd == fd) {
+      fds_.erase(fds_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  doorbells_.store(fds_.size() - 1 - port_fds_, std::memory_order_relaxed);
+}
+
+bool Worker::all_signalled() const {
+  for (const Device* d : devices_)
+    if (d->port().rx_wait_fds().empty() || !d->signalled()) return false;
+  return true;
+}
+
+void Worker::drain_doorbells() {
+  // RWF_NOWAIT: the client shares the file description and may have cleared
+  // O_NONBLOCK on it (or read the count away since poll saw it): a plain
+  // read() could then block the worker.
+  uint64_t n;
+  iovec v{&n, sizeof n};
+  for (size_t i = 1 + port_fds_; i < fds_.size(); ++i)
+    if (fds_[i].revents & POLLIN) (void)!preadv2(fds_[i].fd, &v, 1, -1, RWF_NOWAIT);
 }
 
 void Worker::wake() {
   // Pairs with the fence in idle_wait(): either the worker sees what the
   // caller queued before it sleeps, or the caller sees it asleep and kicks.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (wake_fd_ >= 0 && sleeping_.load(std::memory_order_relaxed)) {
+  if (wake_fd_ >= 0 && asleep_->load(std::memory_order_relaxed)) {
     const uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);
   }
@@ -140,24 +172,49 @@ void Worker::idle_wait(sched::Picos now) {
   // a ping-pong whose turns take t waits about t/4 more, and a long-idle
   // worker wakes a few times per max_sleep. The old rule, doubling per sleep,
   // let a post after a quiet spell wait as long as the spell.
-  const sched::Picos bound = std::clamp((now - last_work_) / 4, idle_.min_sleep, idle_.max_sleep);
+  // With every source signalled (ports' sockets, doorbells on every ring)
+  // nothing can arrive unseen: sleep until the next deadline, at most max_sleep.
+  const bool signalled = all_signalled();
+  const sched::Picos bound =
+      signalled ? idle_.max_sleep : std::clamp((now - last_work_) / 4, idle_.min_sleep, idle_.max_sleep);
   const sched::Picos sleep = std::min(deadline - now, bound);
   if (sleep < 2'000'000) return;  // under 2 us a sleep costs more than it saves
-  sleeping_.store(true, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with wake()
+  asleep_->store(1, std::memory_order_relaxed);
+  // Pairs with wake() and with the library's fence after it publishes a post:
+  // from here on either we see the post (below) or the poster sees us asleep.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (rte_ring_count(ring_) != 0 || stop_.load(std::memory_order_acquire)) {
-    sleeping_.store(false, std::memory_order_relaxed);
+    asleep_->store(0, std::memory_order_relaxed);
     return;
+  }
+  if (doorbells_.load(std::memory_order_relaxed) != 0) {
+    // The last look at the rings, after the flag is visible.
+    unsigned work = 0;
+    for (Device* d : devices_) work += d->poll(now);
+    if (work != 0) {
+      asleep_->store(0, std::memory_order_relaxed);
+      busy_passes_.fetch_add(1, std::memory_order_relaxed);
+      empty_passes_ = 0;
+      last_work_ = now;
+      return;
+    }
   }
   const timespec ts{static_cast<time_t>(sleep / 1'000'000'000'000), static_cast<long>(sleep / 1000 % 1'000'000'000)};
   const int ready = ppoll(fds_.data(), fds_.size(), &ts, nullptr);
-  sleeping_.store(false, std::memory_order_relaxed);
+  asleep_->store(0, std::memory_order_relaxed);
   sleeps_.fetch_add(1, std::memory_order_relaxed);
+  if (signalled) signalled_sleeps_.fetch_add(1, std::memory_order_relaxed);
   if (ready > 0) {
     wakeups_.fetch_add(1, std::memory_order_relaxed);
     if (fds_[0].revents & POLLIN) {
       uint64_t n;
       (void)!read(wake_fd_, &n, sizeof n);
+    }
+    bool rung = false;
+    for (size_t i = 1 + port_fds_; i < fds_.size(); ++i) rung |= (fds_[i].revents & POLLIN) != 0;
+    if (rung) {
+      doorbell_wakeups_.fetch_add(1, std::memory_order_relaxed);
+      drain_doorbells();
     }
   }
 }
@@ -166,7 +223,9 @@ WorkerStats Worker::stats() const {
   return {passes_.load(std::memory_order_relaxed), busy_passes_.load(std::memory_order_relaxed),
           sleeps_.load(std::memory_order_relaxed), commands_.load(std::memory_order_relaxed),
           busy_ps_.load(std::memory_order_relaxed) / 1000,
-          wakeups_.load(std::memory_order_relaxed)};
+          wakeups_.load(std::memory_order_relaxed),
+          doorbell_wakeups_.load(std::memory_order_relaxed),
+          signalled_sleeps_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace isoroce::dataplane

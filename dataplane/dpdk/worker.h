@@ -13,8 +13,16 @@
 // sockets behind its ports (net_af_packet, net_af_xdp: a frame arrived) and an
 // eventfd that call() and wake() kick; DPDK's RX interrupts are not used (none
 // of af_packet, af_xdp, ring, pcap, memif in DPDK 22.11 has them; tap's are
-// not wired yet). Work that nothing
-// signals (the applications' shared-memory rings) waits for the bound.
+// not wired yet), an eventfd that call() and wake() kick, and the clients'
+// doorbell eventfds (add_doorbell: the verbs library writes its own after a
+// post when the shared flag says the worker sleeps, ctrl/shm_abi.h). Before it
+// blocks the worker stores the flag, fences, and passes over its devices once
+// more, so a post published before the library's fence is seen either by
+// that pass or by the library. When every source of work is signalled (every
+// port has wait fds and every hook says signalled(): all shared-memory rings
+// have doorbells) the bound is max_sleep, so the worker sleeps until the
+// engines' next deadline; otherwise work that nothing signals waits for the
+// quarter bound.
 #pragma once
 
 #include <poll.h>
@@ -52,7 +60,9 @@ struct WorkerStats {
   // 200 us is left out: the thread was preempted, not working). busy_ns per
   // message is what a message costs the worker, whatever else shares its CPU.
   uint64_t busy_ns = 0;
-  uint64_t wakeups = 0;  // sleeps ended early by a port's socket or a kick
+  uint64_t wakeups = 0;  // sleeps ended early by a port's socket, a kick or a doorbell
+  uint64_t doorbell_wakeups = 0;  // sleeps ended (or not begun) because a client rang its doorbell
+  uint64_t signalled_sleeps = 0;  // sleeps bounded by the next deadline (every source signalled)
 };
 
 class Worker {
@@ -78,7 +88,17 @@ class Worker {
   // Ends the worker's sleep now, if it sleeps (any thread; cheap when it does not).
   void wake();
   // The kernel sockets the idle worker blocks on (its ports' rx_wait_fds).
-  size_t wait_fds() const { return fds_.size() - 1; }
+  size_t wait_fds() const { return port_fds_; }
+
+  // The doorbell: before run(), where the worker publishes that it sleeps
+  // (a word in a page clients map read-only; default: a private word).
+  void set_asleep_flag(std::atomic<uint32_t>* flag) { asleep_ = flag; }
+  // A client's doorbell eventfd joins / leaves the set the worker blocks on.
+  // On the worker's thread only (inside call()); the worker reads it without
+  // blocking whatever flags the client sets on it, and never closes it.
+  void add_doorbell(int fd);
+  void remove_doorbell(int fd);
+  size_t doorbells() const { return doorbells_.load(std::memory_order_relaxed); }
 
   const std::vector<Device*>& devices() const { return devices_; }
   WorkerStats stats() const;
@@ -90,6 +110,9 @@ class Worker {
   };
   unsigned run_commands();
   void idle_wait(sched::Picos now);
+  // Every device's port has wait fds and every hook is signalled.
+  bool all_signalled() const;
+  void drain_doorbells();
   void set_slice();
 
   unsigned id_;
@@ -101,10 +124,14 @@ class Worker {
   uint32_t empty_passes_ = 0;
   sched::Picos last_work_ = 0;
   int wake_fd_ = -1;                 // eventfd: call()/wake() end a sleep
-  std::atomic<bool> sleeping_{false};
-  std::vector<pollfd> fds_;          // wake_fd_, then the ports' sockets
+  std::atomic<uint32_t> own_asleep_{0};
+  std::atomic<uint32_t>* asleep_ = &own_asleep_;  // 1 while the worker blocks (or is about to)
+  std::vector<pollfd> fds_;          // wake_fd_, then the ports' sockets, then the doorbells
+  size_t port_fds_ = 0;
+  std::atomic<size_t> doorbells_{0};
   // Written by the worker, read by telemetry (relaxed: counters only).
-  std::atomic<uint64_t> passes_{0}, busy_passes_{0}, sleeps_{0}, commands_{0}, busy_ps_{0}, wakeups_{0};
+  std::atomic<uint64_t> passes_{0}, busy_passes_{0}, sleeps_{0}, commands_{0}, busy_ps_{0}, wakeups_{0},
+      doorbell_wakeups_{0}, signalled_sleeps_{0};
 };
 
 }  // namespace isoroce::dataplane

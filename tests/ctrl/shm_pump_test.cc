@@ -127,6 +127,28 @@ TEST(ShmPump, WriteThroughTheRingsCompletesInTheCqRing) {
   EXPECT_EQ(f.device(0).pump->counters().cqes, 1u);
 }
 
+// An idle worker may sleep to its next deadline only while nothing here needs
+// polling (ctrl/shm_abi.h, the doorbell): every SQ/RQ belongs to a client that
+// rings the doorbell. The virtual driver has no doorbell to give, so "open"
+// leaves it off; the test sets the flag as "open" does when it gives one.
+TEST(ShmPump, SignalledOnlyWhileEveryRingsClientRingsTheDoorbell) {
+  VirtualFabric f;
+  TestClient a(f, 1), b(f, 2);
+  Memory ma(1 << 16), mb(1 << 16);
+  ShmPump& pump = *f.device(0).pump;
+  f.run_for(1'000'000);
+  EXPECT_TRUE(pump.signalled()) << "no rings";
+  ShmEnd ea = make_end(a, "isoroce0", ma);
+  EXPECT_FALSE(a.session().objs.doorbell) << "the virtual driver gives no doorbell";
+  f.run_for(1'000'000);
+  EXPECT_FALSE(pump.signalled()) << "a's rings are found only by polling";
+  a.session().objs.doorbell = true;
+  EXPECT_TRUE(pump.signalled());
+  ShmEnd eb = make_end(b, "isoroce0", mb);
+  f.run_for(1'000'000);
+  EXPECT_FALSE(pump.signalled()) << "b's are not";
+}
+
 // The pump looks at the CQs only when the engine queued a completion since
 // its last look, or the last look left some behind: completions held back by
 // a full CQ ring must still arrive once the application makes room, with no
