@@ -298,7 +298,7 @@ void DeviceSet::kernel_path_hint(const std::string& name, const PortConfig& pc, 
   }
   if (fits > pc.mtu)
     log(LogLevel::kInfo, "{}: interface MTU {} carries RoCE mtu {} ({} on this driver at most): on the kernel I/O path a"
-        " larger mtu moves large messages faster (mtu 2048 carried 64 KB WRITEs 1.8x to 3x faster than 1024 across a"
+        " larger mtu moves large messages faster (mtu 2048 carried 64 KB WRITEs 1.6x to 3x faster than 1024 across a"
         " veth); set --mtu {} if the peers' interfaces carry it too", name, port.kernel_mtu(), fits, best, fits);
 }
 
@@ -311,9 +311,9 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
   });
   if (kernel_ports && nw < entries.size())
     log(LogLevel::kInfo, "{} ports share {} worker lcore(s): on the kernel I/O path each port's transmit system"
-        " calls run the peer's receive path too, and a worker lcore per port (--lcores with one more lcore per port,"
-        " e.g. 0@0,1@1,2@1) carried 64 KB WRITEs 1.6x to 2.7x faster across a veth (docs/performance.md)",
-        entries.size(), nw);
+        " calls run the peer's receive path too; a worker lcore per port (--lcores with one more lcore per port,"
+        " e.g. 0@0,1@1,2@1) carried 64 KB WRITEs across a veth 1.6x faster while other processes loaded the CPUs,"
+        " and no faster on a quiet machine (docs/performance.md)", entries.size(), nw);
   std::vector<std::vector<dataplane::Device*>> groups(nw);
   for (size_t i = 0; i < entries.size(); ++i) groups[i % nw].push_back(entries[i]->driver->dpdk());
   dataplane::IdleConfig idle;

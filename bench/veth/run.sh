@@ -6,9 +6,9 @@
 #   one daemon, two ports on the two ends of a veth pair (applications on CPU 0,
 #   the worker on CPU 1): 64 KB ib_write_bw and 2 B ib_write_lat with
 #   net_af_xdp, then net_af_packet;
-#   the same with each port on its own worker lcore (both on CPU 1, --lcores
-#   0@0,1@1,2@1) at RoCE MTU 1024 and 2048 (net_af_xdp) and 4096
-#   (net_af_packet), and one worker at 2048, the veth's MTU raised to carry it
+#   the same at RoCE MTU 2048 (net_af_xdp) and 4096 (net_af_packet), with one
+#   worker lcore and with each port on its own (both on CPU 1, --lcores
+#   0@0,1@1,2@1; and at MTU 1024), the veth's MTU raised to carry the MTU
 #   (FAST=0 skips these rows);
 #   two daemons in two namespaces, one veth end each, on the same 2 cores (both
 #   workers on CPU 1, applications unpinned): ib_write_lat 2 B, ib_write_bw 64 KB;
@@ -157,6 +157,7 @@ fast() {  # kind roce_mtu lcores workers
 }
 if [[ ${FAST:-1} == 1 ]]; then
   fast af_xdp 2048 0,1 1
+  fast af_packet 4096 0,1 1
   fast af_xdp 1024 0@0,1@1,2@1 2
   fast af_xdp 2048 0@0,1@1,2@1 2
   fast af_packet 4096 0@0,1@1,2@1 2
