@@ -10,8 +10,6 @@
 #include <net/if.h>
 #include <unistd.h>
 
-#include <algorithm>
-
 #include "ctrl/log.h"
 #include "dataplane/dpdk/kernel_fds.h"
 #include "transport/verbs/mtu.h"
@@ -305,15 +303,6 @@ void DeviceSet::kernel_path_hint(const std::string& name, const PortConfig& pc, 
 bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entries, std::string* error) {
   // Devices spread round robin over the worker lcores.
   const size_t nw = std::min(worker_lcores_.size(), entries.size());
-  const bool kernel_ports = std::any_of(entries.begin(), entries.end(), [](const auto& e) {
-    const std::string& d = e->driver->dpdk()->port().driver();
-    return d == "net_af_xdp" || d == "net_af_packet";
-  });
-  if (kernel_ports && nw < entries.size())
-    log(LogLevel::kInfo, "{} ports share {} worker lcore(s): on the kernel I/O path each port's transmit system"
-        " calls run the peer's receive path too; a worker lcore per port (--lcores with one more lcore per port,"
-        " e.g. 0@0,1@1,2@1) carried 64 KB WRITEs across a veth 1.6x faster while other processes loaded the CPUs,"
-        " and no faster on a quiet machine (docs/performance.md)", entries.size(), nw);
   std::vector<std::vector<dataplane::Device*>> groups(nw);
   for (size_t i = 0; i < entries.size(); ++i) groups[i % nw].push_back(entries[i]->driver->dpdk());
   dataplane::IdleConfig idle;
