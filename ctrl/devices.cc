@@ -274,6 +274,7 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     }
     if (port->driver() == "net_af_xdp")
       log(LogLevel::kInfo, "{}: AF_XDP socket bound in {} mode", dc.name, port->zero_copy() ? "zero-copy" : "copy");
+    kernel_path_hint(dc.name, pc, *port);
     auto dev = dataplane::Device::create(dc, std::move(port), error);
     if (dev == nullptr) return false;
     auto e = std::make_unique<DeviceEntry>();
@@ -288,6 +289,26 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     out->push_back(std::move(e));
   }
   return launch_workers(*out, error);
+}
+
+void DeviceSet::kernel_path_hint(const std::string& name, const PortConfig& pc, const dataplane::Port& port) {
+  // On the kernel I/O path every frame costs a system call, an skb and the
+  // peer's receive path, whatever its size: a larger RoCE MTU is the cheapest
+  // speed-up there is (docs/performance.md, "64 KB WRITEs against kernel TCP").
+  // The daemon does not raise the MTU itself: the peers' interfaces must carry it too.
+  if (port.driver() != "net_af_xdp" && port.driver() != "net_af_packet") return;
+  const uint32_t best = port.driver() == "net_af_xdp" ? kAfXdpMaxMtu : 4096;
+  uint32_t fits = pc.mtu;
+  for (uint32_t m = best; m > pc.mtu; m /= 2) {
+    if (port.kernel_mtu() >= roce_ip_mtu(m)) {
+      fits = m;
+      break;
+    }
+  }
+  if (fits > pc.mtu)
+    log(LogLevel::kInfo, "{}: interface MTU {} carries RoCE mtu {} ({} on this driver at most): on the kernel I/O path a"
+        " larger mtu moves large messages faster (mtu 2048 carried 64 KB WRITEs 1.6x to 3x faster than 1024 across a"
+        " veth); set --mtu {} if the peers' interfaces carry it too", name, port.kernel_mtu(), fits, best, fits);
 }
 
 bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entries, std::string* error) {

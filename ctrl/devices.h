@@ -41,6 +41,8 @@ class DeviceSet {
   std::unique_ptr<dataplane::Port> open_interface(const std::string& port_name, const PortConfig& pc,
                                                   std::string* devargs, std::string* error);
   bool launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entries, std::string* error);
+  // Logs the larger RoCE MTU a kernel port's interface carries, if any.
+  void kernel_path_hint(const std::string& name, const PortConfig& pc, const dataplane::Port& port);
 
   const DaemonConfig& config_;
   std::unique_ptr<dataplane::TscClock> clock_;

@@ -6,6 +6,10 @@
 #   one daemon, two ports on the two ends of a veth pair (applications on CPU 0,
 #   the worker on CPU 1): 64 KB ib_write_bw and 2 B ib_write_lat with
 #   net_af_xdp, then net_af_packet;
+#   the same at RoCE MTU 2048 (net_af_xdp) and 4096 (net_af_packet), with one
+#   worker lcore and with each port on its own (both on CPU 1, --lcores
+#   0@0,1@1,2@1; and at MTU 1024), the veth's MTU raised to carry the MTU
+#   (FAST=0 skips these rows);
 #   two daemons in two namespaces, one veth end each, on the same 2 cores (both
 #   workers on CPU 1, applications unpinned): ib_write_lat 2 B, ib_write_bw 64 KB;
 #   kernel TCP between the two namespaces over a veth (qperf tcp_bw 64 KB, tcp_lat 2 B).
@@ -130,6 +134,34 @@ with_before() {
   bin=$save_bin preload=$save_preload extra=("${save_extra[@]}")
 }
 for kind in ${KINDS:-af_xdp af_packet}; do one "$kind" ""; done
+
+# The fast layouts (docs/performance.md, "64 KB WRITEs against kernel TCP"): one
+# daemon, both ends of the veth, each port on its own worker lcore (--lcores
+# 0@0,1@1,2@1: both workers on CPU 1, applications on CPU 0), at a RoCE MTU
+# above 1024 (the veth's MTU raised to carry it). Results r[fast/KIND/MTU/W],
+# W the number of worker lcores.
+fast() {  # kind roce_mtu lcores workers
+  local kind=$1 save_mtu=$mtu s="$tmp/fast-$1-$2.sock" v lm
+  mtu=$2
+  lm=$((mtu + 92 > 1500 ? mtu + 92 : 1500))
+  ip -n ns-xdpb-one link set xb1 mtu "$lm"
+  ip -n ns-xdpb-one link set xb2 mtu "$lm"
+  daemon ns-xdpb-one "$s" "$3" "net_${kind}0,iface=xb1" 10.77.0.1/24 "net_${kind}1,iface=xb2" 10.77.0.2/24
+  v=$(bw ib_write_bw 65536 "$bw_iters" ns-xdpb-one "$s" isoroce1 ns-xdpb-one "$s" isoroce0 127.0.0.1 0)
+  row "one daemon, $4 worker(s), net_$kind, MTU $mtu (veth $lm): ib_write_bw 64 KB" "${v:-fail} MB/s" ""
+  r[fast/$kind/$mtu/$4]=${v:-0}
+  stop_daemons
+  mtu=$save_mtu
+  ip -n ns-xdpb-one link set xb1 mtu "$link_mtu"
+  ip -n ns-xdpb-one link set xb2 mtu "$link_mtu"
+}
+if [[ ${FAST:-1} == 1 ]]; then
+  fast af_xdp 2048 0,1 1
+  fast af_packet 4096 0,1 1
+  fast af_xdp 1024 0@0,1@1,2@1 2
+  fast af_xdp 2048 0@0,1@1,2@1 2
+  fast af_packet 4096 0@0,1@1,2@1 2
+fi
 [[ -n ${BEFORE:-} ]] && with_before one af_xdp " (BEFORE)"
 
 # Two daemons (bin and preload of the build under test, or BEFORE's) in two namespaces.
@@ -163,8 +195,11 @@ row "kernel TCP across a veth, two namespaces: qperf tcp_lat 2 B" "$tcp_lat us" 
 load_after=$(uptime)
 echo
 awk -v x="${r[bw/af_xdp]:-0}" -v p="${r[bw/af_packet]:-0}" -v t="$tcp_bw" -v l1="${r[lat/af_xdp]:-0}" \
+  -v fast="$(for k in "${!r[@]}"; do [[ $k == fast/* ]] && printf "%s %s " "${k#fast/}" "${r[$k]}"; done)" \
   -v l2="${r[lat/two]:-0}" -v l0="${r[lat/two (BEFORE)]:-0}" -v l1b="${r[lat/af_xdp (BEFORE)]:-0}" 'BEGIN {
   if (t > 0) printf "ib_write_bw 64 KB / kernel TCP: af_xdp %.2f, af_packet %.2f  (goal >= 1)\n", x / t, p / t
+  n = split(fast, f, " ")
+  for (i = 1; i + 1 <= n; i += 2) if (t > 0 && f[i + 1] > 0) printf "ib_write_bw 64 KB / kernel TCP: %s %.2f  (goal >= 1)\n", f[i], f[i + 1] / t
   if (l1 > 0 && l2 > 0) printf "two-daemon / one-daemon ib_write_lat median: %.1fx  (goal <= 3)\n", l2 / l1
   if (l1b > 0 && l0 > 0) printf "BEFORE: two-daemon / one-daemon ib_write_lat median: %.1fx\n", l0 / l1b
 }'

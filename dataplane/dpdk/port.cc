@@ -76,11 +76,12 @@ bool driver_fits(const rte_eth_dev_info& info, const std::string& driver, uint32
 // Whether the device carries frames of `max_frame` bytes (IP packets of
 // `ip_mtu`); if not, why, and what to change.
 bool frame_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_t max_frame,
-                uint32_t ip_mtu, std::string* error) {
+                uint32_t ip_mtu, uint32_t* kernel_mtu_out, std::string* error) {
   // The driver's own limit first: raising the interface's MTU would not help.
   if (!driver_fits(info, driver, max_frame, error)) return false;
   std::string ifname;
   const uint32_t kernel_mtu = interface_mtu(info.if_index, &ifname);
+  *kernel_mtu_out = kernel_mtu;
   if (kernel_mtu != 0 && kernel_mtu < ip_mtu) {
     *error = "interface " + ifname + " has MTU " + std::to_string(kernel_mtu) + ", and this RoCE MTU needs " +
              std::to_string(ip_mtu) + ": raise it (ip link set " + ifname + " mtu " + std::to_string(ip_mtu) +
@@ -125,7 +126,7 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_
   }
   rte_eth_conf conf{};
   const uint32_t mtu = max_frame > 18 ? max_frame - 18 : RTE_ETHER_MTU;  // Ethernet header + VLAN
-  if (!frame_fits(info, driver_, max_frame, kernel_ip_mtu != 0 ? kernel_ip_mtu : mtu, error)) return false;
+  if (!frame_fits(info, driver_, max_frame, kernel_ip_mtu != 0 ? kernel_ip_mtu : mtu, &kernel_mtu_, error)) return false;
   // net_af_packet reports 1518-byte frames whatever its slots hold; its frame
   // size is its framesz devarg (ctrl sizes it from the MTU).
   if (mtu > RTE_ETHER_MTU && mtu <= info.max_mtu && driver_ != "net_af_packet") conf.rxmode.mtu = mtu;

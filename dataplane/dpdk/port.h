@@ -65,6 +65,9 @@ class Port final : public transport::TxSink {
   // net_af_xdp: the kernel bound its socket in zero-copy mode (the NIC's driver
   // supports it); false in copy mode and for other drivers.
   bool zero_copy() const { return zero_copy_; }
+  // The MTU of the kernel interface behind the port (net_af_packet,
+  // net_af_xdp, net_tap) when it was opened; 0 if there is none.
+  uint32_t kernel_mtu() const { return kernel_mtu_; }
 
   uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
   // Queues a copy of `frame` for transmission (ARP/ICMP replies, solicitations).
@@ -96,6 +99,7 @@ class Port final : public transport::TxSink {
   PortCounters counters_;
   std::vector<int> rx_wait_fds_;
   bool zero_copy_ = false;
+  uint32_t kernel_mtu_ = 0;
 };
 
 }  // namespace isoroce::dataplane

@@ -25,6 +25,7 @@ struct Side {
   std::unique_ptr<Verbs> v;
   uint32_t cq = 0, qp = 0;
   Buffer* buf = nullptr;
+  std::string dev = "isoroce0";  // the device its stats are under
 };
 
 class PortKinds : public ::testing::Test {
@@ -101,7 +102,7 @@ class PortKinds : public ::testing::Test {
     uint64_t off = 0, id = 1;
     for (uint32_t len : {1u, mtu - 1, mtu, mtu + 1, 3 * mtu + 7, 65536u}) {
       for (uint32_t i = 0; i < len; ++i) x.buf->data[off + i] = static_cast<uint8_t>(rng());
-      const json before = x.v->call({{"op", "stats"}})["stats"]["isoroce0"]["engine"];
+      const json before = x.v->call({{"op", "stats"}})["stats"][x.dev]["engine"];
       ASSERT_TRUE(x.v->post_send(x.qp, {{"wr_id", id++}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
                                         {"sg", {sge(*x.buf, off, len)}}, {"remote_addr", y.buf->iova() + off},
                                         {"rkey", y.buf->rkey}})["ok"].get<bool>());
@@ -110,7 +111,7 @@ class PortKinds : public ::testing::Test {
       EXPECT_EQ(wc[0]["status"], 0) << wc[0].dump();
       EXPECT_EQ(std::memcmp(x.buf->data + off, y.buf->data + off, len), 0) << "write of " << len << " B, mtu " << mtu;
       if (len == 65536u) {
-        const json after = x.v->call({{"op", "stats"}})["stats"]["isoroce0"]["engine"];
+        const json after = x.v->call({{"op", "stats"}})["stats"][x.dev]["engine"];
         const double frames = after["tx_frames"].get<double>() - before["tx_frames"].get<double>();
         const double bytes = after["tx_bytes"].get<double>() - before["tx_bytes"].get<double>();
         EXPECT_GE(frames, 65536.0 / mtu) << after.dump();
@@ -229,6 +230,77 @@ TEST_F(PortKinds, InterfaceHeldByAnotherAfXdpUserIsLeftAlone) {
   ASSERT_NO_FATAL_FAILURE(connect(1024));
   ASSERT_NO_FATAL_FAILURE(writes(a_, b_, 1024, 5));
   ASSERT_NO_FATAL_FAILURE(writes(b_, a_, 1024, 6));
+}
+
+// The kernel I/O path at a larger RoCE MTU (docs/performance.md, "64 KB WRITEs
+// against kernel TCP"): one daemon on both ends of a veth; at a smaller MTU
+// than the interfaces carry the daemon says what would be faster; at 2048,
+// with a worker lcore per port (the layout that helped while other processes
+// loaded the CPUs), WRITEs cross both ways. Namespaces isoroce-kpath{a,b}-PID.
+class KernelPath : public PortKinds {
+ protected:
+  void SetUp() override {
+    net_ = std::make_unique<NetnsPair>("kpath");
+    std::string why;
+    switch (net_->make(&why)) {
+      case NetnsPair::Made::kOk: break;
+      case NetnsPair::Made::kSkip: GTEST_SKIP() << why;
+      case NetnsPair::Made::kFail: FAIL() << why;
+    }
+    // A second veth pair, both ends in namespace A, at the MTU that RoCE MTU
+    // 2048 needs (IP packets of 2140 bytes).
+    int st = 0;
+    for (const std::string cmd : {"link add kp1 type veth peer name kp2", "link set kp1 mtu 2140 up",
+                                  "link set kp2 mtu 2140 up"}) {
+      const std::string out = run("/usr/sbin/ip -n " + net_->ns_a + " " + cmd, &st);
+      ASSERT_EQ(st, 0) << cmd << ": " << out;
+    }
+  }
+
+  static std::unique_ptr<DaemonProcess> two_ports(const std::string& ns, uint32_t mtu, const std::string& lcores) {
+    std::vector<std::string> args = {"--port", "kp1", "--ip", "10.77.9.1/24", "--port", "kp2", "--ip", "10.77.9.2/24",
+                                     "--policy", "fifo", "--mtu", std::to_string(mtu)};
+    if (!lcores.empty()) args.insert(args.end(), {"--lcores", lcores});
+    args.insert(args.end(), {"--", "--no-huge", "-m", "256"});
+    return std::make_unique<DaemonProcess>(args, ns);
+  }
+};
+
+TEST_F(KernelPath, HintsTheLargerMtuThenCarriesWritesAtItWithAWorkerPerPort) {
+  // mtu 1024 on interfaces that carry 2048: the hint.
+  daemon_a_ = two_ports(net_->ns_a, 1024, "");
+  ASSERT_TRUE(daemon_a_->ok()) << daemon_a_->log();
+  std::string log = daemon_a_->log();
+  EXPECT_NE(log.find("through AF_XDP (net_af_xdp_kp1"), std::string::npos) << log;
+  EXPECT_NE(log.find("isoroce0: interface MTU 2140 carries RoCE mtu 2048 (2048 on this driver at most)"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("set --mtu 2048 if the peers' interfaces carry it too"), std::string::npos) << log;
+  EXPECT_EQ(daemon_a_->stop(), 0) << log;
+  daemon_a_.reset();
+
+  // A worker per port at mtu 2048: no hint, two workers, WRITEs both ways.
+  daemon_a_ = two_ports(net_->ns_a, 2048, "0@0,1@1,2@1");
+  ASSERT_TRUE(daemon_a_->ok()) << daemon_a_->log();
+  log = daemon_a_->log();
+  EXPECT_EQ(log.find("carries RoCE mtu"), std::string::npos) << log;
+  for (auto [s, dev] : {std::pair{&a_, "isoroce0"}, std::pair{&b_, "isoroce1"}}) {
+    s->dev = dev;
+    s->v = std::make_unique<Verbs>(daemon_a_->socket(), dev);
+    ASSERT_TRUE(s->v->ok());
+    s->cq = s->v->create_cq(256);
+    s->qp = s->v->create_qp(s->cq, "rc", 64);
+    s->buf = s->v->reg(1 << 20, kAll);
+    ASSERT_TRUE(s->cq && s->qp && s->buf);
+  }
+  const json st = a_.v->call({{"op", "status"}});
+  ASSERT_TRUE(st["ok"].get<bool>()) << st.dump();
+  EXPECT_EQ(st["status"]["workers"].size(), 2u) << st.dump();
+  json r = a_.v->connect_rc(a_.qp, "10.77.9.2", b_.qp, 100, 9000, 14, 7, 2048);
+  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+  r = b_.v->connect_rc(b_.qp, "10.77.9.1", a_.qp, 9000, 100, 14, 7, 2048);
+  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+  ASSERT_NO_FATAL_FAILURE(writes(a_, b_, 2048, 11));
+  ASSERT_NO_FATAL_FAILURE(writes(b_, a_, 2048, 12));
 }
 
 }  // namespace
