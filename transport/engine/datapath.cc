@@ -65,6 +65,47 @@ wire::FrameSpec& EngineImpl::frame_spec(const QpCtx& q, const Peer& peer, uint8_
   return s;
 }
 
+wire::FrameSpec& EngineImpl::frame_fields(const Peer& peer, uint8_t opcode, wire::Psn psn, bool data) {
+  wire::FrameSpec& s = tx_spec_;
+  s.reth.reset();
+  s.aeth.reset();
+  s.deth.reset();
+  s.imm.reset();
+  s.ieth.reset();
+  s.atomic.reset();
+  s.atomic_ack.reset();
+  const uint8_t tc = peer.traffic_class ? peer.traffic_class & 0xfc
+                                        : static_cast<uint8_t>(config_.dscp << 2);
+  s.traffic_class = static_cast<uint8_t>(tc | (data && config_.ecn_capable ? 0x2 : 0));
+  s.opcode = opcode;
+  s.solicited = false;
+  s.mig_req = false;
+  s.fecn = false;
+  s.becn = false;
+  s.ack_req = false;
+  s.psn = psn;
+  return s;
+}
+
+wire::FrameSpec& EngineImpl::rc_spec(const QpCtx& q, uint8_t opcode, wire::Psn psn, bool data) {
+  if (q.tx_tmpl.valid()) [[likely]] return frame_fields(q.peer, opcode, psn, data);
+  return frame_spec(q, q.peer, opcode, psn, q.qp.dest_qpn().value(), data);
+}
+
+wire::BuildResult EngineImpl::build_rc(const QpCtx& q, const wire::FrameSpec& spec,
+                                       std::span<const std::span<const uint8_t>> payload,
+                                       std::span<uint8_t> out) {
+  if (q.tx_tmpl.valid()) [[likely]] return wire::build_frame_templated(q.tx_tmpl, spec, payload, out);
+  return wire::build_frame_gather(spec, payload, out);
+}
+
+void EngineImpl::make_template(const QpCtx& q, const Peer& peer, uint32_t dest_qpn, uint16_t sport,
+                               wire::HeaderTemplate* t) {
+  wire::FrameSpec& s = frame_spec(q, peer, wire::op::kRcAck, wire::Psn(0), dest_qpn, false);
+  s.udp_sport = sport;
+  (void)wire::make_header_template(s, t);  // not built on a mixed pair: frames use the whole spec
+}
+
 // The address family is the port's (resolve_peer() refuses a mixed pair) and
 // the engine sends untagged frames.
 uint32_t EngineImpl::frame_len(uint8_t opcode, uint32_t payload) const {

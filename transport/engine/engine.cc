@@ -421,6 +421,7 @@ void EngineImpl::on_state_change(Picos now, QpCtx& q, ibv_qp_state from) {
     q.mtu = verbs::mtu_bytes(a.path_mtu);
     q.udp_sport = q.peer.flow_label ? wire::udp_sport_from_flow_label(q.peer.flow_label)
                                     : wire::udp_sport_for_qps(q.qp.qpn(), q.qp.dest_qpn());
+    make_template(q, q.peer, q.qp.dest_qpn().value(), q.udp_sport, &q.tx_tmpl);
   }
   if (to == IBV_QPS_RTR && from == IBV_QPS_INIT) {
     q.resp.psn = q.qp.rq_psn();

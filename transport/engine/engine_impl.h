@@ -239,6 +239,17 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   std::span<uint8_t> loop_buffer(size_t len);
   void deliver_looped(Picos now);
   // The spec of q's next frame to peer, in tx_spec_ (valid until the next call).
+  // tx_spec_'s per-frame fields only (traffic class, opcode, PSN, BTH flags, no
+  // extension header): the path's fields come from a HeaderTemplate.
+  wire::FrameSpec& frame_fields(const Peer& peer, uint8_t opcode, wire::Psn psn, bool data);
+  // frame_fields() when the QP's template is built, else frame_spec() (RC).
+  wire::FrameSpec& rc_spec(const QpCtx& q, uint8_t opcode, wire::Psn psn, bool data);
+  // Builds an RC frame from its QP's template (or from the whole spec without one).
+  wire::BuildResult build_rc(const QpCtx& q, const wire::FrameSpec& spec,
+                             std::span<const std::span<const uint8_t>> payload, std::span<uint8_t> out);
+  // Builds the header template of frames from q to peer's dest_qpn with sport.
+  void make_template(const QpCtx& q, const Peer& peer, uint32_t dest_qpn, uint16_t sport,
+                     wire::HeaderTemplate* t);
   wire::FrameSpec& frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode, wire::Psn psn,
                               uint32_t dest_qpn, bool data);
 

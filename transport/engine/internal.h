@@ -55,6 +55,11 @@ struct Peer {
   uint32_t flow_label = 0;
 };
 
+inline bool same_peer(const Peer& a, const Peer& b) {
+  return a.ip == b.ip && a.mac == b.mac && a.traffic_class == b.traffic_class &&
+         a.hop_limit == b.hop_limit && a.flow_label == b.flow_label;
+}
+
 enum class WqeState : uint8_t { kQueued, kStarted };
 
 struct SendWqe {
@@ -273,6 +278,15 @@ struct QpCtx {
   Peer peer;           // RC: from the AV at RTR
   uint16_t udp_sport = 0xc000;
   uint32_t mtu = 1024;
+  // RC: the headers of every frame to the peer (Ethernet, IP, UDP, BTH P_Key and
+  // dest QP), built at each modify_qp (on_state_change) from peer, udp_sport and the
+  // dest QPN, then copied and patched per frame (wire::build_frame_templated).
+  wire::HeaderTemplate tx_tmpl;
+  // UD: the template of the last destination sent to (AH peer and dest QPN); a
+  // send to another destination rebuilds it.
+  wire::HeaderTemplate ud_tmpl;
+  Peer ud_tmpl_peer;
+  uint32_t ud_tmpl_qpn = 0;
 
   Ring<SendWqe> sq;    // [head, tail): posted and not yet completed
   Ring<RecvWqe> rq;

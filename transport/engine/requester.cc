@@ -125,7 +125,7 @@ void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
 
 size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   SendWqe& w = q.sq[d.wqe];
-  wire::FrameSpec& spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
+  wire::FrameSpec& spec = rc_spec(q, d.opcode, d.psn, true);
   spec.ack_req = d.ack_req;
   spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) && wire::opcode_info(d.opcode).is_last();
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
@@ -149,7 +149,7 @@ size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> o
       return 0;
     }
   }
-  const wire::BuildResult r = wire::build_frame_gather(spec, payload_scratch_, out);
+  const wire::BuildResult r = build_rc(q, spec, payload_scratch_, out);
   return r.ok() ? r.len : 0;
 }
 

@@ -609,7 +609,7 @@ void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
 
 size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   const RespResource& r = q.resp.resources[d.resource];
-  wire::FrameSpec& spec = frame_spec(q, q.peer, d.opcode, d.psn, q.qp.dest_qpn().value(), true);
+  wire::FrameSpec& spec = rc_spec(q, d.opcode, d.psn, true);
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
   if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
   if (op.has(wire::kHdrAtomicAckEth)) spec.atomic_ack = r.atomic_orig;
@@ -625,7 +625,7 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
     }
     payload_scratch_.emplace_back(mr_ptr(*rkey_mr(r.rkey), r.va + d.offset), d.length);
   }
-  const wire::BuildResult res = wire::build_frame_gather(spec, payload_scratch_, out);
+  const wire::BuildResult res = build_rc(q, spec, payload_scratch_, out);
   return res.ok() ? res.len : 0;
 }
 
@@ -635,15 +635,14 @@ uint32_t EngineImpl::ack_frame_bytes() const {
 
 size_t EngineImpl::build_control(Picos now, QpCtx& q, std::span<uint8_t> out) {
   q.resp.ctrl_queued = false;
-  wire::FrameSpec& spec = frame_spec(q, q.peer, wire::op::kRcAck, q.resp.psn,
-                                    q.qp.dest_qpn().value(), false);
+  wire::FrameSpec& spec = rc_spec(q, wire::op::kRcAck, q.resp.psn, false);
   if (q.resp.nak_syndrome) {
     spec.psn = q.resp.nak_psn;
     spec.aeth = wire::AethFields{*q.resp.nak_syndrome, q.resp.msn};
     q.resp.nak_syndrome.reset();
     q.resp.ack_pending = false;
     q.resp.acked_psn = q.resp.nak_psn - 1;
-    const wire::BuildResult r = wire::build_frame(spec, out);
+    const wire::BuildResult r = build_rc(q, spec, {}, out);
     if (q.resp.failed) {
       q.qp.set_error();
       enter_error(now, q);
@@ -667,7 +666,7 @@ size_t EngineImpl::build_control(Picos now, QpCtx& q, std::span<uint8_t> out) {
   spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
   q.resp.acked_psn = psn;
   ++counters_.acks_sent;
-  const wire::BuildResult r = wire::build_frame(spec, out);
+  const wire::BuildResult r = build_rc(q, spec, {}, out);
   return r.ok() ? r.len : 0;
 }
 

@@ -40,7 +40,17 @@ void EngineImpl::peek_ud(QpCtx& q, TxDesc& d) {
 
 size_t EngineImpl::build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   const SendWqe& w = q.sq[d.wqe];
-  wire::FrameSpec& spec = frame_spec(q, w.ud_peer, d.opcode, d.psn, w.ud_qpn, true);
+  // The template of the last destination, rebuilt when this one differs (another
+  // AH, or the same AH to another QP).
+  if (!q.ud_tmpl.valid() || w.ud_qpn != q.ud_tmpl_qpn || !same_peer(w.ud_peer, q.ud_tmpl_peer)) {
+    make_template(q, w.ud_peer, w.ud_qpn, wire::udp_sport_for_qps(q.qp.qpn(), wire::Qpn(w.ud_qpn)),
+                  &q.ud_tmpl);
+    q.ud_tmpl_peer = w.ud_peer;
+    q.ud_tmpl_qpn = w.ud_qpn;
+  }
+  const bool tmpl = q.ud_tmpl.valid();
+  wire::FrameSpec& spec = tmpl ? frame_fields(w.ud_peer, d.opcode, d.psn, true)
+                               : frame_spec(q, w.ud_peer, d.opcode, d.psn, w.ud_qpn, true);
   spec.udp_sport = wire::udp_sport_for_qps(q.qp.qpn(), wire::Qpn(w.ud_qpn));
   spec.deth = wire::DethFields{w.ud_qkey, q.qp.qpn().value()};
   spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) != 0;
@@ -55,7 +65,8 @@ size_t EngineImpl::build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
       return 0;
     }
   }
-  const wire::BuildResult r = wire::build_frame_gather(spec, payload_scratch_, out);
+  const wire::BuildResult r = tmpl ? wire::build_frame_templated(q.ud_tmpl, spec, payload_scratch_, out)
+                                   : wire::build_frame_gather(spec, payload_scratch_, out);
   return r.ok() ? r.len : 0;
 }
 

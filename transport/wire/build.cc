@@ -11,6 +11,8 @@ namespace isoroce::wire {
 namespace {
 
 constexpr size_t kEthBytes = 14, kVlanBytes = 4, kIpv4Bytes = 20, kIpv6Bytes = 40, kUdpBytes = 8;
+// The largest header-only frame make_header_template() builds (RC ACK: BTH + AETH).
+constexpr size_t kMaxHeaderFrame = kEthBytes + kVlanBytes + kIpv6Bytes + kUdpBytes + 16 + kIcrcBytes;
 
 size_t l2_bytes(const FrameSpec& s) { return kEthBytes + (s.vlan_tci ? kVlanBytes : 0); }
 
@@ -42,6 +44,8 @@ BuildError check(const FrameSpec& s, const OpcodeInfo& op, size_t payload) {
   return BuildError::kOk;
 }
 
+uint8_t* write_extensions(const FrameSpec& s, const OpcodeInfo& op, uint8_t* t);
+
 // Writes the BTH and extension headers at t; returns where the payload goes.
 uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, size_t payload_len, uint8_t* t) {
   std::memset(t, 0, op.length);
@@ -54,6 +58,24 @@ uint8_t* write_transport(const FrameSpec& s, const OpcodeInfo& op, size_t payloa
   bth.set_ack_req(s.ack_req);
   bth.set_psn(s.psn);
   std::memcpy(t, &bth, sizeof(bth));
+  return write_extensions(s, op, t);
+}
+
+// The BTH's per-frame fields over a BTH whose P_Key and destination QP are already
+// in place (a template's), then the extension headers.
+uint8_t* patch_transport(const FrameSpec& s, const OpcodeInfo& op, size_t payload_len, uint8_t* t) {
+  t[0] = s.opcode;
+  t[1] = static_cast<uint8_t>((s.solicited ? 0x80 : 0) | (s.mig_req ? 0x40 : 0) |
+                              (op.has_payload() ? pad_for(payload_len) : 0) << 4);
+  t[4] = static_cast<uint8_t>((s.fecn ? 0x80 : 0) | (s.becn ? 0x40 : 0));
+  store_be32(t + 8, (s.ack_req ? 0x80000000u : 0) | (s.psn.value() & 0xffffff));
+  if (op.length > sizeof(Bth)) std::memset(t + sizeof(Bth), 0, op.length - sizeof(Bth));
+  return write_extensions(s, op, t);
+}
+
+// The extension headers behind the BTH at t (zeroed by the caller); returns where
+// the payload goes.
+uint8_t* write_extensions(const FrameSpec& s, const OpcodeInfo& op, uint8_t* t) {
   if (op.has(kHdrDeth)) {
     store_be32(t + op.deth, s.deth->qkey);
     store_be24(t + op.deth + 5, s.deth->src_qp);
@@ -166,7 +188,90 @@ BuildResult build(const FrameSpec& s, Pieces payload, std::span<uint8_t> out) {
   return {BuildError::kOk, len};
 }
 
+// check() without the address families (a template has one).
+BuildError check_templated(const HeaderTemplate& t, const FrameSpec& s, const OpcodeInfo& op,
+                           size_t payload) {
+  if (!op.valid()) return BuildError::kUnknownOpcode;
+  if ((op.has(kHdrReth) && !s.reth) || (op.has(kHdrAeth) && !s.aeth) ||
+      (op.has(kHdrDeth) && !s.deth) || (op.has(kHdrImmDt) && !s.imm) ||
+      (op.has(kHdrIeth) && !s.ieth) || (op.has(kHdrAtomicEth) && !s.atomic) ||
+      (op.has(kHdrAtomicAckEth) && !s.atomic_ack)) {
+    return BuildError::kMissingHeader;
+  }
+  if (!op.has_payload() && payload != 0) return BuildError::kPayloadNotAllowed;
+  if ((t.ipv4 ? kIpv4Bytes : 0) + l4_and_up(payload, op) > 0xffff) return BuildError::kTooLarge;
+  return BuildError::kOk;
+}
+
 }  // namespace
+
+BuildError make_header_template(const FrameSpec& s, HeaderTemplate* t) {
+  t->len = 0;
+  if (is_ipv4_mapped(s.src_ip) != is_ipv4_mapped(s.dst_ip)) return BuildError::kMixedAddressFamilies;
+  // build() writes the path fields; the per-frame ones (lengths, TOS, checksum,
+  // BTH flags and PSN) are patched by build_frame_templated().
+  FrameSpec hs = s;
+  hs.opcode = op::kRcAck;  // BTH + AETH: header-only
+  hs.aeth = AethFields{};
+  hs.traffic_class = 0;
+  uint8_t frame[kMaxHeaderFrame];
+  const BuildResult r = build(hs, {}, frame);
+  if (!r.ok()) return r.error;
+  const bool v4 = is_ipv4_mapped(s.src_ip);
+  t->ipv4 = v4;
+  t->l3 = static_cast<uint8_t>(l2_bytes(s));
+  const size_t l4 = t->l3 + (v4 ? kIpv4Bytes : kIpv6Bytes);
+  std::memcpy(t->bytes, frame, l4 + kUdpBytes + sizeof(Bth));
+  t->flow_label = s.flow_label & 0xfffff;
+  if (v4) {
+    uint8_t* ip = t->bytes + t->l3;
+    store_be16(ip + 2, 0);   // total length: per frame
+    store_be16(ip + 10, 0);  // checksum: per frame
+    store_be16(ip, 0);       // version/IHL and TOS: per frame
+    t->ip_sum = ipv4_header_sum(ip);
+  }
+  t->len = static_cast<uint8_t>(l4 + kUdpBytes + sizeof(Bth));
+  return BuildError::kOk;
+}
+
+BuildResult build_frame_templated(const HeaderTemplate& t, const FrameSpec& s, Pieces payload,
+                                  std::span<uint8_t> out) {
+  const OpcodeInfo& op = opcode_info(s.opcode);
+  const size_t payload_len = total(payload);
+  if (BuildError e = check_templated(t, s, op, payload_len); e != BuildError::kOk) return {e, 0};
+  const size_t l3 = t.l3;
+  const size_t l4_len = l4_and_up(payload_len, op);
+  const size_t ip_bytes = t.ipv4 ? kIpv4Bytes : kIpv6Bytes;
+  const size_t len = l3 + ip_bytes + l4_len;
+  if (out.size() < len) return {BuildError::kBufferTooSmall, len};
+  uint8_t* f = out.data();
+  // One fixed-size copy when the buffer has room (the bytes past the BTH are
+  // overwritten below); a short buffer (an ACK sized to the byte) gets t.len.
+  if (out.size() >= HeaderTemplate::kMaxBytes) [[likely]] {
+    std::memcpy(f, t.bytes, HeaderTemplate::kMaxBytes);
+  } else {
+    std::memcpy(f, t.bytes, t.len);
+  }
+  uint8_t* ip = f + l3;
+  if (t.ipv4) {
+    const uint16_t word0 = static_cast<uint16_t>(0x4500 | s.traffic_class);
+    const uint16_t total_len = static_cast<uint16_t>(kIpv4Bytes + l4_len);
+    store_be16(ip, word0);
+    store_be16(ip + 2, total_len);
+    uint32_t sum = t.ip_sum + word0 + total_len;
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    store_be16(ip + 10, static_cast<uint16_t>(~sum));
+  } else {
+    store_be32(ip, 6u << 28 | static_cast<uint32_t>(s.traffic_class) << 20 | t.flow_label);
+    store_be16(ip + 4, static_cast<uint16_t>(l4_len));
+  }
+  uint8_t* udp = ip + ip_bytes;
+  store_be16(udp + 4, static_cast<uint16_t>(l4_len));
+  uint8_t* p = patch_transport(s, op, payload_len, udp + kUdpBytes);
+  write_payload_and_icrc(out, l3, op, payload, payload_len, p);
+  return {BuildError::kOk, len};
+}
 
 size_t frame_size(const FrameSpec& s) { return size_with(s, s.payload.size()); }
 

@@ -85,6 +85,35 @@ BuildResult build_frame_gather(const FrameSpec& spec,
                                std::span<const std::span<const uint8_t>> payload,
                                std::span<uint8_t> out);
 
+// A frame's headers for one path, built once and copied into every frame of that
+// path: Ethernet (and 802.1Q), the IP header, the UDP header and the BTH's P_Key and
+// destination QP, from a FrameSpec's dst_mac, src_mac, vlan_tci, src_ip, dst_ip,
+// hop_limit, flow_label, ip_id, dont_fragment, udp_sport, pkey and dest_qp. A frame
+// built from it is byte for byte the frame build_frame() makes from a spec with those
+// fields; the rest of the spec (traffic class, opcode, BTH flags, PSN, extension
+// headers, payload) is the frame's own. The IPv4 header checksum is kept as the sum
+// of the words that do not change, so a frame adds its first word (TOS) and total
+// length and folds, instead of summing the 20 bytes it has just stored.
+struct HeaderTemplate {
+  static constexpr size_t kMaxBytes = 14 + 4 + 40 + 8 + 12;  // Ethernet, VLAN, IPv6, UDP, BTH
+  uint8_t bytes[kMaxBytes] = {};
+  uint8_t l3 = 0;    // offset of the IP header
+  uint8_t len = 0;   // bytes up to the end of the BTH; 0: not built
+  bool ipv4 = false;
+  uint32_t ip_sum = 0;  // IPv4: one's-complement sum of the unchanging header words
+  uint32_t flow_label = 0;
+  bool valid() const { return len != 0; }
+};
+
+// Fills t from spec's path fields. kMixedAddressFamilies if the addresses are not of
+// one family (t is left not built).
+BuildError make_header_template(const FrameSpec& spec, HeaderTemplate* t);
+
+// build_frame_gather() with the path fields taken from t instead of spec.
+BuildResult build_frame_templated(const HeaderTemplate& t, const FrameSpec& spec,
+                                  std::span<const std::span<const uint8_t>> payload,
+                                  std::span<uint8_t> out);
+
 // Pad bytes that round a payload up to 4 bytes (9.2.3).
 inline constexpr uint8_t pad_for(size_t payload_len) {
   return static_cast<uint8_t>((4 - (payload_len & 3)) & 3);
