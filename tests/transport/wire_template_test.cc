@@ -47,13 +47,7 @@ void frame_fields(FrameSpec& s, uint8_t opcode, std::mt19937& rng) {
   s.ack_req = rng() & 1;
   s.psn = Psn(static_cast<uint32_t>(rng()));
   const OpcodeInfo& op = opcode_info(opcode);
-  s.reth.reset();
-  s.aeth.reset();
-  s.deth.reset();
-  s.imm.reset();
-  s.ieth.reset();
-  s.atomic.reset();
-  s.atomic_ack.reset();
+  s.clear_extensions();
   if (op.has(kHdrReth)) s.reth = RethFields{rng() * 0x100000001ull, static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng())};
   if (op.has(kHdrAeth)) s.aeth = AethFields{static_cast<uint8_t>(rng()), static_cast<uint32_t>(rng()) & 0xffffff};
   if (op.has(kHdrDeth)) s.deth = DethFields{static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()) & 0xffffff};

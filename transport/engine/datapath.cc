@@ -27,55 +27,33 @@ inline bool same_ip(const wire::IpAddr& a, const wire::IpAddr& b) {
 
 wire::FrameSpec& EngineImpl::frame_spec(const QpCtx& q, const Peer& peer, uint8_t opcode,
                                         wire::Psn psn, uint32_t dest_qpn, bool data) {
-  // One FrameSpec per engine, every field set again here: a fresh one per frame
-  // was zeroed with `rep stos` (224 bytes), most of this function's time (perf,
-  // docs/performance.md "The engine's own cost per packet").
-  wire::FrameSpec& s = tx_spec_;
-  s.reth.reset();
-  s.aeth.reset();
-  s.deth.reset();
-  s.imm.reset();
-  s.ieth.reset();
-  s.atomic.reset();
-  s.atomic_ack.reset();
+  // The per-frame fields, then the path's (what a header template holds).
+  wire::FrameSpec& s = frame_fields(peer, opcode, psn, data);
   s.dst_mac = peer.mac;
   s.src_mac = config_.mac;
   s.vlan_tci.reset();
   s.src_ip = config_.ip;
   s.dst_ip = peer.ip;
-  const uint8_t tc = peer.traffic_class ? peer.traffic_class & 0xfc
-                                        : static_cast<uint8_t>(config_.dscp << 2);
-  // Data is ECN-capable (ECT(0)) so the fabric can mark it; ACKs/NAKs are not.
-  s.traffic_class = static_cast<uint8_t>(tc | (data && config_.ecn_capable ? 0x2 : 0));
   s.hop_limit = peer.hop_limit;
   s.flow_label = peer.flow_label;
   s.ip_id = 0;
   s.dont_fragment = true;
   s.udp_sport = q.udp_sport;
-  s.opcode = opcode;
-  s.solicited = false;
-  s.mig_req = false;
   s.pkey = 0xffff;
-  s.fecn = false;
-  s.becn = false;
   s.dest_qp = wire::Qpn(dest_qpn);
-  s.ack_req = false;
-  s.psn = psn;
   s.payload = {};
   return s;
 }
 
 wire::FrameSpec& EngineImpl::frame_fields(const Peer& peer, uint8_t opcode, wire::Psn psn, bool data) {
+  // One FrameSpec per engine, every per-frame field set again here: a fresh
+  // one per frame was zeroed with `rep stos` (224 bytes), most of this
+  // function's time (perf, docs/performance.md "The engine's own cost per packet").
   wire::FrameSpec& s = tx_spec_;
-  s.reth.reset();
-  s.aeth.reset();
-  s.deth.reset();
-  s.imm.reset();
-  s.ieth.reset();
-  s.atomic.reset();
-  s.atomic_ack.reset();
+  s.clear_extensions();
   const uint8_t tc = peer.traffic_class ? peer.traffic_class & 0xfc
                                         : static_cast<uint8_t>(config_.dscp << 2);
+  // Data is ECN-capable (ECT(0)) so the fabric can mark it; ACKs/NAKs are not.
   s.traffic_class = static_cast<uint8_t>(tc | (data && config_.ecn_capable ? 0x2 : 0));
   s.opcode = opcode;
   s.solicited = false;

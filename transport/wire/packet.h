@@ -68,6 +68,17 @@ struct ExtensionHeaders {
   std::optional<uint32_t> ieth;  // invalidated rkey
   std::optional<AtomicFields> atomic;
   std::optional<uint64_t> atomic_ack;
+
+  // None of them (a builder reusing one spec per frame).
+  void clear_extensions() {
+    reth.reset();
+    aeth.reset();
+    deth.reset();
+    imm.reset();
+    ieth.reset();
+    atomic.reset();
+    atomic_ack.reset();
+  }
 };
 
 struct RocePacket : ExtensionHeaders {
