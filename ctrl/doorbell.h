@@ -15,7 +15,8 @@ namespace isoroce::ctrl {
 class DoorbellPage {
  public:
   // nullptr and *error on failure.
-  static std::unique_ptr<DoorbellPage> create(uint32_t worker, std::string* error);
+  // cpu: the one CPU the worker runs on, or -1 (not pinned to one).
+  static std::unique_ptr<DoorbellPage> create(uint32_t worker, int cpu, std::string* error);
   ~DoorbellPage();
   DoorbellPage(const DoorbellPage&) = delete;
   DoorbellPage& operator=(const DoorbellPage&) = delete;

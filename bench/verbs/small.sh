@@ -7,6 +7,8 @@
 #
 #   bench/verbs/small.sh [BUILD_DIR [BASE_BUILD_DIR]]
 #
+# A BUILD_DIR is relative to the checkout or absolute (e.g. another worktree's
+# build as the baseline).
 # ROUNDS (3) rounds, N (1000000) messages each. Per run: messages/s (perftest's
 # MsgRate); the worker's busy time per message (isoroce-ctl status busy_ns:
 # time in passes that moved something, preempted passes left out: what a
@@ -14,16 +16,18 @@
 # of the worker thread and of the client process (perf stat -e task-clock:
 # includes polling while idle; this VM exposes no hardware counters, so
 # "instructions" are not available). PROFILE=1 adds one more
-# run per build under `perf record -e cpu-clock` of the worker and prints its top
-# symbols. Apps run on CPU 0, the worker on CPU 1 (--lcores 0,1).
+# run per build under `perf record -e cpu-clock` of the worker and of the client
+# process and prints their top symbols (KEEP=DIR keeps the perf.data files). Apps run on CPU 0, the worker on CPU 1 (--lcores 0,1).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 builds=("${1:-build}")
 [[ -n ${2:-} ]] && builds=("$2" "${1:-build}")
 rounds=${ROUNDS:-3}
 n=${N:-1000000}
+dir() { [[ $1 == /* ]] && echo "$1" || echo "$root/$1"; }
+name() { [[ $1 == /* ]] && echo "${1//\//_}" || basename "$1"; }
 for b in "${builds[@]}"; do
-  for f in "$root/$b/bin/isoroced" "$root/$b/bin/isoroce-ctl" "$root/$b/lib/libisoroce-verbs.so"; do
+  for f in "$(dir "$b")/bin/isoroced" "$(dir "$b")/bin/isoroce-ctl" "$(dir "$b")/lib/libisoroce-verbs.so"; do
     [[ -e $f ]] || { echo "missing $f" >&2; exit 2; }
   done
 done
@@ -43,7 +47,8 @@ print(" ".join(str(w.get("busy_ns", 0)) for w in json.load(sys.stdin)["status"][
 
 # run BUILD ROUND: prints "msgs_per_s worker_busy_ns_per_msg worker_cpu_ns_per_msg client_cpu_ns_per_msg"
 run() {
-  local b=$1 r=$2 bin="$root/$1/bin" lib="$root/$1/lib/libisoroce-verbs.so"
+  local b=$1 r=$2 bin lib
+  bin="$(dir "$1")/bin" lib="$(dir "$1")/lib/libisoroce-verbs.so"
   local sock="$tmp/d.sock"
   "$bin/isoroced" --loopback --policy tassel --link-gbps 100 --mtu 4096 --lcores 0,1 --socket "$sock" \
     --file-prefix "isoroce_small_$$" >"$tmp/daemon.log" 2>&1 &
@@ -58,14 +63,16 @@ run() {
   sleep 0.5
   local rec=()
   if [[ $r == profile ]]; then
-    perf record -q -e cpu-clock -t "$wtid" -o "$tmp/worker-$(basename "$b").data" >/dev/null 2>&1 &
+    perf record -q -e cpu-clock -t "$wtid" -o "$tmp/worker-$(name "$b").data" >/dev/null 2>&1 &
   else
     perf stat -x, -e task-clock -t "$wtid" -o "$tmp/worker.stat" >/dev/null 2>&1 &
   fi
   local p=$!
   local busy0
   busy0=$(busy "$bin/isoroce-ctl" "$sock")
-  ISOROCE_SOCKET="$sock" LD_PRELOAD="$lib" taskset -c 0 timeout 120 perf stat -x, -e task-clock -o "$tmp/client.stat" \
+  local cperf=(perf stat -x, -e task-clock -o "$tmp/client.stat")
+  [[ $r == profile ]] && cperf=(perf record -q -e cpu-clock -g -o "$tmp/client-$(name "$b").data")
+  ISOROCE_SOCKET="$sock" LD_PRELOAD="$lib" taskset -c 0 timeout 120 "${cperf[@]}" \
     ib_write_bw -d isoroce0 -x 0 -p $port -s 64 -n "$n" 127.0.0.1 >"$tmp/client.out" 2>&1 || true
   local busy1
   busy1=$(busy "$bin/isoroce-ctl" "$sock")
@@ -76,8 +83,8 @@ run() {
   local mpps wms cms
   mpps=$(awk '$1 == 64 {print $5; exit}' "$tmp/client.out")
   wms=$( [[ -s $tmp/worker.stat ]] && awk -F, '/task-clock/ {print $1}' "$tmp/worker.stat" || echo 0)
-  cms=$(awk -F, '/task-clock/ {print $1}' "$tmp/client.stat")
-  rm -f "$tmp/worker.stat"
+  cms=$( [[ -s $tmp/client.stat ]] && awk -F, '/task-clock/ {print $1}' "$tmp/client.stat" || echo 0)
+  rm -f "$tmp/worker.stat" "$tmp/client.stat"
   awk -v m="${mpps:-0}" -v b="$((busy1 - busy0))" -v w="${wms:-0}" -v c="${cms:-0}" -v n="$n" \
     'BEGIN {printf "%.3f %.0f %.0f %.0f\n", m, b / n, w * 1e6 / n, c * 1e6 / n}'
 }
@@ -109,7 +116,11 @@ if [[ ${PROFILE:-0} == 1 ]]; then
   for b in "${builds[@]}"; do
     echo
     echo "worker profile, $b (perf record -e cpu-clock, last round):"
-    perf report -i "$tmp/worker-$(basename "$b").data" --no-children --sort sym --stdio -g none 2>/dev/null |
+    perf report -i "$tmp/worker-$(name "$b").data" --no-children --sort sym --stdio -g none 2>/dev/null |
+      grep '%' | head -25 || true
+    echo
+    echo "client profile, $b (perf record -e cpu-clock -g, last round):"
+    perf report -i "$tmp/client-$(name "$b").data" --no-children --sort sym --stdio -g none 2>/dev/null |
       grep '%' | head -25 || true
   done
 fi
