@@ -327,13 +327,7 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
     // before 5.1's F_SEAL_FUTURE_WRITE) clients get none and the worker keeps
     // the quarter bound for their rings.
     std::string bell_error;
-    // The worker's CPU when its lcore is pinned to exactly one (--lcores 0,1 is).
-    const rte_cpuset_t cpus = rte_lcore_cpuset(worker_lcores_[w]);
-    int cpu = -1;
-    if (CPU_COUNT(&cpus) == 1)
-      for (int c = 0; c < CPU_SETSIZE; ++c)
-        if (CPU_ISSET(c, &cpus)) cpu = c;
-    auto bell = DoorbellPage::create(static_cast<uint32_t>(w), cpu, &bell_error);
+    auto bell = DoorbellPage::create(static_cast<uint32_t>(w), &bell_error);
     if (bell)
       worker->set_asleep_flag(bell->asleep());
     else

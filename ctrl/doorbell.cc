@@ -10,7 +10,7 @@
 
 namespace isoroce::ctrl {
 
-std::unique_ptr<DoorbellPage> DoorbellPage::create(uint32_t worker, int cpu, std::string* error) {
+std::unique_ptr<DoorbellPage> DoorbellPage::create(uint32_t worker, std::string* error) {
   std::unique_ptr<DoorbellPage> p(new DoorbellPage);
   auto fail = [&](const char* what) {
     *error = std::string("doorbell page: ") + what + ": " + std::strerror(errno);
@@ -24,7 +24,6 @@ std::unique_ptr<DoorbellPage> DoorbellPage::create(uint32_t worker, int cpu, std
   p->page_ = new (base) shm::DoorbellPage{};
   p->page_->abi = shm::kShmAbiVersion;
   p->page_->worker = worker;
-  p->page_->cpu = cpu >= 0 ? static_cast<uint32_t>(cpu) + 1 : 0;
   // Our writable mapping stays; nobody can make another, write the file or
   // resize it (F_SEAL_FUTURE_WRITE, Linux 5.1).
   if (fcntl(p->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0)

@@ -15,8 +15,7 @@ namespace isoroce::ctrl {
 class DoorbellPage {
  public:
   // nullptr and *error on failure.
-  // cpu: the one CPU the worker runs on, or -1 (not pinned to one).
-  static std::unique_ptr<DoorbellPage> create(uint32_t worker, int cpu, std::string* error);
+  static std::unique_ptr<DoorbellPage> create(uint32_t worker, std::string* error);
   ~DoorbellPage();
   DoorbellPage(const DoorbellPage&) = delete;
   DoorbellPage& operator=(const DoorbellPage&) = delete;

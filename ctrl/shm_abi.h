@@ -77,12 +77,7 @@
 // loads asleep: 1, and it writes 1 to its eventfd. One of the two then sees
 // the other (store, fence, load on both sides): either the worker's last look
 // finds the WQE or the library finds the worker asleep. While the worker is
-// awake a post costs the fence and one load, no system call. The page also
-// says on which CPU the worker runs (cpu, when its lcore is pinned to one; a
-// field that was reserved and zero in ABI 2's first daemons, so 0 means
-// unknown): the library's ibv_poll_cq yields the CPU on a long run of empty
-// polls only when the polling thread may be taking the worker's CPU (the same
-// CPU, or unknown). The client's
+// awake a post costs the fence and one load, no system call. The client's
 // writes can only end the worker's sleeps (counted: doorbell_wakeups in the
 // status view); docs/security.md.
 //
@@ -185,8 +180,7 @@ struct alignas(64) DoorbellPage {
   std::atomic<uint32_t> asleep;  // 1: the worker blocks (or is about to): ring the eventfd
   uint32_t abi;                  // kShmAbiVersion
   uint32_t worker;               // the worker's index (as in the status view)
-  uint32_t cpu;                  // 1 + the one CPU the worker runs on; 0: not pinned to one CPU (or unknown)
-  uint32_t reserved[12];
+  uint32_t reserved[13];
 };
 static_assert(sizeof(DoorbellPage) == 64);
 inline constexpr size_t kDoorbellPageBytes = 4096;

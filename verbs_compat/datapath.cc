@@ -261,25 +261,10 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 
 // Idle is cheap (DESIGN.md): an application spinning on an empty CQ gives
 // the CPU away now and then, so it cannot starve the daemon on a small box.
-// It yields only where that can help the worker: on the worker's CPU, or when
-// the worker's CPU is unknown (no doorbell page, a worker not pinned to one
-// CPU). On another CPU a yield helps no one of ours and costs a system call
-// per poll, and on a loaded machine it hands the application's CPU to
-// another process while the completion it waits for lands (issue 20: it was
-// 64 % of perftest's samples at 64-byte WRITEs); it spins instead, until the
-// sleep after 200000 empty polls.
-bool worker_elsewhere(const Context& c) {
-  if (c.bell == nullptr) return false;
-  const uint32_t cpu = c.bell->cpu;  // set before the page was handed out, constant
-  if (cpu == 0) return false;
-  const int me = sched_getcpu();  // glibc: the rseq area, no system call
-  return me >= 0 && static_cast<uint32_t>(me) + 1 != cpu;
-}
-
 Backoff note_empty_poll(Cq& cq) {
   ++cq.empty_polls;
   if (cq.empty_polls > 200000) return Backoff::kSleep;
-  if (cq.empty_polls > 256 && !worker_elsewhere(*context_of(cq.cq.context))) return Backoff::kYield;
+  if (cq.empty_polls > 256) return Backoff::kYield;
   return Backoff::kNone;
 }
 

@@ -218,8 +218,6 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 // An empty poll (cq.mu held): counts it and says how long to back off.
 enum class Backoff { kNone, kYield, kSleep };
-// The context's worker runs on one known CPU and this thread on another.
-bool worker_elsewhere(const Context& c);
 Backoff note_empty_poll(Cq& cq);
 void back_off(Backoff b);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
