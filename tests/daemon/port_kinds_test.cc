@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,14 @@ class PortKinds : public ::testing::Test {
     }
     ASSERT_NO_FATAL_FAILURE(writes(a_, b_, mtu, mtu + 1));
     ASSERT_NO_FATAL_FAILURE(writes(b_, a_, mtu, mtu + 2));
+    // Every source of the worker's work is signalled (the port's socket; no
+    // shared-memory ring without a doorbell): a quiet worker sleeps to its
+    // next deadline, not a quarter of the quiet time.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (Side* s : {&a_, &b_}) {
+      const json st = s->v->call({{"op", "status"}});
+      EXPECT_GT(st["status"]["workers"][0]["signalled_sleeps"].get<uint64_t>(), 0u) << st.dump();
+    }
   }
 
   std::unique_ptr<NetnsPair> net_;
