@@ -29,9 +29,8 @@ size_t l4_and_up(size_t payload, const OpcodeInfo& op) {
   return kUdpBytes + op.length + padded + kIcrcBytes;
 }
 
-BuildError check(const FrameSpec& s, const OpcodeInfo& op, size_t payload) {
-  if (!op.valid()) return BuildError::kUnknownOpcode;
-  if (is_ipv4_mapped(s.src_ip) != is_ipv4_mapped(s.dst_ip)) return BuildError::kMixedAddressFamilies;
+// The opcode's extension headers are all there, and a payload only where it may be.
+BuildError check_headers(const FrameSpec& s, const OpcodeInfo& op, size_t payload) {
   if ((op.has(kHdrReth) && !s.reth) || (op.has(kHdrAeth) && !s.aeth) ||
       (op.has(kHdrDeth) && !s.deth) || (op.has(kHdrImmDt) && !s.imm) ||
       (op.has(kHdrIeth) && !s.ieth) || (op.has(kHdrAtomicEth) && !s.atomic) ||
@@ -39,6 +38,13 @@ BuildError check(const FrameSpec& s, const OpcodeInfo& op, size_t payload) {
     return BuildError::kMissingHeader;
   }
   if (!op.has_payload() && payload != 0) return BuildError::kPayloadNotAllowed;
+  return BuildError::kOk;
+}
+
+BuildError check(const FrameSpec& s, const OpcodeInfo& op, size_t payload) {
+  if (!op.valid()) return BuildError::kUnknownOpcode;
+  if (is_ipv4_mapped(s.src_ip) != is_ipv4_mapped(s.dst_ip)) return BuildError::kMixedAddressFamilies;
+  if (BuildError e = check_headers(s, op, payload); e != BuildError::kOk) return e;
   const size_t ip_header = is_ipv4_mapped(s.src_ip) ? kIpv4Bytes : 0;  // v6 length excludes header
   if (ip_header + l4_and_up(payload, op) > 0xffff) return BuildError::kTooLarge;
   return BuildError::kOk;
@@ -192,13 +198,7 @@ BuildResult build(const FrameSpec& s, Pieces payload, std::span<uint8_t> out) {
 BuildError check_templated(const HeaderTemplate& t, const FrameSpec& s, const OpcodeInfo& op,
                            size_t payload) {
   if (!op.valid()) return BuildError::kUnknownOpcode;
-  if ((op.has(kHdrReth) && !s.reth) || (op.has(kHdrAeth) && !s.aeth) ||
-      (op.has(kHdrDeth) && !s.deth) || (op.has(kHdrImmDt) && !s.imm) ||
-      (op.has(kHdrIeth) && !s.ieth) || (op.has(kHdrAtomicEth) && !s.atomic) ||
-      (op.has(kHdrAtomicAckEth) && !s.atomic_ack)) {
-    return BuildError::kMissingHeader;
-  }
-  if (!op.has_payload() && payload != 0) return BuildError::kPayloadNotAllowed;
+  if (BuildError e = check_headers(s, op, payload); e != BuildError::kOk) return e;
   if ((t.ipv4 ? kIpv4Bytes : 0) + l4_and_up(payload, op) > 0xffff) return BuildError::kTooLarge;
   return BuildError::kOk;
 }

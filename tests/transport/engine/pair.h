@@ -164,9 +164,16 @@ inline Side make_side(Engine& e, const RcOptions& o, ibv_qp_type type = IBV_QPT_
   return s;
 }
 
+// The address vector's fields beyond the peer's address.
+struct PathAttrs {
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  uint32_t flow_label = 0;
+};
+
 // INIT -> RTR -> RTS with the attribute masks an application passes.
 inline void connect(Engine& e, Side& s, const Side& peer, const wire::IpAddr& peer_ip,
-                    const RcOptions& o, uint32_t my_psn, uint32_t peer_psn) {
+                    const RcOptions& o, uint32_t my_psn, uint32_t peer_psn, const PathAttrs& path = {}) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
@@ -178,7 +185,9 @@ inline void connect(Engine& e, Side& s, const Side& peer, const wire::IpAddr& pe
   a.ah_attr.is_global = 1;
   a.ah_attr.port_num = 1;
   std::memcpy(a.ah_attr.grh.dgid.raw, peer_ip.data(), 16);
-  a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.grh.hop_limit = path.hop_limit;
+  a.ah_attr.grh.traffic_class = path.traffic_class;
+  a.ah_attr.grh.flow_label = path.flow_label;
   a.path_mtu = o.mtu;
   a.dest_qp_num = peer.qpn.value();
   a.rq_psn = peer_psn;

@@ -15,39 +15,7 @@ namespace {
 // flow label.
 void connect_av(Engine& e, Side& s, const Side& peer, const wire::IpAddr& peer_ip, const RcOptions& o,
                 uint32_t my_psn, uint32_t peer_psn, uint8_t hop, uint8_t tclass, uint32_t flow) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  ASSERT_EQ(e.modify_qp(s.qpn, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.port_num = 1;
-  std::memcpy(a.ah_attr.grh.dgid.raw, peer_ip.data(), 16);
-  a.ah_attr.grh.hop_limit = hop;
-  a.ah_attr.grh.traffic_class = tclass;
-  a.ah_attr.grh.flow_label = flow;
-  a.path_mtu = o.mtu;
-  a.dest_qp_num = peer.qpn.value();
-  a.rq_psn = peer_psn;
-  a.max_dest_rd_atomic = o.max_rd_atomic;
-  a.min_rnr_timer = o.min_rnr_timer;
-  ASSERT_EQ(e.modify_qp(s.qpn, a,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-            0);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = o.timeout;
-  a.retry_cnt = o.retry_cnt;
-  a.rnr_retry = o.rnr_retry;
-  a.sq_psn = my_psn;
-  a.max_rd_atomic = o.max_rd_atomic;
-  ASSERT_EQ(e.modify_qp(s.qpn, a,
-                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC),
-            0);
+  connect(e, s, peer, peer_ip, o, my_psn, peer_psn, PathAttrs{hop, tclass, flow});
 }
 
 int write(Pair& net, const Side& from, const Side& to, uint32_t len, uint64_t wr_id) {
