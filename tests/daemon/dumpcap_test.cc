@@ -85,7 +85,14 @@ class Hugepages {
     if (!mounted_) why_ = "cannot mount hugetlbfs";
   }
   ~Hugepages() {
-    if (mounted_) umount(dir_.c_str());
+    if (mounted_) {
+      // Whatever EAL left in the mount (its page files hold the pages; another
+      // daemon started meanwhile may have used the mount too), then the mount:
+      // detached at once even if something still maps it, freed when that ends.
+      std::error_code ec;
+      for (const auto& f : std::filesystem::directory_iterator(dir_, ec)) std::filesystem::remove(f.path(), ec);
+      if (umount(dir_.c_str()) != 0) umount2(dir_.c_str(), MNT_DETACH);
+    }
     if (!dir_.empty()) rmdir(dir_.c_str());
     if (old_ >= 0) write_long(kNrHuge, old_);
   }
