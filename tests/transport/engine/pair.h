@@ -210,6 +210,22 @@ inline void connect(Engine& e, Side& s, const Side& peer, const wire::IpAddr& pe
             0);
 }
 
+// A UD QP: RESET -> INIT (with its Q_Key) -> RTR -> RTS.
+inline void to_rts_ud(Engine& e, wire::Qpn qpn, uint32_t qkey) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qkey = qkey;
+  ASSERT_EQ(e.modify_qp(qpn, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(e.modify_qp(qpn, a, IBV_QP_STATE), 0);
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 1;
+  ASSERT_EQ(e.modify_qp(qpn, a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+}
+
 // A connected RC pair: side 0 on engine 0, side 1 on engine 1.
 struct RcPair {
   explicit RcPair(const RcOptions& o = {}, EngineConfig base = {}) : net(base), opt(o) {

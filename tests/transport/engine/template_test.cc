@@ -85,21 +85,6 @@ TEST(EngineTemplate, AnRcQpMovedToANewPathSendsWithTheNewHeaders) {
   EXPECT_EQ(net.sent(1).back().udp_sport, wire::udp_sport_for_qps(b2.qpn, a.qpn));
 }
 
-void to_rts_ud(Engine& e, wire::Qpn qpn, uint32_t qkey) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qkey = qkey;
-  ASSERT_EQ(e.modify_qp(qpn, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  ASSERT_EQ(e.modify_qp(qpn, a, IBV_QP_STATE), 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 1;
-  ASSERT_EQ(e.modify_qp(qpn, a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
-}
-
 TEST(EngineTemplate, AUdQpRebuildsItsTemplateForEachNewAhOrQp) {
   Pair net;
   RcOptions o;

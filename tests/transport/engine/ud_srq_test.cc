@@ -10,21 +10,6 @@ namespace {
 
 constexpr uint32_t kQkey = 0x11111111;
 
-void to_rts_ud(Engine& e, wire::Qpn qpn, uint32_t qkey) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qkey = qkey;
-  ASSERT_EQ(e.modify_qp(qpn, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  ASSERT_EQ(e.modify_qp(qpn, a, IBV_QP_STATE), 0);
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = 1;
-  ASSERT_EQ(e.modify_qp(qpn, a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
-}
-
 TEST(EngineUd, DatagramsToManyQpsWithGrhAndQkeyCheck) {
   Pair net;
   RcOptions o;
