@@ -42,7 +42,12 @@ class Timeline {
   static constexpr Picos kWheelSpan = Picos{1} << (kSlotLog2 + kLevels * kLevelLog2);
 
   // Room for QPs 0 .. max_qps - 1, all on the timeline at once.
-  explicit Timeline(std::uint32_t max_qps) : pool_(max_qps, (kLevels - 1) * BucketSlots::kSlots) {}
+  explicit Timeline(std::uint32_t max_qps)
+      : pool_(max_qps, (kLevels - 1) * BucketSlots::kSlots), prefetch_qps_(max_qps > kCachedQps) {}
+
+  // Up to this many QPs (1 MiB of QpSlot) the per-QP state stays in cache, and a cascade
+  // does not prefetch it.
+  static constexpr std::uint32_t kCachedQps = (1u << 20) / sizeof(QpSlot);
 
   // Keys qps[qp] by its start time qps[qp].time_. False (and nothing stored) if that
   // is in a slot already released: the QP is eligible now.
@@ -67,7 +72,7 @@ class Timeline {
   template <class Release>
   void advance(QpSlot* qps, Picos v, Release&& release) {
     const std::uint64_t target = v >> kSlotLog2;
-    if (target + 1 < next_due_ && ((target + 1) >> (2 * kL)) == (next_slot_ >> (2 * kL))) {
+    if (target + 1 < next_due_ && same_coarse(target + 1, next_slot_)) {
       // No occupied slot starts at or before target + 1, and no coarse slot (with the
       // heap behind it) is entered: only the cursor moves.
       if (target >= next_slot_) next_slot_ = target + 1;
@@ -110,9 +115,10 @@ class Timeline {
   void release_through(QpSlot* qps, std::uint64_t target, Release& release) {
     // next_due_ bounds every occupied slot from below: if it is an occupied fine slot
     // of the current middle slot, it is the earliest one, and no search is needed.
+    // (Were it emptied by remove(), releasing it releases nothing and finds the next
+    // occupied slot after it, which is what a search from next_slot_ would find.)
     std::uint64_t slot = next_due_;
-    bool fine = slot <= target && (slot >> kL) == (next_slot_ >> kL) &&
-                level0_.occupied(static_cast<std::uint32_t>(slot & kMask));
+    bool fine = slot <= target && same_middle(slot, next_slot_);
     while (true) {
       if (!fine) {
         const Point next = next_point();
@@ -163,10 +169,14 @@ class Timeline {
   //   heap    holds a2 >= (p >> 24) + 4096
   // so a QP's place follows from its start and p alone (level_of), and next_due_ is
   // at most the first fine slot of the earliest occupied slot.
+  // Whether fine slots a and b lie in the same middle (same coarse) slot.
+  static bool same_middle(std::uint64_t a, std::uint64_t b) { return (a ^ b) < (std::uint64_t{1} << kL); }
+  static bool same_coarse(std::uint64_t a, std::uint64_t b) { return (a ^ b) < (std::uint64_t{1} << (2 * kL)); }
+
   unsigned level_of(std::uint64_t a0) const {
     const std::uint64_t p = next_slot_;
-    if ((a0 >> kL) == (p >> kL)) return 0;
-    if ((a0 >> (2 * kL)) == (p >> (2 * kL))) return 1;
+    if (same_middle(a0, p)) return 0;
+    if (same_coarse(a0, p)) return 1;
     if ((a0 >> (2 * kL)) - (p >> (2 * kL)) < BucketSlots::kSlots) return 2;
     return 3;
   }
@@ -174,12 +184,12 @@ class Timeline {
   void place(QpSlot* qps, std::uint32_t qp, std::uint64_t a0) {
     const std::uint64_t a1 = a0 >> kL;
     const std::uint64_t p = next_slot_;
-    if (a1 == p >> kL) {
+    if (same_middle(a0, p)) {
       level0_.push(qps, static_cast<std::uint32_t>(a0 & kMask), qp);
       next_due_ = std::min(next_due_, a0);
       return;
     }
-    if ((a1 >> kL) == (p >> (2 * kL))) {
+    if (same_coarse(a0, p)) {
       middle_.push(pool_, static_cast<std::uint32_t>(a1 & kMask), {qp, static_cast<std::uint32_t>(a0)});
       next_due_ = std::min(next_due_, a1 << kL);
       return;
@@ -231,8 +241,11 @@ class Timeline {
       if (next != kNil) __builtin_prefetch(&pool_[next]);
       const std::uint32_t count = bucket.count;
       // Each entry's push below writes its QP's line: ask for all of them first,
-      // so the bucket's misses overlap instead of following one another.
-      for (std::uint32_t k = 0; k < count; ++k) __builtin_prefetch(&qps[bucket.entries[k].qp], 1);
+      // so the bucket's misses overlap instead of following one another (when the
+      // QPs' state is too large to stay in cache).
+      if (prefetch_qps_) {
+        for (std::uint32_t k = 0; k < count; ++k) __builtin_prefetch(&qps[bucket.entries[k].qp], 1);
+      }
       for (std::uint32_t k = 0; k < count; ++k) {
         const WheelEntry e = bucket.entries[k];
         const std::uint64_t a0 = base | (e.low & kMask);
@@ -284,6 +297,7 @@ class Timeline {
   std::vector<HeapEntry> heap_;
   std::uint64_t next_slot_ = 0;     // first fine slot not yet released
   std::uint64_t next_due_ = kNoSlot;  // no occupied slot, at any level, starts before this
+  bool prefetch_qps_;                 // more QPs than kCachedQps
 };
 
 }  // namespace isoroce::sched
