@@ -53,15 +53,20 @@ class EligiblePool {
 
   // Removes and returns a QP of the smallest finish time; kNil if empty.
   std::uint32_t pop(QpSlot* qps) {
+    const std::uint32_t qp = pop_leaving_where(qps);
+    if (qp != kNil) qps[qp].where_ = Where::kIdle;
+    return qp;
+  }
+
+  // pop() for a caller that sets the QP's where_ itself (tassel's grant).
+  std::uint32_t pop_leaving_where(QpSlot* qps) {
     if (count_ == 0) return kNil;
     const std::uint32_t here = static_cast<std::uint32_t>(first_ & Buckets::kMask);
     // Usually the first bucket still holds QPs: no bitmap search then.
     const std::uint32_t slot = buckets_.has(here) ? here : buckets_.find_circular(here);
     first_ += (slot - here) & Buckets::kMask;
     --count_;
-    const std::uint32_t qp = buckets_.pop(qps, slot);
-    qps[qp].where_ = Where::kIdle;
-    return qp;
+    return buckets_.pop(qps, slot);
   }
 
   // Removes qps[qp], which must be in the pool. Walks its bucket.

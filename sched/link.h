@@ -20,8 +20,15 @@ class LinkModel {
   Picos free_at() const { return free_; }
   // When a packet granted at `now` can start.
   Picos start(Picos now) const { return std::max(free_, now); }
-  // A packet of `bytes` starts at `at`.
-  void occupy(Picos at, std::uint32_t bytes) { free_ = at + duration(bytes, cost_); }
+  // A packet of `bytes` starts at `at`. (The last size's duration is kept: packets
+  // of one size follow one another.)
+  void occupy(Picos at, std::uint32_t bytes) {
+    if (bytes != last_bytes_) [[unlikely]] {
+      last_bytes_ = bytes;
+      last_duration_ = duration(bytes, cost_);
+    }
+    free_ = at + last_duration_;
+  }
   // Nothing can start before `t`.
   void idle_until(Picos t) { free_ = std::max(free_, t); }
   Picos duration_of(std::uint32_t bytes) const { return duration(bytes, cost_); }
@@ -29,6 +36,8 @@ class LinkModel {
  private:
   Picos free_ = 0;
   ByteCost cost_;
+  std::uint32_t last_bytes_ = 0;  // duration(0, cost_) is 0
+  Picos last_duration_ = 0;
 };
 
 class ControlQueue {

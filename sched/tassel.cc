@@ -259,12 +259,16 @@ bool TasselScheduler::active(QpId qp) const {
 template <bool kShared, bool kTraced>
 inline void TasselScheduler::grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src) {
   QpSlot& s = qps_[qp];
-  out = {qp, s.bytes_, at, GrantKind::kData};
+  out.qp = qp;
+  out.bytes = s.bytes_;
+  out.departure = at;
+  out.kind = GrantKind::kData;
   if constexpr (kTraced) trace_grant(now, out);
   link_.occupy(at, s.bytes_);
-  s.where_ = Where::kIdle;
+  if constexpr (kShared) s.where_ = Where::kIdle;  // (the calendar's and the ring's pops leave it)
   const Packet next = src.on_grant(qp, s.bytes_);
   if (next.bytes == 0) {
+    s.where_ = Where::kIdle;
     --active_;
     if (s.cost_ != 0) {
       active_bps_ -= rates_[qp];
@@ -284,8 +288,8 @@ inline void TasselScheduler::grant(Picos now, QpId qp, Picos at, Grant& out, Pac
     // Still backlogged, but it may have waited in the tree past its F: its next
     // packet starts no earlier than now (V), so no wait turns into a burst.
     place_limited<true, kTraced>(at, qp, std::max(s.time_, v_));
-  } else {
-    place_limited<false, kTraced>(at, qp, s.time_);  // still backlogged: S = F of the packet just granted
+  } else if (!timeline_.insert(qps_.data(), qp)) {  // still backlogged: S = F of the packet just granted
+    make_eligible<false, kTraced>(at, qp);
   }
 }
 
@@ -324,7 +328,7 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
         continue;
       }
     } else {
-      QpId qp = pool_.pop(qps_.data());
+      QpId qp = pool_.pop_leaving_where(qps_.data());  // grant() sets where_
       if (qp == kNil) qp = unlimited_.pop_front(qps_.data());
       if (qp != kNil) {
         grant<false, kTraced>(now, qp, at, out[n++], src);
