@@ -38,8 +38,27 @@ class Bitmap4096 {
     if (here != 0) return (w << 6) | static_cast<std::uint32_t>(std::countr_zero(here));
     const std::uint64_t later = summary_ & (~std::uint64_t{1} << w);
     if (later == 0) return kNone;
-    const std::uint32_t w2 = static_cast<std::uint32_t>(std::countr_zero(later));
-    return (w2 << 6) | static_cast<std::uint32_t>(std::countr_zero(words_[w2]));
+    const std::uint32_t w2 = ctz(later);
+    return (w2 << 6) | ctz(words_[w2]);
+  }
+
+  // The smallest set bit > i (i < kBits), or kNone. Reads no bit at or below i, nor
+  // the summary bits of words before i's: a caller that only ever searches forward
+  // may leave those set (tassel's fine wheel level, cleared by clear_all()).
+  std::uint32_t find_after(std::uint32_t i) const {
+    const std::uint32_t w = i >> 6;
+    const std::uint64_t here = words_[w] & (~std::uint64_t{1} << (i & 63));  // 0 for i & 63 == 63
+    if (here != 0) return (w << 6) | ctz(here);
+    const std::uint64_t later = summary_ & (~std::uint64_t{1} << w);
+    if (later == 0) return kNone;
+    const std::uint32_t w2 = ctz(later);
+    return (w2 << 6) | ctz(words_[w2]);
+  }
+
+  // Clears every bit (visiting only the words the summary marks).
+  void clear_all() {
+    for (std::uint64_t s = summary_; s != 0; s &= s - 1) words_[ctz(s)] = 0;
+    summary_ = 0;
   }
 
   // The smallest set bit >= from (from < kBits), or kNone.
@@ -49,19 +68,22 @@ class Bitmap4096 {
     if (here != 0) return (w << 6) | static_cast<std::uint32_t>(std::countr_zero(here));
     const std::uint64_t later = summary_ & (~std::uint64_t{1} << w);  // words after w (none after 63)
     if (later == 0) return kNone;
-    const std::uint32_t w2 = static_cast<std::uint32_t>(std::countr_zero(later));
-    return (w2 << 6) | static_cast<std::uint32_t>(std::countr_zero(words_[w2]));
+    const std::uint32_t w2 = ctz(later);
+    return (w2 << 6) | ctz(words_[w2]);
   }
 
   // The first set bit going from `from` up to kBits - 1 then from 0, or kNone.
   std::uint32_t find_circular(std::uint32_t from) const {
     const std::uint32_t i = find_next(from);
     if (i != kNone || summary_ == 0) return i;
-    const std::uint32_t w2 = static_cast<std::uint32_t>(std::countr_zero(summary_));
-    return (w2 << 6) | static_cast<std::uint32_t>(std::countr_zero(words_[w2]));
+    const std::uint32_t w2 = ctz(summary_);
+    return (w2 << 6) | ctz(words_[w2]);
   }
 
  private:
+  // countr_zero of a word known not to be zero (no test for zero).
+  static std::uint32_t ctz(std::uint64_t x) { return static_cast<std::uint32_t>(__builtin_ctzll(x)); }
+
   std::uint64_t summary_ = 0;
   std::uint64_t words_[kBits / 64] = {};
 };

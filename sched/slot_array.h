@@ -53,6 +53,20 @@ class SlotArray {
     return list(slot).take();
   }
 
+  // Empties `slot`'s list and returns it, leaving its bit set; `next` is the next
+  // occupied slot after it (kNone if none). For a caller that never searches at or
+  // below a slot it took this way until clear_bits() (the fine wheel level).
+  List take_find_after(std::uint32_t slot, std::uint32_t& next) {
+    next = bits_.find_after(slot);
+    return list(slot).take();
+  }
+
+  // Clears every bit; every list must be empty.
+  void clear_bits() { bits_.clear_all(); }
+
+  // Whether no slot from `from` on is occupied.
+  bool none_from(std::uint32_t from) const { return bits_.find_next(from) == kNone; }
+
   // Empties `slot` and returns its list.
   List take(std::uint32_t slot) {
     bits_.clear(slot);

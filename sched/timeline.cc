@@ -65,7 +65,8 @@ Timeline::Point Timeline::next_coarse_point() const {
 }
 
 bool Timeline::empty() const {
-  return level0_.empty() && middle_.empty() && coarse_.empty() && heap_.empty();
+  return level0_.none_from(static_cast<std::uint32_t>(next_slot_ & kMask)) && middle_.empty() && coarse_.empty() &&
+         heap_.empty();
 }
 
 }  // namespace isoroce::sched

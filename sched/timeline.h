@@ -74,8 +74,12 @@ class Timeline {
     const std::uint64_t target = v >> kSlotLog2;
     if (target + 1 < next_due_ && same_coarse(target + 1, next_slot_)) {
       // No occupied slot starts at or before target + 1, and no coarse slot (with the
-      // heap behind it) is entered: only the cursor moves.
-      if (target >= next_slot_) next_slot_ = target + 1;
+      // heap behind it) is entered: only the cursor moves (and the fine level's bits
+      // of released slots are cleared if it enters another, empty, middle slot).
+      if (target >= next_slot_) {
+        if (!same_middle(target + 1, next_slot_)) [[unlikely]] level0_.clear_bits();
+        next_slot_ = target + 1;
+      }
       return;
     }
     release_through(qps, target, release);
@@ -137,9 +141,11 @@ class Timeline {
       // Occupied fine slots of the current middle slot, up to target.
       while (true) {
         next_slot_ = slot;  // within the current middle slot: no cascade
-        // (Releasing only pushes to the calendar: the next fine slot can be found first.)
+        // (Releasing only pushes to the calendar: the next fine slot can be found first.
+        // The slot's bit stays set: nothing searches below next_slot_, and move_to
+        // clears the level's bits when next_slot_ enters another middle slot.)
         std::uint32_t i0;
-        drain(qps, level0_.take_find_next(static_cast<std::uint32_t>(slot & kMask), i0), release);
+        drain(qps, level0_.take_find_after(static_cast<std::uint32_t>(slot & kMask), i0), release);
         if (i0 == Bitmap4096::kNone) break;
         const std::uint64_t later = (slot & ~kMask) | i0;
         if (later > target) {
@@ -269,6 +275,9 @@ class Timeline {
     const std::uint64_t old = next_slot_;
     next_slot_ = slot;
     const std::uint64_t c2 = slot >> (2 * kL);
+    // Another middle slot: the fine level's lists are empty (all released), but the
+    // bits of the slots released in the last one may still be set.
+    if (!same_middle(slot, old)) level0_.clear_bits();
     if (c2 != old >> (2 * kL)) {
       // Levels 0 and 1 are empty here; level 2's slot for c2 holds only a2 == c2.
       place_all(qps, coarse_.take(static_cast<std::uint32_t>(c2 & kMask)), c2 << (2 * kL),
@@ -291,7 +300,9 @@ class Timeline {
   }
 
   BucketPool pool_;
-  SlotArray<IndexStack> level0_;  // fine: lists threaded through the QPs
+  // Fine: lists threaded through the QPs. The bits of slots below next_slot_ may be
+  // left set (released slots); every search starts at or after next_slot_.
+  SlotArray<IndexStack> level0_;
   BucketSlots middle_;            // chains of buckets of QP ids
   BucketSlots coarse_;
   std::vector<HeapEntry> heap_;
