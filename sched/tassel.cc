@@ -131,11 +131,6 @@ void TasselScheduler::trace_eligible(Picos now, QpId qp, Picos start) const {
   trace_.emit(now, trace::Event::kEligible, qp, phi_q16(), s.bytes_, 0, start, s.time_);
 }
 
-template <bool kShared, bool kTraced>
-void TasselScheduler::release_due(Picos now) {
-  timeline_.advance(qps_.data(), v_, [this, now](std::uint32_t qp) { make_eligible<kShared, kTraced>(now, qp); });
-}
-
 void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
   if (qp >= qps_.size() || pkt.bytes == 0 || qps_[qp].where_ != Where::kIdle) return;
   sync(now);
@@ -305,17 +300,22 @@ std::size_t TasselScheduler::dequeue(Picos now, std::span<Grant> out, PacketSour
 template <bool kShared, bool kTraced>
 std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketSource& src) {
   const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
-  std::size_t n = 0;
-  while (n < out.size()) {
+  Grant* next = out.data();
+  Grant* const end = next + out.size();
+  // Made once: a release's trace record carries the departure being filled.
+  Picos traced_at = 0;
+  auto release = [this, &traced_at](std::uint32_t qp) { make_eligible<kShared, kTraced>(traced_at, qp); };
+  while (next != end) {
     const Picos at = link_.start(now);
     if (at > limit) break;  // the link is busy
     sync(at);
-    release_due<kShared, kTraced>(at);
+    if constexpr (kTraced) traced_at = at;
+    timeline_.advance(qps_.data(), v_, release);
     if (!control_.empty()) {
       const ControlQueue::Entry c = control_.pop();
-      out[n] = {c.qp, c.bytes, at, GrantKind::kControl};
-      if constexpr (kTraced) trace_grant(now, out[n]);
-      ++n;
+      *next = {c.qp, c.bytes, at, GrantKind::kControl};
+      if constexpr (kTraced) trace_grant(now, *next);
+      ++next;
       link_.occupy(at, c.bytes);
       continue;
     }
@@ -323,7 +323,7 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
       const QpId qp = tree_->pop(qps_.data());
       if (qp != kNil) {
         const std::uint32_t bytes = qps_[qp].bytes_;
-        grant<true, kTraced>(now, qp, at, out[n++], src);
+        grant<true, kTraced>(now, qp, at, *next++, src);
         tree_->charge(qp, bytes);
         continue;
       }
@@ -331,7 +331,7 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
       QpId qp = pool_.pop_leaving_where(qps_.data());  // grant() sets where_
       if (qp == kNil) qp = unlimited_.pop_front(qps_.data());
       if (qp != kNil) {
-        grant<false, kTraced>(now, qp, at, out[n++], src);
+        grant<false, kTraced>(now, qp, at, *next++, src);
         continue;
       }
     }
@@ -342,7 +342,7 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
     if (ready > limit) break;
     link_.idle_until(ready);
   }
-  return n;
+  return static_cast<std::size_t>(next - out.data());
 }
 
 Picos TasselScheduler::next_deadline() const {

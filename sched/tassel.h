@@ -91,8 +91,6 @@ class TasselScheduler final : public Scheduler {
   // trace check; the other entry points keep them.
   template <bool kShared, bool kTraced = true>
   [[gnu::always_inline]] void place_limited(Picos now, QpId qp, Picos start);
-  template <bool kShared, bool kTraced>
-  void release_due(Picos now);
   template <bool kShared, bool kTraced = true>
   [[gnu::always_inline]] void make_eligible(Picos now, QpId qp);
   [[gnu::cold, gnu::noinline]] void trace_eligible(Picos now, QpId qp, Picos start) const;
