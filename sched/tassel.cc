@@ -24,10 +24,10 @@ std::size_t TasselScheduler::fixed_bytes() const {
 }
 
 inline void TasselScheduler::sync(Picos t) {
-  if (t <= t_v_) return;
+  if (t <= t_v_) [[unlikely]] return;
   const Picos dt = t - t_v_;
   t_v_ = t;
-  if (sigma_ == kSigmaOne) {
+  if (sigma_ == kSigmaOne) [[likely]] {  // the link is not oversubscribed: V is real time
     v_ += dt;
     return;
   }

@@ -139,8 +139,9 @@ class Timeline {
       }
       fine = false;
       // Occupied fine slots of the current middle slot, up to target.
+      // (next_slot_ stays where it was until the loop ends: releasing only pushes to
+      // the calendar, and move_to below needs only its middle slot, which is slot's.)
       while (true) {
-        next_slot_ = slot;  // within the current middle slot: no cascade
         // (Releasing only pushes to the calendar: the next fine slot can be found first.
         // The slot's bit stays set: nothing searches below next_slot_, and move_to
         // clears the level's bits when next_slot_ enters another middle slot.)
