@@ -31,6 +31,13 @@ class SlotArray {
     l.push(nodes, i);
   }
 
+  // push() setting the slot's bit without first looking whether its list was empty.
+  template <class Node>
+  void push_set(Node* nodes, std::uint32_t slot, std::uint32_t i) {
+    bits_.set(slot);
+    list(slot).push(nodes, i);
+  }
+
   template <class Node>
   std::uint32_t pop(Node* nodes, std::uint32_t slot) {
     List& l = list(slot);

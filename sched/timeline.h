@@ -240,8 +240,9 @@ class Timeline {
   // place_all for a middle slot that next_slot_ has just entered: every entry is due
   // in it, so each goes to its fine slot (or is released), no level to choose.
   template <class Release>
+  // The fine level is empty when it begins (move_to's precondition), so the earliest
+  // slot it fills is found once at the end rather than kept per entry.
   void place_all_fine(QpSlot* qps, std::uint32_t chain, std::uint64_t base, Release& release) {
-    std::uint64_t due = next_due_;
     for (std::uint32_t b = chain; b != kNil;) {
       const Bucket& bucket = pool_[b];
       const std::uint32_t next = bucket.next;
@@ -259,14 +260,14 @@ class Timeline {
         if (a0 < next_slot_) {
           release(e.qp);
         } else {
-          level0_.push(qps, static_cast<std::uint32_t>(a0 & kMask), e.qp);
-          due = std::min(due, a0);
+          level0_.push_set(qps, static_cast<std::uint32_t>(a0 & kMask), e.qp);
         }
       }
       pool_.release(b);
       b = next;
     }
-    next_due_ = due;
+    const std::uint32_t first = level0_.find_next(0);
+    if (first != Bitmap4096::kNone) next_due_ = std::min(next_due_, base | first);
   }
 
   // Moves next_slot_ forward to `slot`. No QP may sit in a slot in between; the wheel
