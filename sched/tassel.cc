@@ -27,7 +27,7 @@ inline void TasselScheduler::sync(Picos t) {
   if (t <= t_v_) [[unlikely]] return;
   const Picos dt = t - t_v_;
   t_v_ = t;
-  if (sigma_ == kSigmaOne) [[likely]] {  // the link is not oversubscribed: V is real time
+  if (real_time_) [[likely]] {  // the link is not oversubscribed: V is real time
     v_ += dt;
     return;
   }
@@ -44,6 +44,7 @@ void TasselScheduler::update_sigma() {
     sigma_ = static_cast<std::uint64_t>((static_cast<u128>(config_.link_bps) << kSigmaFracBits) /
                                         active_bps_);
   }
+  real_time_ = sigma_ == kSigmaOne;
 }
 
 // The first real time at which sync() brings system time to `v`.

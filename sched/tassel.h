@@ -117,6 +117,7 @@ class TasselScheduler final : public Scheduler {
   Picos v_ = 0;                   // system time at t_v_
   std::uint64_t v_frac_ = 0;      // fraction of a picosecond of system time
   std::uint64_t sigma_ = kSigmaOne;  // dV/dt = min(1, 1/Phi), 32 fractional bits
+  bool real_time_ = true;            // sigma_ == kSigmaOne (a flag: no 64-bit constant to load)
   std::uint64_t active_bps_ = 0;  // sum of the rates of active limited QPs
   std::size_t active_ = 0;
   bool shared_ = false;              // a QP has a tenant: eligible QPs go to tree_

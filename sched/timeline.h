@@ -198,7 +198,7 @@ class Timeline {
     }
     if (same_coarse(a0, p)) {
       middle_.push(pool_, static_cast<std::uint32_t>(a1 & kMask), {qp, static_cast<std::uint32_t>(a0)});
-      next_due_ = std::min(next_due_, a1 << kL);
+      if ((a1 << kL) < next_due_) [[unlikely]] next_due_ = a1 << kL;  // (usually a fine slot is due first)
       return;
     }
     place_far(qp, a0);
