@@ -4,6 +4,7 @@
 
 #include <random>
 #include <set>
+#include <vector>
 
 namespace isoroce::sched {
 namespace {
@@ -67,6 +68,40 @@ TEST(Bitmap4096, ClearFindNextAgreesWithSet) {
     const auto it = ref.upper_bound(i);
     ASSERT_EQ(bits.clear_find_next(i), it == ref.end() ? Bitmap4096::kNone : *it) << "step " << step;
     ASSERT_EQ(bits.empty(), ref.empty());
+  }
+}
+
+// Expect: find_after(i) is the first set bit above i, whatever bits lie at or below
+// it (tassel's fine level leaves released slots' bits set until clear_all), and
+// clear_all() leaves nothing set.
+TEST(Bitmap4096, FindAfterAgreesWithSetAndClearAllEmpties) {
+  std::mt19937_64 rng(13);
+  for (int round = 0; round < 200; ++round) {
+    Bitmap4096 bits;
+    std::set<std::uint32_t> ref;
+    const int n = 1 + static_cast<int>(rng() % (round % 2 == 0 ? 64 : 2'000));
+    for (int k = 0; k < n; ++k) {
+      const std::uint32_t i = k % 7 == 0 ? (rng() % 64) * 64 + (rng() % 2 ? 63 : 0) : rng() % Bitmap4096::kBits;
+      bits.set(i);
+      ref.insert(i);
+    }
+    // Walk forward as the fine level does, never clearing what it passed.
+    std::uint32_t at = *ref.begin();
+    std::vector<std::uint32_t> walked{at};
+    for (std::uint32_t next = bits.find_after(at); next != Bitmap4096::kNone; next = bits.find_after(at)) {
+      ASSERT_GT(next, at);
+      walked.push_back(at = next);
+    }
+    ASSERT_EQ(walked, std::vector<std::uint32_t>(ref.begin(), ref.end())) << "round " << round;
+    for (int probe = 0; probe < 200; ++probe) {
+      const std::uint32_t i = rng() % Bitmap4096::kBits;
+      const auto it = ref.upper_bound(i);
+      ASSERT_EQ(bits.find_after(i), it == ref.end() ? Bitmap4096::kNone : *it) << "round " << round;
+    }
+    bits.clear_all();
+    ASSERT_TRUE(bits.empty());
+    ASSERT_EQ(bits.find_next(0), Bitmap4096::kNone);
+    for (std::uint32_t i : {0u, 63u, 64u, 4095u}) ASSERT_FALSE(bits.test(i));
   }
 }
 

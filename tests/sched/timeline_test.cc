@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -182,6 +183,71 @@ TEST(Timeline, FarFutureThroughHeap) {
   h.timeline.advance(h.qps.data(), 20'000'000'000'000, collect);
   EXPECT_EQ(due, std::vector<std::uint32_t>{0});
   EXPECT_TRUE(h.timeline.empty());
+}
+
+// Receive: QPs due within the next few middle slots (262 ns each), inserted a few at
+// a time while system time creeps forward by fractions of a middle slot, sometimes
+// jumping over empty middle slots without a release, and some removed (among them
+// the earliest). Released fine slots keep their bits until the cursor enters
+// another middle slot (timeline.h), so this walks every way of leaving one: a
+// release, a cascade, the fast path over an empty slot. Expect: each advance releases
+// exactly the QPs due, in order of their slots, each once; empty() and next_start()
+// are exact about an empty timeline.
+TEST(Timeline, ReleasesInSlotOrderAcrossMiddleSlots) {
+  constexpr Picos kMiddle = Picos{1} << 18;
+  for (std::uint64_t seed : {21u, 22u, 23u}) {
+    std::mt19937_64 rng(seed);
+    constexpr std::uint32_t kQps = 512;
+    Harness h(kQps);
+    std::vector<bool> on(kQps, false);
+    std::uint64_t released = 0, removed_first = 0;
+    for (int step = 0; step < 40'000; ++step) {
+      const int op = rng() % 8;
+      if (op < 4) {
+        const std::uint32_t qp = rng() % kQps;
+        if (on[qp]) continue;
+        const Picos ahead = rng() % 4 == 0 ? rng() % 3'000 : rng() % (5 * kMiddle);
+        on[qp] = h.insert(qp, h.v + ahead);
+      } else if (op == 4 && !h.ref.empty()) {
+        // Remove the earliest QP half the time (its slot may be next_due_), else any.
+        auto it = h.ref.begin();
+        if (rng() % 2 == 0) {
+          std::advance(it, rng() % h.ref.size());
+        } else {
+          ++removed_first;
+        }
+        const std::uint32_t qp = it->second;
+        h.timeline.remove(h.qps.data(), qp);
+        h.ref.erase(it);
+        on[qp] = false;
+      } else {
+        h.v += rng() % 8 == 0 ? (1 + rng() % 3) * kMiddle + rng() % kMiddle : rng() % (kMiddle / 8);
+        std::vector<std::uint32_t> got;
+        h.timeline.advance(h.qps.data(), h.v, [&](std::uint32_t i) { got.push_back(i); });
+        std::vector<std::uint32_t> want;
+        while (!h.ref.empty() && slot_start(h.ref.begin()->first) <= h.v) {
+          want.push_back(h.ref.begin()->second);
+          h.ref.erase(h.ref.begin());
+        }
+        for (std::size_t k = 1; k < got.size(); ++k)
+          ASSERT_LE(slot_start(h.qps[got[k - 1]].time_), slot_start(h.qps[got[k]].time_))
+              << "seed " << seed << " step " << step << ": released out of slot order";
+        std::set<std::uint32_t> got_set(got.begin(), got.end());
+        ASSERT_EQ(got_set.size(), got.size()) << "released twice, seed " << seed << " step " << step;
+        ASSERT_EQ(got_set, std::set<std::uint32_t>(want.begin(), want.end())) << "seed " << seed << " step " << step;
+        for (std::uint32_t i : got) on[i] = false;
+        released += got.size();
+      }
+      ASSERT_EQ(h.timeline.empty(), h.ref.empty()) << "seed " << seed << " step " << step;
+      if (h.ref.empty()) {
+        ASSERT_EQ(h.timeline.next_start(), kNever);
+      } else {
+        ASSERT_LE(h.timeline.next_start(), h.ref.begin()->first);
+      }
+    }
+    EXPECT_GT(released, 10'000u);
+    EXPECT_GT(removed_first, 1'000u);
+  }
 }
 
 }  // namespace
