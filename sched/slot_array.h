@@ -53,13 +53,6 @@ class SlotArray {
     if (l.empty()) bits_.clear(slot);
   }
 
-  // Empties `slot` and returns its list; `next` is the next non-empty slot after it
-  // (kNone if none).
-  List take_find_next(std::uint32_t slot, std::uint32_t& next) {
-    next = bits_.clear_find_next(slot);
-    return list(slot).take();
-  }
-
   // Empties `slot`'s list and returns it, leaving its bit set; `next` is the next
   // occupied slot after it (kNone if none). For a caller that never searches at or
   // below a slot it took this way until clear_bits() (the fine wheel level).
