@@ -49,25 +49,32 @@ size_t masked_prefix(const uint8_t* ip, size_t covered, uint8_t* buf) {
   return end;
 }
 
-uint32_t crc_from(const uint8_t* ip, size_t covered) {
+// One fold stream: the masked prefix from the stack, the rest in place.
+Crc32Fold fold_from(const uint8_t* ip, size_t covered) {
   uint8_t buf[kPrefixMax];
   const size_t n = masked_prefix(ip, covered, buf);
-  uint32_t reg = crc32_update(~0u, buf, n);
+  Crc32Fold f = crc32_fold_init(~0u);
+  crc32_fold(f, buf, n);
   const size_t done = n - kLrhMaskBytes;
-  if (covered > done) reg = crc32_update(reg, ip + done, covered - done);
-  return reg;
+  if (covered > done) crc32_fold(f, ip + done, covered - done);
+  return f;
 }
 
 }  // namespace
 
 uint32_t icrc_compute(std::span<const uint8_t> frame, size_t l3_offset, size_t icrc_offset) {
   if (icrc_offset < l3_offset || icrc_offset > frame.size()) return 0;  // caller bug; never touch memory
-  return icrc_finish(crc_from(frame.data() + l3_offset, icrc_offset - l3_offset));
+  return icrc_finish(crc32_fold_register(fold_from(frame.data() + l3_offset, icrc_offset - l3_offset)));
+}
+
+Crc32Fold icrc_fold_begin(std::span<const uint8_t> frame, size_t l3_offset, size_t end_offset) {
+  if (end_offset < l3_offset || end_offset > frame.size()) return crc32_fold_init(0);  // caller bug
+  return fold_from(frame.data() + l3_offset, end_offset - l3_offset);
 }
 
 uint32_t icrc_begin(std::span<const uint8_t> frame, size_t l3_offset, size_t end_offset) {
   if (end_offset < l3_offset || end_offset > frame.size()) return 0;  // caller bug; never touch memory
-  return crc_from(frame.data() + l3_offset, end_offset - l3_offset);
+  return crc32_fold_register(fold_from(frame.data() + l3_offset, end_offset - l3_offset));
 }
 
 void icrc_seal(std::span<uint8_t> frame, size_t l3_offset, size_t icrc_offset) {
