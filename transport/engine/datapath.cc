@@ -136,7 +136,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   if (op.transport == wire::Transport::kCnp) {
     // A CNP for one of our RC QPs from its peer, or for a UD QP (which has no
     // peer): the reaction point (dcqcn.cc).
-    if ((q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip) || q->qp.type() == IBV_QPT_UD) {
+    if ((q->qp.type() == IBV_QPT_RC && same_ip(pkt.src_ip, q->peer.ip)) || q->qp.type() == IBV_QPT_UD) {
       count_rx(*q, frame.size());
       on_cnp(now, *q);
       return;
@@ -155,7 +155,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     case wire::Transport::kRc:
       if (q->qp.type() != IBV_QPT_RC) break;
       // An RC QP talks to one peer (9.6.1.5.1: the source must match the path).
-      if (pkt.src_ip != q->peer.ip) {
+      if (!same_ip(pkt.src_ip, q->peer.ip)) {
         ++counters_.rx_wrong_source;
         ++counters_.rx_dropped;
         trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kWrongSource);
@@ -199,9 +199,9 @@ QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) {
       pkt.payload_len < kMinPayload) {
     return nullptr;
   }
-  if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;
+  if (!same_ip(pkt.dst_ip, config_.ip) || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;
   QpCtx* q = find_qp(pkt.dest_qp);
-  return q != nullptr && q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip ? q : nullptr;
+  return q != nullptr && q->qp.type() == IBV_QPT_RC && same_ip(pkt.src_ip, q->peer.ip) ? q : nullptr;
 }
 
 void EngineImpl::drop_bad_icrc(Picos now, QpCtx& q, const wire::RocePacket& pkt, size_t frame_bytes) {
