@@ -86,11 +86,6 @@ void EngineImpl::make_template(const QpCtx& q, const Peer& peer, uint32_t dest_q
 
 // The address family is the port's (resolve_peer() refuses a mixed pair) and
 // the engine sends untagged frames.
-uint32_t EngineImpl::frame_len(uint8_t opcode, uint32_t payload) const {
-  return static_cast<uint32_t>(
-      wire::frame_size(wire::is_ipv4_mapped(config_.ip), false, opcode, payload));
-}
-
 void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   if (now > tx_now_) tx_now_ = now;
   if (now > trace_now_) trace_now_ = now;

@@ -49,6 +49,10 @@ EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Schedu
   free_slots_.reserve(config.max_qps);
   for (uint32_t i = config.max_qps; i-- > 0;) free_slots_.push_back(i);
   granted_.reserve(256);
+  for (unsigned op = 0; op < 256; ++op) {
+    frame_header_bytes_[op] = static_cast<uint16_t>(
+        wire::frame_size(wire::is_ipv4_mapped(config_.ip), false, static_cast<uint8_t>(op), 0));
+  }
 }
 
 void EngineImpl::set_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) {

@@ -209,9 +209,10 @@ ISOROCE_SSE_CLMUL inline __m128i sse_blocks(__m128i x, uint8_t*& dst, const uint
       dst += kCopy ? 64 : 0;
       n -= 64;
     }
-    x1 = _mm_xor_si128(x1, fold128(x0, k16));
-    x2 = _mm_xor_si128(x2, fold128(x1, k16));
-    x = _mm_xor_si128(x3, fold128(x2, k16));
+    // The four lanes carried 48, 32 and 16 bytes onto the last one, side by side (one
+    // fold of latency, not three in a row).
+    x = _mm_xor_si128(_mm_xor_si128(fold128(x0, k128<48>()), fold128(x1, k128<32>())),
+                      _mm_xor_si128(fold128(x2, k16), x3));
   }
   while (n >= 16) {
     x = _mm_xor_si128(fold128(x, k16), load16<kCopy>(dst, src));
@@ -274,10 +275,11 @@ ISOROCE_AVX512_CLMUL __m128i avx512_core(__m128i x, uint8_t* dst, const uint8_t*
       dst += kCopy ? 256 : 0;
       n -= 256;
     }
+    // The four registers carried 192, 128 and 64 bytes onto the last one, side by side.
     const __m512i k64 = k512<64>();
-    z1 = fold512(z0, k64, z1);
-    z2 = fold512(z1, k64, z2);
-    __m512i z = fold512(z2, k64, z3);
+    const __m512i z13 = fold512(z1, k512<128>(), z3);
+    const __m512i z2s = fold512(z2, k64, _mm512_setzero_si512());
+    __m512i z = _mm512_xor_si512(fold512(z0, k512<192>(), z13), z2s);
     while (n >= 64) {
       z = fold512(z, k64, load64<kCopy>(dst, src));
       src += 64;
