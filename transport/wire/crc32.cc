@@ -225,7 +225,7 @@ ISOROCE_SSE_CLMUL inline __m128i sse_blocks(__m128i x, uint8_t*& dst, const uint
 
 // x followed by [src, src + n), any n.
 template <bool kCopy>
-ISOROCE_SSE_CLMUL __m128i sse_core(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
+ISOROCE_SSE_CLMUL inline __m128i sse_core(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
   x = sse_blocks<kCopy>(x, dst, src, n);
   if (n != 0) x = absorb(x, load_partial<kCopy>(dst, src, n), n);
   return x;
@@ -255,7 +255,7 @@ ISOROCE_AVX512_CLMUL inline __m512i load64(uint8_t* dst, const uint8_t* src) {
 
 // x followed by [src, src + n), any n.
 template <bool kCopy>
-ISOROCE_AVX512_CLMUL __m128i avx512_core(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
+ISOROCE_AVX512_CLMUL inline __m128i avx512_core(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
   if (n >= 256) {
     // x precedes the first block: carried 16 bytes onto the first 128-bit lane.
     __m512i z0 = _mm512_xor_si512(load64<kCopy>(dst, src), _mm512_zextsi128_si512(fold128(x, k128<16>())));
@@ -307,36 +307,40 @@ ISOROCE_AVX512_CLMUL __m128i avx512_core(__m128i x, uint8_t* dst, const uint8_t*
 
 // ---- The entry points of each path --------------------------------------------------
 
-
-// A register and n >= 16 bytes: the first block with the register XORed into its first
-// four bytes, then the rest; reduced once at the end.
-template <bool kCopy, __m128i (*kCore)(__m128i, uint8_t*, const uint8_t*, size_t)>
-ISOROCE_SSE_CLMUL uint32_t clmul_update(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n) {
-  if (n < 16) return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);
-  const __m128i x = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(crc)));
-  return reduce128(kCore(x, dst + (kCopy ? 16 : 0), src + 16, n - 16));
-}
-
-// The same for a stream in progress: until 16 bytes came, its register goes through the
-// table; from then on the accumulator is folded and never reduced.
-template <bool kCopy, __m128i (*kCore)(__m128i, uint8_t*, const uint8_t*, size_t)>
-ISOROCE_SSE_CLMUL void clmul_fold(Crc32Fold& f, uint8_t* dst, const uint8_t* src, size_t n) {
-  __m128i x;
-  if (!f.started) [[unlikely]] {
-    if (n < 16) {
-      f.reg = kCopy ? table_copy_update(f.reg, dst, src, n) : table_update(f.reg, src, n);
-      return;
-    }
-    x = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(f.reg)));
-    src += 16;
-    dst += kCopy ? 16 : 0;
-    n -= 16;
-    f.started = true;
-  } else {
-    x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(f.acc));
+// Defined once per path with that path's target, so its core is inlined into them.
+#define ISOROCE_CLMUL_ENTRIES(kTarget, kPrefix, kCore)                                                   \
+  /* A register and n >= 16 bytes: the first block with the register XORed into its */                 \
+  /* first four bytes, then the rest; reduced once at the end. */                                       \
+  template <bool kCopy>                                                                                 \
+  kTarget uint32_t kPrefix##_update(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n) {         \
+    if (n < 16) return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);         \
+    const __m128i x = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(crc))); \
+    return reduce128(kCore<kCopy>(x, dst + (kCopy ? 16 : 0), src + 16, n - 16));                       \
+  }                                                                                                     \
+  /* The same for a stream in progress: until 16 bytes came, its register goes */                       \
+  /* through the table; from then on the accumulator is folded and never reduced. */                    \
+  template <bool kCopy>                                                                                 \
+  kTarget void kPrefix##_fold(Crc32Fold& f, uint8_t* dst, const uint8_t* src, size_t n) {               \
+    __m128i x;                                                                                          \
+    if (!f.started) [[unlikely]] {                                                                      \
+      if (n < 16) {                                                                                     \
+        f.reg = kCopy ? table_copy_update(f.reg, dst, src, n) : table_update(f.reg, src, n);            \
+        return;                                                                                         \
+      }                                                                                                 \
+      x = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(f.reg)));           \
+      src += 16;                                                                                        \
+      dst += kCopy ? 16 : 0;                                                                            \
+      n -= 16;                                                                                          \
+      f.started = true;                                                                                 \
+    } else {                                                                                            \
+      x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(f.acc));                                     \
+    }                                                                                                   \
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(f.acc), kCore<kCopy>(x, dst, src, n));                  \
   }
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(f.acc), kCore(x, dst, src, n));
-}
+
+ISOROCE_CLMUL_ENTRIES(ISOROCE_SSE_CLMUL, sse, sse_core)
+ISOROCE_CLMUL_ENTRIES(ISOROCE_AVX512_CLMUL, avx512, avx512_core)
+#undef ISOROCE_CLMUL_ENTRIES
 
 ISOROCE_SSE_CLMUL uint32_t clmul_register(const Crc32Fold& f) {
   return f.started ? reduce128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(f.acc))) : f.reg;
@@ -365,10 +369,9 @@ void table_fold_copy(Crc32Fold& f, uint8_t* dst, const uint8_t* src, size_t n) {
 uint32_t table_register(const Crc32Fold& f) { return f.reg; }
 
 constexpr Impl kImpls[] = {
-    {"avx512-vpclmulqdq", clmul_update<false, avx512_core<false>>, clmul_update<true, avx512_core<true>>,
-     clmul_fold<false, avx512_core<false>>, clmul_fold<true, avx512_core<true>>, clmul_register},
-    {"sse-pclmulqdq", clmul_update<false, sse_core<false>>, clmul_update<true, sse_core<true>>,
-     clmul_fold<false, sse_core<false>>, clmul_fold<true, sse_core<true>>, clmul_register},
+    {"avx512-vpclmulqdq", avx512_update<false>, avx512_update<true>, avx512_fold<false>, avx512_fold<true>,
+     clmul_register},
+    {"sse-pclmulqdq", sse_update<false>, sse_update<true>, sse_fold<false>, sse_fold<true>, clmul_register},
     {"table", table_update_fn, table_copy_update, table_fold, table_fold_copy, table_register},
 };
 
@@ -421,6 +424,7 @@ uint32_t crc32_update_table(uint32_t crc, const void* data, size_t n) {
 }
 
 void crc32_fold(Crc32Fold& f, const void* data, size_t n) {
+  if (n == 0) return;  // e.g. no pad
   const auto* p = static_cast<const uint8_t*>(data);
   impl().fold(f, const_cast<uint8_t*>(p), p, n);
 }
