@@ -102,10 +102,10 @@ Result<uint32_t> EngineImpl::alloc_mw(PdHandle pd, int type) {
 int EngineImpl::dealloc_mw(uint32_t rkey) { return mws_.dealloc(pds_, rkey); }
 
 verbs::MrCheck EngineImpl::check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len,
-                                      uint32_t needed) const {
+                                      uint32_t needed, const verbs::Mr** found) const {
   // One lookup when the key is an MR's (the common case); MR and window keys never
   // coincide (reg_mr), so a key no MR has is looked up among the windows.
-  const verbs::MrCheck c = mrs_.check_remote(q.pd, rkey, va, len, needed);
+  const verbs::MrCheck c = mrs_.check_remote(q.pd, rkey, va, len, needed, found);
   if (c != verbs::MrCheck::kInvalidKey || mws_.size() == 0) [[likely]] return c;
   if (mrs_.find_rkey(rkey) != nullptr) return c;  // an MR of another PD
   if (const verbs::Mw* w = mws_.find(rkey)) return mws_.check(mrs_, *w, q.pd, q.qp.qpn().value(), va, len, needed);

@@ -113,7 +113,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   bool resolve_peer(const AhAttr& ah, Peer* peer) const;
   // An R_Key of an MR or of a valid memory window, checked for q (PD, type 2
   // window's QP, access, bounds), and the MR its bytes are in (nullptr: none).
-  verbs::MrCheck check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed) const;
+  // On kOk with an MR's key, *found (if given) is that MR (a window's leaves it unset).
+  verbs::MrCheck check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed,
+                            const verbs::Mr** found = nullptr) const;
   const verbs::Mr* rkey_mr(uint32_t rkey) const;
   bool key_in_use(uint32_t key) const { return mrs_.find_rkey(key) || mrs_.find_lkey(key); }
   // BIND_MW and LOCAL_INV at the requester's cursor run now (requester.cc).

@@ -219,7 +219,7 @@ RespStep EngineImpl::resp_check_rkey(const QpCtx& q, RespPacket& r) {
       if (op.is_first()) {
         const wire::RethFields& reth = *r.pkt.reth;
         c = (access & IBV_ACCESS_REMOTE_WRITE)
-                ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE)
+                ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE, &r.write_mr)
                 : verbs::MrCheck::kAccessViolation;
       } else if (!r.payload.empty() && (r.write_dst = write_target(q)) == nullptr) {
         c = verbs::MrCheck::kInvalidKey;
@@ -366,7 +366,8 @@ RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
   const bool copied = r.icrc_pending;
   // Where the payload goes: the RETH's MR (one lookup; resp_check_rkey checked it)
   // or, inside a message, the target resp_check_rkey found.
-  const verbs::Mr* first_mr = op.is_first() ? rkey_mr(r.pkt.reth->rkey) : nullptr;
+  const verbs::Mr* first_mr =
+      !op.is_first() ? nullptr : r.write_mr != nullptr ? r.write_mr : rkey_mr(r.pkt.reth->rkey);
   uint8_t* dst = !op.is_first() ? r.write_dst : first_mr != nullptr ? mr_ptr(*first_mr, r.pkt.reth->va) : nullptr;
   if (r.icrc_pending) {
     // Copy and check in one pass, before any state changes: a frame failing its ICRC
