@@ -451,10 +451,10 @@ void BM_BuildParseFused(benchmark::State& state) {
       const std::span<uint8_t> f = std::span(frame).first(b.len);
       const wire::ParseResult r = wire::parse_frame(f, kNoIcrc);
       const uint8_t* payload = f.data() + r.pkt.payload_offset;
-      uint32_t reg = wire::icrc_begin(f, r.pkt.l3_offset, r.pkt.payload_offset);
-      reg = wire::crc32_copy_update(reg, dst.data() + p.offset, payload, r.pkt.payload_len);
-      reg = wire::crc32_update(reg, payload + r.pkt.payload_len, r.pkt.pad);
-      if (!r.ok() || wire::icrc_finish(reg) != r.pkt.icrc) {
+      wire::Crc32Fold crc = wire::icrc_fold_begin(f, r.pkt.l3_offset, r.pkt.payload_offset);
+      wire::crc32_fold_copy(crc, dst.data() + p.offset, payload, r.pkt.payload_len);
+      wire::crc32_fold(crc, payload + r.pkt.payload_len, r.pkt.pad);
+      if (!r.ok() || wire::icrc_finish(wire::crc32_fold_register(crc)) != r.pkt.icrc) {
         state.SkipWithError("parse or ICRC failed");
         return;
       }

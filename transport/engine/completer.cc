@@ -142,7 +142,7 @@ bool EngineImpl::read_response_copy_and_check(Picos now, QpCtx& q, const wire::R
   // writes them again). Anything else is checked the plain way first.
   *copied = false;
   const wire::Psn psn = pkt.psn;
-  uint32_t reg = 0;
+  wire::Crc32Fold crc;
   // What comp_check_state() and comp_check_psn() accept, without their counters
   // (on_response runs them afterwards).
   const ibv_qp_state st = q.qp.state();
@@ -154,14 +154,14 @@ bool EngineImpl::read_response_copy_and_check(Picos now, QpCtx& q, const wire::R
     if (w.state == WqeState::kStarted && w.opcode == IBV_WR_RDMA_READ && !w.completed_ok &&
         psn == w.first_psn + static_cast<uint32_t>(w.read_done / q.mtu) &&
         (last ? pkt.payload_len == left : pkt.payload_len == q.mtu && pkt.payload_len <= left)) {
-      reg = wire::icrc_begin(frame, pkt.l3_offset, pkt.payload_offset);
+      crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
       *copied = scatter_crc(mrs_, q.pd, w.sges, w.read_done, frame.subspan(pkt.payload_offset, pkt.payload_len),
-                            &reg);
+                            &crc);
     }
   }
-  const uint32_t icrc =
-      *copied ? wire::icrc_finish(wire::crc32_update(reg, frame.data() + pkt.payload_offset + pkt.payload_len, pkt.pad))
-              : wire::icrc_compute(frame, pkt.l3_offset, frame.size() - wire::kIcrcBytes);
+  if (*copied) wire::crc32_fold(crc, frame.data() + pkt.payload_offset + pkt.payload_len, pkt.pad);
+  const uint32_t icrc = *copied ? wire::icrc_finish(wire::crc32_fold_register(crc))
+                                : wire::icrc_compute(frame, pkt.l3_offset, frame.size() - wire::kIcrcBytes);
   if (icrc != pkt.icrc) {
     drop_bad_icrc(now, q, pkt, frame.size());
     return false;

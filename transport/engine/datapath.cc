@@ -86,11 +86,6 @@ void EngineImpl::make_template(const QpCtx& q, const Peer& peer, uint32_t dest_q
 
 // The address family is the port's (resolve_peer() refuses a mixed pair) and
 // the engine sends untagged frames.
-uint32_t EngineImpl::frame_len(uint8_t opcode, uint32_t payload) const {
-  return static_cast<uint32_t>(
-      wire::frame_size(wire::is_ipv4_mapped(config_.ip), false, opcode, payload));
-}
-
 void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   if (now > tx_now_) tx_now_ = now;
   if (now > trace_now_) trace_now_ = now;
@@ -136,7 +131,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   if (op.transport == wire::Transport::kCnp) {
     // A CNP for one of our RC QPs from its peer, or for a UD QP (which has no
     // peer): the reaction point (dcqcn.cc).
-    if ((q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip) || q->qp.type() == IBV_QPT_UD) {
+    if ((q->qp.type() == IBV_QPT_RC && same_ip(pkt.src_ip, q->peer.ip)) || q->qp.type() == IBV_QPT_UD) {
       count_rx(*q, frame.size());
       on_cnp(now, *q);
       return;
@@ -155,7 +150,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     case wire::Transport::kRc:
       if (q->qp.type() != IBV_QPT_RC) break;
       // An RC QP talks to one peer (9.6.1.5.1: the source must match the path).
-      if (pkt.src_ip != q->peer.ip) {
+      if (!same_ip(pkt.src_ip, q->peer.ip)) {
         ++counters_.rx_wrong_source;
         ++counters_.rx_dropped;
         trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kWrongSource);
@@ -199,9 +194,9 @@ QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) {
       pkt.payload_len < kMinPayload) {
     return nullptr;
   }
-  if (pkt.dst_ip != config_.ip || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;
+  if (!same_ip(pkt.dst_ip, config_.ip) || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;
   QpCtx* q = find_qp(pkt.dest_qp);
-  return q != nullptr && q->qp.type() == IBV_QPT_RC && pkt.src_ip == q->peer.ip ? q : nullptr;
+  return q != nullptr && q->qp.type() == IBV_QPT_RC && same_ip(pkt.src_ip, q->peer.ip) ? q : nullptr;
 }
 
 void EngineImpl::drop_bad_icrc(Picos now, QpCtx& q, const wire::RocePacket& pkt, size_t frame_bytes) {

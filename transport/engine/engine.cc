@@ -49,6 +49,10 @@ EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Schedu
   free_slots_.reserve(config.max_qps);
   for (uint32_t i = config.max_qps; i-- > 0;) free_slots_.push_back(i);
   granted_.reserve(256);
+  for (unsigned op = 0; op < 256; ++op) {
+    frame_header_bytes_[op] = static_cast<uint16_t>(
+        wire::frame_size(wire::is_ipv4_mapped(config_.ip), false, static_cast<uint8_t>(op), 0));
+  }
 }
 
 void EngineImpl::set_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) {
@@ -98,10 +102,10 @@ Result<uint32_t> EngineImpl::alloc_mw(PdHandle pd, int type) {
 int EngineImpl::dealloc_mw(uint32_t rkey) { return mws_.dealloc(pds_, rkey); }
 
 verbs::MrCheck EngineImpl::check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len,
-                                      uint32_t needed) const {
+                                      uint32_t needed, const verbs::Mr** found) const {
   // One lookup when the key is an MR's (the common case); MR and window keys never
   // coincide (reg_mr), so a key no MR has is looked up among the windows.
-  const verbs::MrCheck c = mrs_.check_remote(q.pd, rkey, va, len, needed);
+  const verbs::MrCheck c = mrs_.check_remote(q.pd, rkey, va, len, needed, found);
   if (c != verbs::MrCheck::kInvalidKey || mws_.size() == 0) [[likely]] return c;
   if (mrs_.find_rkey(rkey) != nullptr) return c;  // an MR of another PD
   if (const verbs::Mw* w = mws_.find(rkey)) return mws_.check(mrs_, *w, q.pd, q.qp.qpn().value(), va, len, needed);

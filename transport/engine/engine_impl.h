@@ -9,6 +9,7 @@
 //   datapath.cc   receive dispatch, transmit (scheduler grants), timers
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <queue>
@@ -112,7 +113,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   bool resolve_peer(const AhAttr& ah, Peer* peer) const;
   // An R_Key of an MR or of a valid memory window, checked for q (PD, type 2
   // window's QP, access, bounds), and the MR its bytes are in (nullptr: none).
-  verbs::MrCheck check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed) const;
+  // On kOk with an MR's key, *found (if given) is that MR (a window's leaves it unset).
+  verbs::MrCheck check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed,
+                            const verbs::Mr** found = nullptr) const;
   const verbs::Mr* rkey_mr(uint32_t rkey) const;
   bool key_in_use(uint32_t key) const { return mrs_.find_rkey(key) || mrs_.find_lkey(key); }
   // BIND_MW and LOCAL_INV at the requester's cursor run now (requester.cc).
@@ -231,7 +234,13 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void kick(Picos now, QpCtx& q);
   void schedule_timer(QpCtx& q, Picos when);
   sched::Packet on_grant(sched::QpId qp, uint32_t bytes) override;
-  uint32_t frame_len(uint8_t opcode, uint32_t payload) const;  // Ethernet frame bytes
+  // Ethernet frame bytes (no VLAN): the opcode's headers from a table made once,
+  // the payload and its pad (inline: twice per packet, at each peek).
+  uint32_t frame_len(uint8_t opcode, uint32_t payload) const {
+    const uint32_t h = frame_header_bytes_[opcode];
+    if (h == 0) return 0;  // not an opcode
+    return h + payload + (wire::opcode_info(opcode).has_payload() ? wire::pad_for(payload) : 0);
+  }
   // Where the frame of grant d (a CNP if cnp) goes.
   const Peer& tx_peer(const QpCtx& q, const TxDesc& d, bool cnp) const;
   // Same-device loopback: a buffer for the next frame to the port itself, and
@@ -273,6 +282,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void apply_rate(Picos now, QpCtx& q);
 
   EngineConfig config_;
+  std::array<uint16_t, 256> frame_header_bytes_{};  // frame_len() of each opcode with no payload
   std::unique_ptr<sched::Scheduler> sched_;
   EngineCounters counters_;
   uint64_t completions_queued_ = 0;  // completions_queued()

@@ -252,6 +252,7 @@ struct RespPacket {
   RecvWqe recv;                  // WRITE with immediate: the receive it consumes
   RespResource* res = nullptr;   // READ/atomic: the responder resource it got
   uint8_t* write_dst = nullptr;  // WRITE middle/last: the next byte, found by resp_check_rkey
+  const verbs::Mr* write_mr = nullptr;  // WRITE first/only: the MR its R_Key named (resp_check_rkey; a window's: null)
 };
 
 struct CqCtx {

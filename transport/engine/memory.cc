@@ -60,16 +60,12 @@ bool scatter(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, 
 }
 
 bool scatter_crc(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
-                 std::span<const uint8_t> data, uint32_t* crc) {
+                 std::span<const uint8_t> data, wire::Crc32Fold* crc) {
   const uint8_t* src = data.data();
-  uint32_t reg = *crc;
-  const bool ok = walk(mrs, pd, sges, offset, data.size(), IBV_ACCESS_LOCAL_WRITE,
-                       [&](uint8_t* p, uint64_t n) {
-                         reg = wire::crc32_copy_update(reg, p, src, n);
-                         src += n;
-                       });
-  *crc = reg;
-  return ok;
+  return walk(mrs, pd, sges, offset, data.size(), IBV_ACCESS_LOCAL_WRITE, [&](uint8_t* p, uint64_t n) {
+    wire::crc32_fold_copy(*crc, p, src, n);
+    src += n;
+  });
 }
 
 }  // namespace isoroce::transport::detail

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "transport/engine/engine.h"
+#include "transport/wire/crc32.h"
 
 namespace isoroce::transport::detail {
 
@@ -32,10 +33,10 @@ bool gather(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, u
 bool scatter(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
              std::span<const uint8_t> data);
 
-// scatter() that also folds data into the CRC register *crc as it copies it (each
+// scatter() that also folds data into the CRC stream *crc as it copies it (each
 // byte read once: the responder checks a SEND's ICRC this way). On false *crc is
 // meaningless.
 bool scatter_crc(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
-                 std::span<const uint8_t> data, uint32_t* crc);
+                 std::span<const uint8_t> data, wire::Crc32Fold* crc);
 
 }  // namespace isoroce::transport::detail

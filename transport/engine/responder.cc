@@ -219,7 +219,7 @@ RespStep EngineImpl::resp_check_rkey(const QpCtx& q, RespPacket& r) {
       if (op.is_first()) {
         const wire::RethFields& reth = *r.pkt.reth;
         c = (access & IBV_ACCESS_REMOTE_WRITE)
-                ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE)
+                ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE, &r.write_mr)
                 : verbs::MrCheck::kAccessViolation;
       } else if (!r.payload.empty() && (r.write_dst = write_target(q)) == nullptr) {
         c = verbs::MrCheck::kInvalidKey;
@@ -302,13 +302,13 @@ RespStep EngineImpl::resp_execute_send(Picos now, QpCtx& q, RespPacket& r) {
     r.icrc_pending = false;
     const RecvWqe* w = op.is_first() ? peek_recv_wqe(q) : &q.resp.cur_recv;
     const uint64_t off = op.is_first() ? 0 : q.resp.recv_offset;
-    uint32_t reg = wire::icrc_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
+    wire::Crc32Fold crc = wire::icrc_fold_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
     if (w != nullptr && off + r.payload.size() <= w->length) {
-      copied = scatter_crc(mrs_, q.pd, w->sges, off, r.payload, &reg);
+      copied = scatter_crc(mrs_, q.pd, w->sges, off, r.payload, &crc);
     }
-    const uint32_t icrc =
-        copied ? wire::icrc_finish(wire::crc32_update(reg, r.payload.data() + r.payload.size(), r.pkt.pad))
-               : wire::icrc_compute(r.frame, r.pkt.l3_offset, r.frame.size() - wire::kIcrcBytes);
+    if (copied) wire::crc32_fold(crc, r.payload.data() + r.payload.size(), r.pkt.pad);
+    const uint32_t icrc = copied ? wire::icrc_finish(wire::crc32_fold_register(crc))
+                                 : wire::icrc_compute(r.frame, r.pkt.l3_offset, r.frame.size() - wire::kIcrcBytes);
     if (icrc != r.pkt.icrc) {
       drop_bad_icrc(now, q, r.pkt, r.frame.size());
       return RespStep::kDone;
@@ -366,7 +366,8 @@ RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
   const bool copied = r.icrc_pending;
   // Where the payload goes: the RETH's MR (one lookup; resp_check_rkey checked it)
   // or, inside a message, the target resp_check_rkey found.
-  const verbs::Mr* first_mr = op.is_first() ? rkey_mr(r.pkt.reth->rkey) : nullptr;
+  const verbs::Mr* first_mr =
+      !op.is_first() ? nullptr : r.write_mr != nullptr ? r.write_mr : rkey_mr(r.pkt.reth->rkey);
   uint8_t* dst = !op.is_first() ? r.write_dst : first_mr != nullptr ? mr_ptr(*first_mr, r.pkt.reth->va) : nullptr;
   if (r.icrc_pending) {
     // Copy and check in one pass, before any state changes: a frame failing its ICRC
@@ -375,10 +376,10 @@ RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
     // target holds no defined value before it completes (the retransmission
     // overwrites them).
     r.icrc_pending = false;
-    uint32_t reg = wire::icrc_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
-    reg = wire::crc32_copy_update(reg, dst, r.payload.data(), r.payload.size());
-    reg = wire::crc32_update(reg, r.payload.data() + r.payload.size(), r.pkt.pad);
-    if (wire::icrc_finish(reg) != r.pkt.icrc) {
+    wire::Crc32Fold crc = wire::icrc_fold_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
+    wire::crc32_fold_copy(crc, dst, r.payload.data(), r.payload.size());
+    wire::crc32_fold(crc, r.payload.data() + r.payload.size(), r.pkt.pad);
+    if (wire::icrc_finish(wire::crc32_fold_register(crc)) != r.pkt.icrc) {
       drop_bad_icrc(now, q, r.pkt, r.frame.size());
       return RespStep::kDone;
     }

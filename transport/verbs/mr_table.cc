@@ -105,11 +105,13 @@ MrCheck MrTable::check_local(PdHandle pd, uint32_t lkey, uint64_t addr, uint64_t
 }
 
 MrCheck MrTable::check_remote(PdHandle pd, uint32_t rkey, uint64_t va, uint64_t len,
-                              uint32_t needed) const {
+                              uint32_t needed, const Mr** found) const {
   const Mr* mr = find_rkey(rkey);
   if (!mr || mr->pd != pd) return MrCheck::kInvalidKey;
   if (needed == 0 || (needed & ~(mr->access & kAccessRemote))) return MrCheck::kAccessViolation;
-  return check_range(*mr, va, len);
+  const MrCheck c = check_range(*mr, va, len);
+  if (c == MrCheck::kOk && found != nullptr) *found = mr;
+  return c;
 }
 
 MrCheck MrTable::check_atomic(PdHandle pd, uint32_t rkey, uint64_t va) const {

@@ -67,9 +67,10 @@ class MrTable {
   MrCheck check_local(PdHandle pd, uint32_t lkey, uint64_t addr, uint64_t len,
                       uint32_t needed) const;
   // A RETH: [va, va+len) inside the MR named by rkey in the QP's PD, which
-  // grants every bit of needed (REMOTE_READ/REMOTE_WRITE/REMOTE_ATOMIC).
+  // grants every bit of needed (REMOTE_READ/REMOTE_WRITE/REMOTE_ATOMIC). On
+  // kOk, *found (if given) is that MR.
   MrCheck check_remote(PdHandle pd, uint32_t rkey, uint64_t va, uint64_t len,
-                       uint32_t needed) const;
+                       uint32_t needed, const Mr** found = nullptr) const;
   // An AtomicETH: 8 bytes, 8-byte aligned, REMOTE_ATOMIC.
   MrCheck check_atomic(PdHandle pd, uint32_t rkey, uint64_t va) const;
 

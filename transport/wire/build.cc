@@ -109,23 +109,24 @@ uint8_t* write_extensions(const FrameSpec& s, const OpcodeInfo& op, uint8_t* t) 
 }
 
 // Copies the payload behind the headers, folding each piece into the ICRC as it is
-// copied (one read of every payload byte), pads, and writes the ICRC.
+// copied (one read of every payload byte; headers, pieces and pad in one fold
+// stream, reduced once), pads, and writes the ICRC.
 void write_payload_and_icrc(std::span<uint8_t> out, size_t l3, const OpcodeInfo& op, Pieces payload,
                             size_t payload_len, uint8_t* p) {
-  uint32_t reg = icrc_begin(out, l3, static_cast<size_t>(p - out.data()));
+  Crc32Fold crc = icrc_fold_begin(out, l3, static_cast<size_t>(p - out.data()));
   for (auto piece : payload) {
-    if (!piece.empty()) reg = crc32_copy_update(reg, p, piece.data(), piece.size());
+    if (!piece.empty()) crc32_fold_copy(crc, p, piece.data(), piece.size());
     p += piece.size();
   }
   if (op.has_payload()) {
     const uint8_t pad = pad_for(payload_len);
     if (pad != 0) {
       std::memset(p, 0, pad);
-      reg = crc32_update(reg, p, pad);
+      crc32_fold(crc, p, pad);
       p += pad;
     }
   }
-  icrc_store(p, icrc_finish(reg));
+  icrc_store(p, icrc_finish(crc32_fold_register(crc)));
 }
 
 size_t size_of(bool ipv4, bool vlan, uint8_t opcode, size_t payload) {

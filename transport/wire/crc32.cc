@@ -149,55 +149,86 @@ ISOROCE_SSE_CLMUL inline uint32_t reduce128(__m128i x) {
   return static_cast<uint32_t>(_mm_extract_epi32(_mm_xor_si128(t2, v), 1));
 }
 
-// The 16 bytes of x reduced, then the tail (under 16 bytes) by table.
-template <bool kCopy>
-ISOROCE_SSE_CLMUL uint32_t finish(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
-  const uint32_t crc = reduce128(x);
-  return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);
+// ---- Partial blocks ----------------------------------------------------------------
+
+// Byte-shuffle masks: 16 + s gives "lane i from lane i + s", 16 - s "lane i from lane
+// i - s", zeros where the source lane is outside 0..15.
+alignas(16) constexpr uint8_t kShuffle[48] = {
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+    0,    1,    2,    3,    4,    5,    6,    7,    8,    9,    10,   11,   12,   13,   14,   15,
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
+
+ISOROCE_SSE_CLMUL inline __m128i bytes_up(__m128i v, size_t s) {  // lane i <- lane i - s
+  return _mm_shuffle_epi8(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kShuffle + 16 - s)));
+}
+ISOROCE_SSE_CLMUL inline __m128i bytes_down(__m128i v, size_t s) {  // lane i <- lane i + s
+  return _mm_shuffle_epi8(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kShuffle + 16 + s)));
 }
 
-// 16-byte blocks after x, then the tail.
+// The stream whose last 16 bytes (everything before folded in) are x, followed by the
+// t bytes (0 < t < 16) in the low lanes of tail (the lanes above are ignored): its new
+// last 16 bytes are x's last 16 - t and the tail, and x's first t bytes, a block
+// with 16 - t leading zeros, are carried 16 bytes onto them. No reduction.
+ISOROCE_SSE_CLMUL inline __m128i absorb(__m128i x, __m128i tail, size_t t) {
+  const __m128i over = bytes_up(x, 16 - t);
+  const __m128i last = _mm_or_si128(bytes_down(x, t), bytes_up(tail, 16 - t));
+  return _mm_xor_si128(fold128(over, k128<16>()), last);
+}
+
+// The t (0 < t < 16) bytes at src in the low lanes (copied to dst too), without
+// reading or writing past them.
 template <bool kCopy>
-ISOROCE_SSE_CLMUL uint32_t fold_tail(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
+ISOROCE_SSE_CLMUL inline __m128i load_partial(uint8_t* dst, const uint8_t* src, size_t t) {
+  alignas(16) uint8_t b[16] = {};
+  std::memcpy(b, src, t);
+  if constexpr (kCopy) std::memcpy(dst, src, t);
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+}
+
+// Whole 16-byte blocks of [src, src + n) folded onto x (four lanes while 64 bytes
+// remain); the pointers and n advance past them (n < 16 afterwards).
+template <bool kCopy>
+ISOROCE_SSE_CLMUL inline __m128i sse_blocks(__m128i x, uint8_t*& dst, const uint8_t*& src, size_t& n) {
   const __m128i k16 = k128<16>();
+  if (n >= 64) {
+    // x precedes the first block: carried 16 bytes onto it.
+    __m128i x0 = _mm_xor_si128(load16<kCopy>(dst, src), fold128(x, k16));
+    __m128i x1 = load16<kCopy>(dst + 16, src + 16);
+    __m128i x2 = load16<kCopy>(dst + 32, src + 32);
+    __m128i x3 = load16<kCopy>(dst + 48, src + 48);
+    src += 64;
+    dst += kCopy ? 64 : 0;
+    n -= 64;
+    const __m128i k64 = k128<64>();
+    while (n >= 64) {
+      x0 = _mm_xor_si128(fold128(x0, k64), load16<kCopy>(dst, src));
+      x1 = _mm_xor_si128(fold128(x1, k64), load16<kCopy>(dst + 16, src + 16));
+      x2 = _mm_xor_si128(fold128(x2, k64), load16<kCopy>(dst + 32, src + 32));
+      x3 = _mm_xor_si128(fold128(x3, k64), load16<kCopy>(dst + 48, src + 48));
+      src += 64;
+      dst += kCopy ? 64 : 0;
+      n -= 64;
+    }
+    // The four lanes carried 48, 32 and 16 bytes onto the last one, side by side (one
+    // fold of latency, not three in a row).
+    x = _mm_xor_si128(_mm_xor_si128(fold128(x0, k128<48>()), fold128(x1, k128<32>())),
+                      _mm_xor_si128(fold128(x2, k16), x3));
+  }
   while (n >= 16) {
     x = _mm_xor_si128(fold128(x, k16), load16<kCopy>(dst, src));
     src += 16;
     dst += kCopy ? 16 : 0;
     n -= 16;
   }
-  return finish<kCopy>(x, dst, src, n);
+  return x;
 }
 
+// x followed by [src, src + n), any n.
 template <bool kCopy>
-ISOROCE_SSE_CLMUL uint32_t sse_update(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n) {
-  if (n < 16) return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);
-  if (n < 64) {
-    const __m128i x = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(crc)));
-    return fold_tail<kCopy>(x, dst + (kCopy ? 16 : 0), src + 16, n - 16);
-  }
-  __m128i x0 = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(crc)));
-  __m128i x1 = load16<kCopy>(dst + 16, src + 16);
-  __m128i x2 = load16<kCopy>(dst + 32, src + 32);
-  __m128i x3 = load16<kCopy>(dst + 48, src + 48);
-  src += 64;
-  dst += kCopy ? 64 : 0;
-  n -= 64;
-  const __m128i k64 = k128<64>();
-  while (n >= 64) {
-    x0 = _mm_xor_si128(fold128(x0, k64), load16<kCopy>(dst, src));
-    x1 = _mm_xor_si128(fold128(x1, k64), load16<kCopy>(dst + 16, src + 16));
-    x2 = _mm_xor_si128(fold128(x2, k64), load16<kCopy>(dst + 32, src + 32));
-    x3 = _mm_xor_si128(fold128(x3, k64), load16<kCopy>(dst + 48, src + 48));
-    src += 64;
-    dst += kCopy ? 64 : 0;
-    n -= 64;
-  }
-  const __m128i k16 = k128<16>();
-  x1 = _mm_xor_si128(x1, fold128(x0, k16));
-  x2 = _mm_xor_si128(x2, fold128(x1, k16));
-  x3 = _mm_xor_si128(x3, fold128(x2, k16));
-  return fold_tail<kCopy>(x3, dst, src, n);
+ISOROCE_SSE_CLMUL inline __m128i sse_core(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
+  x = sse_blocks<kCopy>(x, dst, src, n);
+  if (n != 0) x = absorb(x, load_partial<kCopy>(dst, src, n), n);
+  return x;
 }
 
 // ---- AVX-512 + VPCLMULQDQ: four 512-bit registers, 256 bytes a step ---------------
@@ -222,62 +253,126 @@ ISOROCE_AVX512_CLMUL inline __m512i load64(uint8_t* dst, const uint8_t* src) {
   return v;
 }
 
+// x followed by [src, src + n), any n.
 template <bool kCopy>
-ISOROCE_AVX512_CLMUL uint32_t avx512_update(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n) {
-  if (n < 256) return sse_update<kCopy>(crc, dst, src, n);
-  __m512i z0 = _mm512_xor_si512(load64<kCopy>(dst, src), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(crc))));
-  __m512i z1 = load64<kCopy>(dst + 64, src + 64);
-  __m512i z2 = load64<kCopy>(dst + 128, src + 128);
-  __m512i z3 = load64<kCopy>(dst + 192, src + 192);
-  src += 256;
-  dst += kCopy ? 256 : 0;
-  n -= 256;
-  const __m512i k256 = k512<256>();
-  while (n >= 256) {
-    z0 = fold512(z0, k256, load64<kCopy>(dst, src));
-    z1 = fold512(z1, k256, load64<kCopy>(dst + 64, src + 64));
-    z2 = fold512(z2, k256, load64<kCopy>(dst + 128, src + 128));
-    z3 = fold512(z3, k256, load64<kCopy>(dst + 192, src + 192));
+ISOROCE_AVX512_CLMUL inline __m128i avx512_core(__m128i x, uint8_t* dst, const uint8_t* src, size_t n) {
+  if (n >= 256) {
+    // x precedes the first block: carried 16 bytes onto the first 128-bit lane.
+    __m512i z0 = _mm512_xor_si512(load64<kCopy>(dst, src), _mm512_zextsi128_si512(fold128(x, k128<16>())));
+    __m512i z1 = load64<kCopy>(dst + 64, src + 64);
+    __m512i z2 = load64<kCopy>(dst + 128, src + 128);
+    __m512i z3 = load64<kCopy>(dst + 192, src + 192);
     src += 256;
     dst += kCopy ? 256 : 0;
     n -= 256;
+    const __m512i k256 = k512<256>();
+    while (n >= 256) {
+      z0 = fold512(z0, k256, load64<kCopy>(dst, src));
+      z1 = fold512(z1, k256, load64<kCopy>(dst + 64, src + 64));
+      z2 = fold512(z2, k256, load64<kCopy>(dst + 128, src + 128));
+      z3 = fold512(z3, k256, load64<kCopy>(dst + 192, src + 192));
+      src += 256;
+      dst += kCopy ? 256 : 0;
+      n -= 256;
+    }
+    // The four registers carried 192, 128 and 64 bytes onto the last one, side by side.
+    const __m512i k64 = k512<64>();
+    const __m512i z13 = fold512(z1, k512<128>(), z3);
+    const __m512i z2s = fold512(z2, k64, _mm512_setzero_si512());
+    __m512i z = _mm512_xor_si512(fold512(z0, k512<192>(), z13), z2s);
+    while (n >= 64) {
+      z = fold512(z, k64, load64<kCopy>(dst, src));
+      src += 64;
+      dst += kCopy ? 64 : 0;
+      n -= 64;
+    }
+    // The four 128-bit lanes of z, carried 48, 32 and 16 bytes onto the last one.
+    const __m128i a = _mm512_extracti32x4_epi32(z, 0);
+    const __m128i b = _mm512_extracti32x4_epi32(z, 1);
+    const __m128i c = _mm512_extracti32x4_epi32(z, 2);
+    const __m128i d = _mm512_extracti32x4_epi32(z, 3);
+    x = _mm_ternarylogic_epi64(fold128(a, k128<48>()), fold128(b, k128<32>()), fold128(c, k128<16>()), 0x96);
+    x = _mm_xor_si128(x, d);
   }
-  const __m512i k64 = k512<64>();
-  z1 = fold512(z0, k64, z1);
-  z2 = fold512(z1, k64, z2);
-  __m512i z = fold512(z2, k64, z3);
-  while (n >= 64) {
-    z = fold512(z, k64, load64<kCopy>(dst, src));
-    src += 64;
-    dst += kCopy ? 64 : 0;
-    n -= 64;
+  x = sse_blocks<kCopy>(x, dst, src, n);
+  if (n != 0) {
+    // A masked load and store touch only the n bytes.
+    const auto m = static_cast<__mmask16>((1u << n) - 1);
+    const __m128i t = _mm_maskz_loadu_epi8(m, src);
+    if constexpr (kCopy) _mm_mask_storeu_epi8(dst, m, t);
+    x = absorb(x, t, n);
   }
-  // The four 128-bit lanes of z, carried 48, 32 and 16 bytes onto the last one.
-  const __m128i a = _mm512_extracti32x4_epi32(z, 0);
-  const __m128i b = _mm512_extracti32x4_epi32(z, 1);
-  const __m128i c = _mm512_extracti32x4_epi32(z, 2);
-  const __m128i d = _mm512_extracti32x4_epi32(z, 3);
-  __m128i x = _mm_ternarylogic_epi64(fold128(a, k128<48>()), fold128(b, k128<32>()), fold128(c, k128<16>()), 0x96);
-  x = _mm_xor_si128(x, d);
-  return fold_tail<kCopy>(x, dst, src, n);
+  return x;
+}
+
+// ---- The entry points of each path --------------------------------------------------
+
+// Defined once per path with that path's target, so its core is inlined into them.
+#define ISOROCE_CLMUL_ENTRIES(kTarget, kPrefix, kCore)                                                   \
+  /* A register and n >= 16 bytes: the first block with the register XORed into its */                 \
+  /* first four bytes, then the rest; reduced once at the end. */                                       \
+  template <bool kCopy>                                                                                 \
+  kTarget uint32_t kPrefix##_update(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t n) {         \
+    if (n < 16) return kCopy ? table_copy_update(crc, dst, src, n) : table_update(crc, src, n);         \
+    const __m128i x = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(crc))); \
+    return reduce128(kCore<kCopy>(x, dst + (kCopy ? 16 : 0), src + 16, n - 16));                       \
+  }                                                                                                     \
+  /* The same for a stream in progress: until 16 bytes came, its register goes */                       \
+  /* through the table; from then on the accumulator is folded and never reduced. */                    \
+  template <bool kCopy>                                                                                 \
+  kTarget void kPrefix##_fold(Crc32Fold& f, uint8_t* dst, const uint8_t* src, size_t n) {               \
+    __m128i x;                                                                                          \
+    if (!f.started) [[unlikely]] {                                                                      \
+      if (n < 16) {                                                                                     \
+        f.reg = kCopy ? table_copy_update(f.reg, dst, src, n) : table_update(f.reg, src, n);            \
+        return;                                                                                         \
+      }                                                                                                 \
+      x = _mm_xor_si128(load16<kCopy>(dst, src), _mm_cvtsi32_si128(static_cast<int>(f.reg)));           \
+      src += 16;                                                                                        \
+      dst += kCopy ? 16 : 0;                                                                            \
+      n -= 16;                                                                                          \
+      f.started = true;                                                                                 \
+    } else {                                                                                            \
+      x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(f.acc));                                     \
+    }                                                                                                   \
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(f.acc), kCore<kCopy>(x, dst, src, n));                  \
+  }
+
+ISOROCE_CLMUL_ENTRIES(ISOROCE_SSE_CLMUL, sse, sse_core)
+ISOROCE_CLMUL_ENTRIES(ISOROCE_AVX512_CLMUL, avx512, avx512_core)
+#undef ISOROCE_CLMUL_ENTRIES
+
+ISOROCE_SSE_CLMUL uint32_t clmul_register(const Crc32Fold& f) {
+  return f.started ? reduce128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(f.acc))) : f.reg;
 }
 
 // ---- Dispatch ---------------------------------------------------------------------
 
 using UpdateFn = uint32_t (*)(uint32_t, uint8_t*, const uint8_t*, size_t);
+using FoldFn = void (*)(Crc32Fold&, uint8_t*, const uint8_t*, size_t);
+using RegisterFn = uint32_t (*)(const Crc32Fold&);
 
 struct Impl {
   std::string_view name;
   UpdateFn update;
   UpdateFn copy;
+  FoldFn fold;
+  FoldFn fold_copy;
+  RegisterFn reg;
 };
 
 uint32_t table_update_fn(uint32_t crc, uint8_t*, const uint8_t* src, size_t n) { return table_update(crc, src, n); }
+void table_fold(Crc32Fold& f, uint8_t*, const uint8_t* src, size_t n) { f.reg = table_update(f.reg, src, n); }
+void table_fold_copy(Crc32Fold& f, uint8_t* dst, const uint8_t* src, size_t n) {
+  f.reg = table_copy_update(f.reg, dst, src, n);
+}
+uint32_t table_register(const Crc32Fold& f) { return f.reg; }
 
 constexpr Impl kImpls[] = {
-    {"avx512-vpclmulqdq", avx512_update<false>, avx512_update<true>},
-    {"sse-pclmulqdq", sse_update<false>, sse_update<true>},
-    {"table", table_update_fn, table_copy_update},
+    {"avx512-vpclmulqdq", avx512_update<false>, avx512_update<true>, avx512_fold<false>, avx512_fold<true>,
+     clmul_register},
+    {"sse-pclmulqdq", sse_update<false>, sse_update<true>, sse_fold<false>, sse_fold<true>, clmul_register},
+    {"table", table_update_fn, table_copy_update, table_fold, table_fold_copy, table_register},
 };
 
 bool supported(const Impl& i) {
@@ -327,6 +422,18 @@ uint32_t crc32_copy_update(uint32_t crc, void* dst, const void* src, size_t n) {
 uint32_t crc32_update_table(uint32_t crc, const void* data, size_t n) {
   return table_update(crc, static_cast<const uint8_t*>(data), n);
 }
+
+void crc32_fold(Crc32Fold& f, const void* data, size_t n) {
+  if (n == 0) return;  // e.g. no pad
+  const auto* p = static_cast<const uint8_t*>(data);
+  impl().fold(f, const_cast<uint8_t*>(p), p, n);
+}
+
+void crc32_fold_copy(Crc32Fold& f, void* dst, const void* src, size_t n) {
+  impl().fold_copy(f, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+}
+
+uint32_t crc32_fold_register(const Crc32Fold& f) { return impl().reg(f); }
 
 std::string_view crc32_impl() { return impl().name; }
 

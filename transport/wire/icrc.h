@@ -11,9 +11,11 @@
 // masked there; the rest is read in place. The frame is never written.
 //
 // Incremental form, for building and receiving a frame while its payload is copied
-// (each payload byte read once): icrc_begin() over the headers, then
-// crc32_copy_update() over the payload as it is copied (and crc32_update() over the
-// pad), then icrc_finish().
+// (each payload byte read once), in one fold stream over headers and payload (one
+// reduction per frame): icrc_fold_begin() over the headers, crc32_fold_copy() over
+// the payload as it is copied (piece by piece), crc32_fold() over the pad, then
+// icrc_finish(crc32_fold_register()). icrc_compute() is the same stream without the
+// copy.
 #pragma once
 
 #include <cstddef>
@@ -29,8 +31,11 @@ namespace isoroce::wire {
 // must be >= l3_offset + IP + UDP + BTH.
 uint32_t icrc_compute(std::span<const uint8_t> frame, size_t l3_offset, size_t icrc_offset);
 
-// The CRC register after the masked LRH and frame[l3_offset, end_offset) (end_offset
-// at or past the BTH: the headers in front of a payload).
+// The CRC stream after the masked LRH and frame[l3_offset, end_offset) (end_offset
+// at or past the BTH: the headers in front of a payload), to be continued.
+Crc32Fold icrc_fold_begin(std::span<const uint8_t> frame, size_t l3_offset, size_t end_offset);
+
+// Its register (to continue with crc32_update(): one reduction more).
 uint32_t icrc_begin(std::span<const uint8_t> frame, size_t l3_offset, size_t end_offset);
 
 // The ICRC from the register after its last byte.

@@ -80,6 +80,41 @@ TEST(EngineTrace, SendOfThreePacketsGivesItsEventsInOrder) {
     if (R[i].event != Event::kFrameTx) EXPECT_GE(R[i].time, R[i - 1].time) << i;
 }
 
+// The size the scheduler is told for each packet (frame_len(): each opcode's header
+// bytes from a table, the payload, its pad) is the size of the frame then built, on
+// both sides (requests, READ responses, ACKs), for every verb and payload lengths
+// with every pad.
+TEST(EngineTrace, EveryGrantIsTheSizeOfTheFrameBuilt) {
+  RcPair p;
+  Recorder rec[2];
+  for (int i = 0; i < 2; ++i) {
+    p.net[i].attach_trace(&rec[i], trace::bit(Event::kGrant) | trace::bit(Event::kFrameTx), static_cast<uint16_t>(i));
+  }
+  uint64_t id = 1;
+  for (uint32_t len : {0u, 1u, 2u, 3u, 4u, 5u, 63u, 255u, 1023u, 1024u, 1025u, 2051u, 3000u}) {
+    for (ibv_wr_opcode op : {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_SEND, IBV_WR_SEND_WITH_IMM,
+                             IBV_WR_RDMA_READ}) {
+      if (op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+        ASSERT_EQ(p.post_recv(1, 0, 4096, id), 0);
+      }
+      ASSERT_EQ(p.post(0, op, 0, len, 8192, id++), 0);
+      ASSERT_TRUE(p.net.run());
+    }
+  }
+  size_t frames = 0;
+  for (int i = 0; i < 2; ++i) {
+    const auto& R = rec[i].records;
+    for (size_t k = 0; k < R.size(); ++k) {
+      if (R[k].event != Event::kFrameTx) continue;
+      ASSERT_GT(k, 0u);
+      ASSERT_EQ(R[k - 1].event, Event::kGrant) << "side " << i << " record " << k;
+      EXPECT_EQ(R[k].bytes + 24, R[k - 1].bytes) << "side " << i << " opcode " << R[k].a;
+      ++frames;
+    }
+  }
+  EXPECT_GT(frames, 13u * 5u * 2u);
+}
+
 TEST(EngineTrace, MaskClassAndDetach) {
   RcPair p;
   Recorder rec;
