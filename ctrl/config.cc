@@ -599,11 +599,6 @@ std::string af_packet_devargs(const std::string& devargs, uint32_t mtu) {
   return d;
 }
 
-std::string af_xdp_devargs(const std::string& devargs) {
-  if (!is_af_xdp(devargs) || has_devarg(devargs, "busy_budget")) return devargs;
-  return devargs + ",busy_budget=0";
-}
-
 uint32_t af_packet_data_room(const std::string& devargs, uint32_t mtu) {
   if (!is_af_packet(devargs)) return 0;
   // The PMD copies a slot's frame area (the slot less the 32-byte tpacket2

@@ -166,11 +166,6 @@ inline constexpr uint32_t kAfPacketDefaultFramesz = 2048;
 // DPDK's 2048-byte slots, a framesz (and blocksz) that holds them unless it names
 // its own; other devices are unchanged.
 std::string af_packet_devargs(const std::string& devargs, uint32_t mtu);
-// net_af_xdp devargs with busy_budget=0 unless they name their own: DPDK's
-// default (64) turns every empty receive burst into a recvfrom() system call
-// that busy-polls the socket (docs/performance.md, "Two daemons: spin only
-// while it pays"); other devices are unchanged.
-std::string af_xdp_devargs(const std::string& devargs);
 // The mbuf data room a net_af_packet port of these devargs needs (its slots
 // less the kernel's header); 0 for other devices.
 uint32_t af_packet_data_room(const std::string& devargs, uint32_t mtu);

@@ -173,9 +173,8 @@ namespace {
 
 // Plugs vdev `devargs` and opens it as a port; nullptr and *error on failure
 // (the vdev unplugged again).
-std::unique_ptr<dataplane::Port> plug(const std::string& port_name, const std::string& given, uint32_t mtu,
+std::unique_ptr<dataplane::Port> plug(const std::string& port_name, const std::string& devargs, uint32_t mtu,
                                       std::string* error) {
-  const std::string devargs = af_xdp_devargs(given);
   const std::string name = devargs.substr(0, devargs.find(','));
   const std::string args = devargs.find(',') == std::string::npos ? "" : devargs.substr(devargs.find(',') + 1);
   if (int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str()); rc != 0) {
