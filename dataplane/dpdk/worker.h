@@ -6,7 +6,8 @@
 // Loop order (eRPC's event loop, DPDK l2fwd): control ring, then per device rx
 // burst, timers, scheduler, tx flush. Adaptive polling: while traffic flows
 // the loop busy-polls; after `spin_polls` empty passes or `spin_time` without
-// work (whichever comes first) it blocks until the engines' next deadline, at
+// work (whichever comes first; `short_spin` instead while the SpinGovernor
+// finds that most idle gaps outlast `spin_time`) it blocks until the engines' next deadline, at
 // most a quarter of the time since its last work, within [min_sleep,
 // max_sleep], so an idle daemon costs little CPU and a briefly idle one
 // wakes fast. It blocks in poll() on what can wake it early: the kernel
