@@ -316,7 +316,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                            std::to_string(e.source().begin.line) + ")"};
   }
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
-                                  "file_prefix", "idle_sleep_us", "idle_spin_us", "worker_slice_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
+                                  "file_prefix", "idle_sleep_us", "idle_spin_us", "idle_spin_adaptive", "worker_slice_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
                                   "justitia", "rnic", "limits", "admin_group", "socket_group",
                                   "socket_mode", "policy_plugins", "tenant"}))
     return e;
@@ -337,7 +337,8 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                  read(t, "", "mtu", &c->mtu), read(t, "", "ref_peer", &c->ref_peer), read(t, "", "lcores", &c->lcores),
                  read(t, "", "log_level", &c->log_level), read(t, "", "file_prefix", &c->file_prefix),
                  read(t, "", "idle_sleep_us", &c->idle_sleep_us),
-                 read(t, "", "idle_spin_us", &c->idle_spin_us), read(t, "", "worker_slice_us", &c->worker_slice_us), read(t, "", "loopback", &c->loopback),
+                 read(t, "", "idle_spin_us", &c->idle_spin_us), read(t, "", "idle_spin_adaptive", &c->idle_spin_adaptive),
+                 read(t, "", "worker_slice_us", &c->worker_slice_us), read(t, "", "loopback", &c->loopback),
                  read(t, "", "reference_echo", &c->reference_echo),
                  read(t, "", "admin_group", &c->admin_group), read(t, "", "socket_group", &c->socket_group),
                  read_mode(t, "socket_mode", &c->socket_mode),

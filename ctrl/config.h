@@ -83,6 +83,7 @@ struct DaemonConfig {
   uint32_t idle_sleep_us = 1000;  // longest sleep of an idle worker (it backs off from 10 us)
   uint32_t idle_spin_us = 20;     // a worker busy-polls this long after its last work, then sleeps (0: 2000 passes)
   uint32_t worker_slice_us = 100; // the worker threads' EEVDF slice (Linux >= 6.12); 0: the kernel's default
+  bool idle_spin_adaptive = true; // spin idle_spin_us only while most idle gaps are shorter (else 1 us)
   std::vector<std::string> eal_args;  // given after `--` or as eal_args = [...]
   dcqcn::Params dcqcn;      // [dcqcn] table / --dcqcn NAME=VALUE (docs/dcqcn.md)
   sched::JustitiaParams justitia;  // [justitia] table / --justitia NAME=VALUE (docs/sched.md)

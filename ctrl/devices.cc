@@ -319,6 +319,7 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
   dataplane::IdleConfig idle;
   idle.max_sleep = sched::Picos{config_.idle_sleep_us} * 1'000'000;
   idle.spin_time = sched::Picos{config_.idle_spin_us} * 1'000'000;
+  idle.adaptive_spin = config_.idle_spin_adaptive;
   idle.slice_us = config_.worker_slice_us;
   for (size_t w = 0; w < nw; ++w) {
     auto worker = std::make_unique<dataplane::Worker>(static_cast<unsigned>(w), groups[w], *clock_, idle);
@@ -364,7 +365,7 @@ nlohmann::json DeviceSet::workers_view() const {
                        {"busy_ns", st.busy_ns},
                        {"wakeups", st.wakeups}, {"wait_fds", workers_[i]->wait_fds()},
                        {"doorbells", workers_[i]->doorbells()}, {"doorbell_wakeups", st.doorbell_wakeups},
-                       {"signalled_sleeps", st.signalled_sleeps}});
+                       {"signalled_sleeps", st.signalled_sleeps}, {"short_spins", st.short_spins}});
   }
   return workers;
 }

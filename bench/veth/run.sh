@@ -22,8 +22,9 @@
 # lib/libisoroce-verbs.so, e.g. another checkout's build/) runs the two-daemon
 # rows with that build too, in the same run, as the baseline. TWO_PIN=CPUS pins the
 # two-daemon applications (default: unpinned); SPREAD=1 puts daemon B's worker
-# on CPU 0 (EAL --main-lcore 1).
-# Namespaces ns-xdpb-one, ns-xdpb-a, ns-xdpb-b; removed at exit.
+# on CPU 0 (EAL --main-lcore 1). NAME (xdpb) names the namespaces and the
+# DPDK file prefixes, so that two people can run this on one machine at once.
+# Namespaces ns-NAME-one, ns-NAME-a, ns-NAME-b; removed at exit.
 set -euo pipefail
 build=${1:-build}
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -37,6 +38,9 @@ for t in ib_write_lat ib_write_bw qperf; do
 done
 [[ $(id -u) == 0 ]] || { echo "needs root (namespaces, veth, AF_XDP)" >&2; exit 2; }
 mtu=${MTU:-1024}
+name=${NAME:-xdpb}
+[[ $name =~ ^[a-z0-9]{1,8}$ ]] || { echo "NAME must be 1-8 lowercase letters or digits" >&2; exit 2; }
+ns1=ns-$name-one nsa=ns-$name-a nsb=ns-$name-b
 # What the RoCE MTU needs (IP packets of mtu + 92): a veth takes an XDP program
 # only while its peer's MTU fits a page.
 link_mtu=$((mtu + 92 > 1500 ? mtu + 92 : 1500))
@@ -46,23 +50,23 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  for ns in ns-xdpb-one ns-xdpb-a ns-xdpb-b; do ip netns del $ns 2>/dev/null || true; done
+  for ns in $ns1 $nsa $nsb; do ip netns del $ns 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-for ns in ns-xdpb-one ns-xdpb-a ns-xdpb-b; do ip netns del $ns 2>/dev/null || true; done
+for ns in $ns1 $nsa $nsb; do ip netns del $ns 2>/dev/null || true; done
 
 # One namespace with both ends of a veth; two namespaces with a data veth (the
 # daemons') and a control veth (kernel addresses: perftest's TCP handshake, qperf).
-ip netns add ns-xdpb-one
-ip -n ns-xdpb-one link set lo up
-ip -n ns-xdpb-one link add xb1 type veth peer name xb2
-for a in ns-xdpb-a ns-xdpb-b; do ip netns add $a; ip -n $a link set lo up; done
-ip link add xda netns ns-xdpb-a type veth peer name xdb netns ns-xdpb-b
-ip link add xca netns ns-xdpb-a type veth peer name xcb netns ns-xdpb-b
-ip -n ns-xdpb-a addr add 10.78.0.1/24 dev xca
-ip -n ns-xdpb-b addr add 10.78.0.2/24 dev xcb
-for l in "ns-xdpb-one xb1" "ns-xdpb-one xb2" "ns-xdpb-a xda" "ns-xdpb-b xdb" "ns-xdpb-a xca" "ns-xdpb-b xcb"; do
+ip netns add $ns1
+ip -n $ns1 link set lo up
+ip -n $ns1 link add xb1 type veth peer name xb2
+for a in $nsa $nsb; do ip netns add $a; ip -n $a link set lo up; done
+ip link add xda netns $nsa type veth peer name xdb netns $nsb
+ip link add xca netns $nsa type veth peer name xcb netns $nsb
+ip -n $nsa addr add 10.78.0.1/24 dev xca
+ip -n $nsb addr add 10.78.0.2/24 dev xcb
+for l in "$ns1 xb1" "$ns1 xb2" "$nsa xda" "$nsb xdb" "$nsa xca" "$nsb xcb"; do
   set -- $l
   ip netns exec "$1" sysctl -qw "net.ipv6.conf.$2.disable_ipv6=1"
   ip -n "$1" link set "$2" mtu "$link_mtu" up
@@ -76,7 +80,7 @@ daemon() {  # ns socket lcores port... (pairs: devargs ip); EAL_EXTRA: more EAL 
   while (($#)); do args+=(--port "$1" --ip "$2"); shift 2; done
   n=$((n + 1))
   ip netns exec "$ns" "$bin/isoroced" "${args[@]}" --mtu "$mtu" --policy fifo --link-gbps 100 --lcores "$lcores" \
-    --socket "$sock" --file-prefix "isoroce_xdpb_$$_$n" "${extra[@]}" -- --no-huge -m 512 ${EAL_EXTRA:-} >"$tmp/d$n.log" 2>&1 &
+    --socket "$sock" --file-prefix "isoroce_${name}_$$_$n" "${extra[@]}" -- --no-huge -m 512 ${EAL_EXTRA:-} >"$tmp/d$n.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do "$bin/isoroce-ctl" --socket "$sock" status >/dev/null 2>&1 && return 0; sleep 0.1; done
   echo "isoroced in $ns did not come up:" >&2
@@ -117,11 +121,11 @@ bw_iters=${BW_ITERS:-5000}
 declare -A r
 one() {  # kind label
   local kind=$1 s="$tmp/one-$1.sock" typ p99 v
-  daemon ns-xdpb-one "$s" 0,1 "net_${kind}0,iface=xb1" 10.77.0.1/24 "net_${kind}1,iface=xb2" 10.77.0.2/24
-  v=$(bw ib_write_bw 65536 "$bw_iters" ns-xdpb-one "$s" isoroce1 ns-xdpb-one "$s" isoroce0 127.0.0.1 0)
+  daemon $ns1 "$s" 0,1 "net_${kind}0,iface=xb1" 10.77.0.1/24 "net_${kind}1,iface=xb2" 10.77.0.2/24
+  v=$(bw ib_write_bw 65536 "$bw_iters" $ns1 "$s" isoroce1 $ns1 "$s" isoroce0 127.0.0.1 0)
   row "one daemon$2, veth, net_$kind: ib_write_bw 64 KB (apps CPU 0)" "${v:-fail} MB/s" ""
   r[bw/$kind$2]=${v:-0}
-  read -r typ p99 <<<"$(lat ib_write_lat 2 "$lat_iters" ns-xdpb-one "$s" isoroce1 ns-xdpb-one "$s" isoroce0 127.0.0.1 0)" || true
+  read -r typ p99 <<<"$(lat ib_write_lat 2 "$lat_iters" $ns1 "$s" isoroce1 $ns1 "$s" isoroce0 127.0.0.1 0)" || true
   row "one daemon$2, veth, net_$kind: ib_write_lat 2 B (apps CPU 0)" "${typ:-fail} us" "${p99:-fail} us"
   r[lat/$kind$2]=${typ:-0}
   stop_daemons
@@ -144,16 +148,16 @@ fast() {  # kind roce_mtu lcores workers
   local kind=$1 save_mtu=$mtu s="$tmp/fast-$1-$2.sock" v lm
   mtu=$2
   lm=$((mtu + 92 > 1500 ? mtu + 92 : 1500))
-  ip -n ns-xdpb-one link set xb1 mtu "$lm"
-  ip -n ns-xdpb-one link set xb2 mtu "$lm"
-  daemon ns-xdpb-one "$s" "$3" "net_${kind}0,iface=xb1" 10.77.0.1/24 "net_${kind}1,iface=xb2" 10.77.0.2/24
-  v=$(bw ib_write_bw 65536 "$bw_iters" ns-xdpb-one "$s" isoroce1 ns-xdpb-one "$s" isoroce0 127.0.0.1 0)
+  ip -n $ns1 link set xb1 mtu "$lm"
+  ip -n $ns1 link set xb2 mtu "$lm"
+  daemon $ns1 "$s" "$3" "net_${kind}0,iface=xb1" 10.77.0.1/24 "net_${kind}1,iface=xb2" 10.77.0.2/24
+  v=$(bw ib_write_bw 65536 "$bw_iters" $ns1 "$s" isoroce1 $ns1 "$s" isoroce0 127.0.0.1 0)
   row "one daemon, $4 worker(s), net_$kind, MTU $mtu (veth $lm): ib_write_bw 64 KB" "${v:-fail} MB/s" ""
   r[fast/$kind/$mtu/$4]=${v:-0}
   stop_daemons
   mtu=$save_mtu
-  ip -n ns-xdpb-one link set xb1 mtu "$link_mtu"
-  ip -n ns-xdpb-one link set xb2 mtu "$link_mtu"
+  ip -n $ns1 link set xb1 mtu "$link_mtu"
+  ip -n $ns1 link set xb2 mtu "$link_mtu"
 }
 if [[ ${FAST:-1} == 1 ]]; then
   fast af_xdp 2048 0,1 1
@@ -167,13 +171,13 @@ fi
 # Two daemons (bin and preload of the build under test, or BEFORE's) in two namespaces.
 two() {  # label
   local kind=${TWO_KIND:-af_xdp} sa="$tmp/two-a.sock" sb="$tmp/two-b.sock" typ p99 v
-  daemon ns-xdpb-a "$sa" 0,1 "net_${kind}0,iface=xda" 10.77.1.1/24
+  daemon $nsa "$sa" 0,1 "net_${kind}0,iface=xda" 10.77.1.1/24
   # SPREAD=1: daemon B's worker on CPU 0 (its control thread on CPU 1).
-  EAL_EXTRA=$([[ ${SPREAD:-0} == 1 ]] && echo "--main-lcore 1") daemon ns-xdpb-b "$sb" 0,1 "net_${kind}0,iface=xdb" 10.77.1.2/24
-  read -r typ p99 <<<"$(lat ib_write_lat 2 "$lat_iters" ns-xdpb-b "$sb" isoroce0 ns-xdpb-a "$sa" isoroce0 10.78.0.2 "${TWO_PIN:-}")" || true
+  EAL_EXTRA=$([[ ${SPREAD:-0} == 1 ]] && echo "--main-lcore 1") daemon $nsb "$sb" 0,1 "net_${kind}0,iface=xdb" 10.77.1.2/24
+  read -r typ p99 <<<"$(lat ib_write_lat 2 "$lat_iters" $nsb "$sb" isoroce0 $nsa "$sa" isoroce0 10.78.0.2 "${TWO_PIN:-}")" || true
   row "two daemons$1, two namespaces, net_$kind: ib_write_lat 2 B" "${typ:-fail} us" "${p99:-fail} us"
   r[lat/two$1]=${typ:-0}
-  v=$(bw ib_write_bw 65536 "$bw_iters" ns-xdpb-b "$sb" isoroce0 ns-xdpb-a "$sa" isoroce0 10.78.0.2 "${TWO_PIN:-}")
+  v=$(bw ib_write_bw 65536 "$bw_iters" $nsb "$sb" isoroce0 $nsa "$sa" isoroce0 10.78.0.2 "${TWO_PIN:-}")
   row "two daemons$1, two namespaces, net_$kind: ib_write_bw 64 KB" "${v:-fail} MB/s" ""
   stop_daemons
 }
@@ -182,10 +186,10 @@ if [[ ${TWO:-1} == 1 ]]; then
   [[ -n ${BEFORE:-} ]] && with_before two " (BEFORE)"
 fi
 
-ip netns exec ns-xdpb-b qperf >/dev/null 2>&1 &
+ip netns exec $nsb qperf >/dev/null 2>&1 &
 qp=$!
 sleep 0.5
-tcp=$(ip netns exec ns-xdpb-a qperf -t 3 10.78.0.2 -m 2 tcp_lat -m 64K tcp_bw 2>&1 || true)
+tcp=$(ip netns exec $nsa qperf -t 3 10.78.0.2 -m 2 tcp_lat -m 64K tcp_bw 2>&1 || true)
 kill $qp 2>/dev/null || true
 wait $qp 2>/dev/null || true
 tcp_lat=$(awk '/^ *latency/ {v=$3; u=$4} END {if (u == "ms") v *= 1000; if (u == "ns") v /= 1000; print v}' <<<"$tcp")

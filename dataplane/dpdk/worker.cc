@@ -22,7 +22,11 @@ constexpr sched::Picos kPreempted = 200'000'000;  // a busy pass this long was d
 }  // namespace
 
 Worker::Worker(unsigned id, std::vector<Device*> devices, const TscClock& clock, IdleConfig idle)
-    : id_(id), devices_(std::move(devices)), clock_(clock), idle_(idle) {}
+    : id_(id),
+      devices_(std::move(devices)),
+      clock_(clock),
+      idle_(idle),
+      spin_(idle.spin_time, idle.short_spin, idle.adaptive_spin) {}
 
 Worker::~Worker() {
   if (ring_ != nullptr) rte_ring_free(ring_);
@@ -145,14 +149,19 @@ void Worker::run() {
     for (Device* d : devices_) work += d->poll(now);
     passes_.fetch_add(1, std::memory_order_relaxed);
     if (work != 0) {
+      const sched::Picos end = clock_.now();
       busy_passes_.fetch_add(1, std::memory_order_relaxed);
-      const sched::Picos took = clock_.now() - now;
+      const sched::Picos took = end - now;
       if (took < kPreempted) busy_ps_.fetch_add(took, std::memory_order_relaxed);
-      empty_passes_ = 0;
-      last_work_ = now;
+      found_work(now, end);
       continue;
     }
-    const bool spun_long = idle_.spin_time != 0 && now - last_work_ >= idle_.spin_time;
+    if (!in_gap_) {
+      in_gap_ = true;
+      if (!spin_.full()) short_spins_.fetch_add(1, std::memory_order_relaxed);
+    }
+    const sched::Picos spin = spin_.spin();
+    const bool spun_long = spin != 0 && now - work_end_ >= spin;
     if (++empty_passes_ < idle_.spin_polls && !spun_long) {
       rte_pause();
       continue;
@@ -161,6 +170,16 @@ void Worker::run() {
   }
   // Last commands (the caller of stop() may be waiting in call()).
   run_commands();
+}
+
+void Worker::found_work(sched::Picos start, sched::Picos end) {
+  // The gap since the last work ended, spun or slept through: would the
+  // full spin have caught this work?
+  if (in_gap_) spin_.on_gap(start > work_end_ ? start - work_end_ : 0);
+  in_gap_ = false;
+  empty_passes_ = 0;
+  last_work_ = start;
+  work_end_ = end;
 }
 
 void Worker::idle_wait(sched::Picos now) {
@@ -194,8 +213,7 @@ void Worker::idle_wait(sched::Picos now) {
     if (work != 0) {
       asleep_->store(0, std::memory_order_relaxed);
       busy_passes_.fetch_add(1, std::memory_order_relaxed);
-      empty_passes_ = 0;
-      last_work_ = now;
+      found_work(now, clock_.now());
       return;
     }
   }
@@ -225,7 +243,8 @@ WorkerStats Worker::stats() const {
           busy_ps_.load(std::memory_order_relaxed) / 1000,
           wakeups_.load(std::memory_order_relaxed),
           doorbell_wakeups_.load(std::memory_order_relaxed),
-          signalled_sleeps_.load(std::memory_order_relaxed)};
+          signalled_sleeps_.load(std::memory_order_relaxed),
+          short_spins_.load(std::memory_order_relaxed)};
 }
 
 }  // namespace isoroce::dataplane

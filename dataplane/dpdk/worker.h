@@ -6,7 +6,8 @@
 // Loop order (eRPC's event loop, DPDK l2fwd): control ring, then per device rx
 // burst, timers, scheduler, tx flush. Adaptive polling: while traffic flows
 // the loop busy-polls; after `spin_polls` empty passes or `spin_time` without
-// work (whichever comes first) it blocks until the engines' next deadline, at
+// work (whichever comes first; `short_spin` instead while the SpinGovernor
+// finds that most idle gaps outlast `spin_time`) it blocks until the engines' next deadline, at
 // most a quarter of the time since its last work, within [min_sleep,
 // max_sleep], so an idle daemon costs little CPU and a briefly idle one
 // wakes fast. It blocks in poll() on what can wake it early: the kernel
@@ -36,12 +37,17 @@
 
 #include "dataplane/dpdk/clock.h"
 #include "dataplane/dpdk/device.h"
+#include "dataplane/dpdk/spin_governor.h"
 
 namespace isoroce::dataplane {
 
 struct IdleConfig {
   uint32_t spin_polls = 2000;                  // empty passes before sleeping
   sched::Picos spin_time = 20'000'000;         // or this long without work (20 us); 0: passes only
+  // Adaptive spinning (SpinGovernor): spin_time only while most idle gaps are
+  // shorter than it, otherwise short_spin.
+  bool adaptive_spin = true;
+  sched::Picos short_spin = 1'000'000;         // 1 us
   sched::Picos min_sleep = 10'000'000;         // 10 us
   sched::Picos max_sleep = 1'000'000'000;      // 1 ms
   // The worker thread's scheduler slice (Linux >= 6.12 EEVDF, sched_setattr
@@ -63,6 +69,7 @@ struct WorkerStats {
   uint64_t wakeups = 0;  // sleeps ended early by a port's socket, a kick or a doorbell
   uint64_t doorbell_wakeups = 0;  // sleeps ended (or not begun) because a client rang its doorbell
   uint64_t signalled_sleeps = 0;  // sleeps bounded by the next deadline (every source signalled)
+  uint64_t short_spins = 0;       // idle phases that spun short_spin, not spin_time (SpinGovernor)
 };
 
 class Worker {
@@ -110,6 +117,8 @@ class Worker {
   };
   unsigned run_commands();
   void idle_wait(sched::Picos now);
+  // A pass from start to end did work: the governor learns the gap before it.
+  void found_work(sched::Picos start, sched::Picos end);
   // Every device's port has wait fds and every hook is signalled.
   bool all_signalled() const;
   void drain_doorbells();
@@ -123,6 +132,9 @@ class Worker {
   std::atomic<bool> stop_{false};
   uint32_t empty_passes_ = 0;
   sched::Picos last_work_ = 0;
+  sched::Picos work_end_ = 0;        // when the last pass that did work ended
+  bool in_gap_ = false;              // a pass since work_end_ found nothing
+  SpinGovernor spin_;
   int wake_fd_ = -1;                 // eventfd: call()/wake() end a sleep
   std::atomic<uint32_t> own_asleep_{0};
   std::atomic<uint32_t>* asleep_ = &own_asleep_;  // 1 while the worker blocks (or is about to)
@@ -131,7 +143,7 @@ class Worker {
   std::atomic<size_t> doorbells_{0};
   // Written by the worker, read by telemetry (relaxed: counters only).
   std::atomic<uint64_t> passes_{0}, busy_passes_{0}, sleeps_{0}, commands_{0}, busy_ps_{0}, wakeups_{0},
-      doorbell_wakeups_{0}, signalled_sleeps_{0};
+      doorbell_wakeups_{0}, signalled_sleeps_{0}, short_spins_{0};
 };
 
 }  // namespace isoroce::dataplane

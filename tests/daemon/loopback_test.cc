@@ -409,6 +409,13 @@ TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
   DaemonProcess d({"--config", path});
   EXPECT_FALSE(d.ok());
   EXPECT_NE(d.log().find("polcy"), std::string::npos) << d.log();
+  // Adaptive spinning is a boolean.
+  f = fopen(path.c_str(), "w");
+  fputs("loopback = true\nidle_spin_adaptive = \"yes\"\n", f);
+  fclose(f);
+  DaemonProcess spin({"--config", path});
+  EXPECT_FALSE(spin.ok());
+  EXPECT_NE(spin.log().find("idle_spin_adaptive"), std::string::npos) << spin.log();
   unlink(path.c_str());
 }
 

@@ -4,7 +4,8 @@
 // because the library rang the doorbell (the worker's doorbell_wakeups move);
 // with ISOROCE_VERBS_DOORBELL=0 the counter stays; a client that abuses its
 // doorbell (writes, drains, blocking flags, writable mappings) changes
-// nothing but wakeups; a library of another shared-memory ABI is refused.
+// nothing but wakeups; sparse WRITEs shorten the worker's idle spin; a
+// library of another shared-memory ABI is refused.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -25,7 +26,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct WorkerTotals {
-  uint64_t doorbell_wakeups = 0, sleeps = 0, doorbells = 0, signalled_sleeps = 0;
+  uint64_t doorbell_wakeups = 0, sleeps = 0, doorbells = 0, signalled_sleeps = 0, short_spins = 0;
 };
 
 class VerbsDoorbell : public VerbsTest {
@@ -49,6 +50,7 @@ class VerbsDoorbell : public VerbsTest {
       t.sleeps += w.value("sleeps", uint64_t{0});
       t.doorbells += w.value("doorbells", uint64_t{0});
       t.signalled_sleeps += w.value("signalled_sleeps", uint64_t{0});
+      t.short_spins += w.value("short_spins", uint64_t{0});
     }
     return t;
   }
@@ -181,6 +183,24 @@ TEST_F(VerbsDoorbell, AHostileClientOnlyCostsWakeups) {
   c.reset();
   // The hostile client is gone: its eventfd left the wait set.
   EXPECT_EQ(totals().doorbells, 2u);
+}
+
+// Adaptive spinning (dataplane/dpdk/spin_governor.h, on by default): WRITEs
+// 5 ms apart leave the worker idle far longer than its 20 us spin before
+// each, so it stops spinning the full 20 us (short_spins moves); it still
+// sleeps between them, is woken by the doorbell and moves the data intact.
+TEST_F(VerbsDoorbell, SparseWritesShortenTheIdleSpinAndTheWorkerStillSleeps) {
+  unsetenv("ISOROCE_VERBS_DOORBELL");
+  VerbsDev a, b;
+  ASSERT_NO_FATAL_FAILURE(pair(a, b));
+  const WorkerTotals before = totals();
+  const auto median = quiet_writes(a, b, 12, std::chrono::milliseconds(5));
+  const WorkerTotals after = totals();
+  EXPECT_GT(after.short_spins, before.short_spins) << "the governor never left the full spin";
+  EXPECT_GE(after.sleeps - before.sleeps, 12u);
+  EXPECT_GE(after.doorbell_wakeups - before.doorbell_wakeups, 6u);
+  EXPECT_LT(median, std::chrono::milliseconds(40))
+      << std::chrono::duration_cast<std::chrono::microseconds>(median).count() << " us";
 }
 
 TEST_F(VerbsDoorbell, AnotherSharedMemoryAbiIsRefusedClearly) {
