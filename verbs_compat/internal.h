@@ -70,6 +70,10 @@ struct Context {
   // ISOROCE_VERBS_DOORBELL=0).
   const shm::DoorbellPage* bell = nullptr;
   int bell_fd = -1;
+  // The page offers kBellMembarrier and this process registered for
+  // MEMBARRIER_CMD_GLOBAL_EXPEDITED (unless ISOROCE_VERBS_MEMBARRIER=0): a
+  // post needs no fence while the page keeps the flag (ring_doorbell).
+  bool bell_membarrier = false;
 
   // A request; a failed reply is logged (op and error) unless quiet.
   json call(const json& req, std::span<const int> fds = {}, std::vector<int>* received = nullptr, bool quiet = false);
@@ -97,14 +101,22 @@ inline void stamp_posts(const Ring& sq, uint32_t from, uint32_t to) {
 }
 // After a post is published (producer_index stored): wakes the worker if it
 // sleeps. The fence pairs with the worker's between its flag and its last
-// look at the rings (Worker::idle_wait); awake, no system call.
+// look at the rings (Worker::idle_wait); awake, no system call. With
+// bell_membarrier the worker's membarrier() is that fence for both sides
+// (ctrl/shm_abi.h): only the compiler must keep the store before the load.
 void ring_doorbell_slow(const Context& c);
 inline void ring_doorbell(const Context& c) {
   if (c.bell == nullptr) return;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (c.bell_membarrier && (c.bell->flags.load(std::memory_order_relaxed) & shm::kBellMembarrier)) [[likely]]
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   if (c.bell->asleep.load(std::memory_order_relaxed)) [[unlikely]]
     ring_doorbell_slow(c);
 }
+// This process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED (the first
+// call registers it; false if the kernel refuses).
+bool membarrier_registered();
 // Maps fd (and closes it) with the geometry in geo; false on failure.
 bool map_ring(int fd, const json& geo, bool cq, Ring* r);
 void unmap_ring(Ring* r);

@@ -1,5 +1,6 @@
 #include "dataplane/dpdk/worker.h"
 
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <rte_errno.h>
 #include <rte_pause.h>
@@ -183,6 +184,16 @@ void Worker::idle_wait(sched::Picos now) {
   // Pairs with wake() and with the library's fence after it publishes a post:
   // from here on either we see the post (below) or the poster sees us asleep.
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  // The clients' half of the fence (ctrl/shm_abi.h, kBellMembarrier): every
+  // CPU running a registered client passes a full barrier now, so a post
+  // published without a fence before it is seen by the look below.
+  if (membarrier_flag_ != nullptr && membarrier_flag_->load(std::memory_order_relaxed) != 0 &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) [[unlikely]] {
+    // Clients fence again once they see the word clear; until then keep polling.
+    membarrier_flag_->store(0, std::memory_order_relaxed);
+    asleep_->store(0, std::memory_order_relaxed);
+    return;
+  }
   if (rte_ring_count(ring_) != 0 || stop_.load(std::memory_order_acquire)) {
     asleep_->store(0, std::memory_order_relaxed);
     return;
