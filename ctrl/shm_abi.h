@@ -91,7 +91,10 @@
 // the library's own fence would (the asymmetric fence of membarrier(2)). The
 // fence the library drops was most of a post's cost (it waits until the
 // stores to the WQE's lines and the producer line, cross-core misses, are
-// done); the worker pays one system call per sleep instead. A library that is
+// done); the worker pays one system call per sleep instead, and only before
+// a sleep longer than 50 us (the call IPIs every CPU running a registered
+// process: about 50 us on a paravirtualised VM): a post that races a shorter
+// sleep is found when that sleep ends, at most 50 us late. A library that is
 // not registered, or that finds the flag clear, keeps its fence; a daemon
 // that cannot issue the call leaves the flag clear (and clears it, then
 // polls on, if the call ever fails).
@@ -199,7 +202,8 @@ struct alignas(64) DoorbellPage {
   uint32_t reserved[12];
 };
 // The worker issues membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) after it
-// stores asleep: a registered library may drop its fence (see above).
+// stores asleep (before sleeps longer than 50 us): a registered library may
+// drop its fence (see above).
 inline constexpr uint32_t kBellMembarrier = 1;
 static_assert(sizeof(DoorbellPage) == 64);
 inline constexpr size_t kDoorbellPageBytes = 4096;

@@ -94,8 +94,9 @@ class Worker {
   // (a word in a page clients map read-only; default: a private word).
   // With membarrier_flag (a word that is nonzero while the clients may rely
   // on it), the worker issues membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)
-  // after it stores the flag and before its last look, so clients need no
-  // fence of their own (ctrl/shm_abi.h, kBellMembarrier); if the call fails
+  // after it stores the flag and before its last look, when it means to
+  // sleep longer than 50 us, so clients need no fence of their own
+  // (ctrl/shm_abi.h, kBellMembarrier); if the call fails
   // it clears the word and does not sleep that time.
   void set_asleep_flag(std::atomic<uint32_t>* flag, std::atomic<uint32_t>* membarrier_flag = nullptr) {
     asleep_ = flag;
