@@ -101,7 +101,7 @@ run() {
 post_path() {
   perf report -i "$1" --no-children --sort dso,sym --stdio -g none 2>/dev/null | awk '
     /^# Event count/ {total = $NF}
-    /%/ && /libisoroce-verbs/ && !/poll_cq|note_empty_poll|back_off/ {sub("%", "", $1); post += $1}
+    /%/ && /libisoroce-verbs/ && !/poll_cq|note_empty_poll|back_off|sched_yield/ {sub("%", "", $1); post += $1}
     END {printf "%.0f %.0f\n", total, total * post / 100}'
 }
 
@@ -125,7 +125,7 @@ for b in "${builds[@]}"; do
     END { printf "%-14s %10.3f %18.0f %18.0f %18.0f %18.0f\n", b, med(m, k), med(u, k), med(w, k), med(c, k), med(p, k) }'
 done | tee "$tmp/table"
 if [[ ${#builds[@]} == 2 ]]; then
-  awk 'NR == 1 {m0 = $2; u0 = $3; w0 = $4; c0 = $5; p0 = $6} NR == 2 && m0 > 0 && u0 > 0 {printf "ratio (%s / %s): %.2fx msg/s, %.2fx worker busy time, %.2fx worker CPU, %.2fx client CPU, %.2fx client post path per message\n", $1, b0, $2 / m0, $3 / u0, $4 / w0, $5 / c0, p0 > 0 ? $6 / p0 : 0} {b0 = NR == 1 ? $1 : b0}' "$tmp/table"
+  awk 'NR == 1 {m0 = $2; u0 = $3; w0 = $4; c0 = $5; p0 = $6} NR == 2 && m0 > 0 && u0 > 0 {printf "ratio (%s / %s): %.2fx msg/s, %.2fx worker busy time, %.2fx worker CPU, %.2fx client CPU, %.2fx client post path per message\n", $1, b0, $2 / m0, $3 / u0, $4 / w0, $5 / c0, (p0 > 0 ? $6 / p0 : 0)} {b0 = NR == 1 ? $1 : b0}' "$tmp/table"
 fi
 if [[ ${PROFILE:-0} == 1 ]]; then
   for b in "${builds[@]}"; do run "$b" profile >/dev/null; done
