@@ -224,6 +224,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     stamp_posts(ring, start, prod);
     shm::producer(ring.base).store(prod, std::memory_order_release);
     ring_doorbell(*context_of(ibqp->context));
+    prefetch_next_wqe(ring, prod);
   }
   if (rc) *bad_wr = wr;
   return rc;

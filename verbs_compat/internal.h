@@ -117,6 +117,21 @@ inline void ring_doorbell(const Context& c) {
 // This process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED (the first
 // call registers it; false if the kernel refuses).
 bool membarrier_registered();
+// After a publish: asks for the lines of the next free SQ slot in the
+// exclusive state (prefetchw: the head, iova..dma, the SGEs), so the next
+// post's stores find them here instead of waiting, in the store buffer, for
+// the worker's copies to be invalidated. The worker reads that slot only
+// after the next publish.
+inline void prefetch_next_wqe(const Ring& sq, uint32_t next) {
+#if defined(__x86_64__)
+  const uint8_t* el = sq.at(next);
+  asm volatile("prefetchw %0" ::"m"(el[0]));
+  asm volatile("prefetchw %0" ::"m"(el[128]));
+  asm volatile("prefetchw %0" ::"m"(el[192]));
+#else
+  (void)sq, (void)next;
+#endif
+}
 // Maps fd (and closes it) with the geometry in geo; false on failure.
 bool map_ring(int fd, const json& geo, bool cq, Ring* r);
 void unmap_ring(Ring* r);
