@@ -15,6 +15,11 @@ std::optional<uint32_t> own_handle(const std::set<uint32_t>& set, const nlohmann
 int check_send_wr(const ClientObjects& c, uint32_t qpn, transport::SendWr& wr, std::span<transport::Sge> sges,
                   InlineSource source, const char** why) {
   if (!c.qps.count(qpn)) return *why = "not a QP of this client", EINVAL;
+  return check_send_wr_handles(c, wr, sges, source, why);
+}
+
+int check_send_wr_handles(const ClientObjects& c, transport::SendWr& wr, std::span<transport::Sge> sges,
+                          InlineSource source, const char** why) {
   // AH 0 names none (a UD send without one is refused by the engine).
   if (wr.ah != 0 && !c.ahs.count(wr.ah)) return *why = "not an AH of this client", EINVAL;
   if (wr.opcode == IBV_WR_BIND_MW && !c.mws.count(wr.bind.mw_rkey >> 8))

@@ -47,6 +47,10 @@ enum class InlineSource { kClientMemory, kDaemon };
 // 0, or EINVAL with *why.
 int check_send_wr(const ClientObjects& c, uint32_t qpn, transport::SendWr& wr, std::span<transport::Sge> sges,
                   InlineSource source, const char** why);
+// The same checks but the QP's: for a caller that checked the QP once for a
+// burst of its WRs (ShmPump::pump_send).
+int check_send_wr_handles(const ClientObjects& c, transport::SendWr& wr, std::span<transport::Sge> sges,
+                          InlineSource source, const char** why);
 
 // A receive WR for QP qpn, or for SRQ srq when srq is set: the queue must be c's.
 int check_recv_wr(const ClientObjects& c, uint32_t qpn, std::optional<uint32_t> srq, const char** why);

@@ -330,7 +330,7 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
     std::string bell_error;
     auto bell = DoorbellPage::create(static_cast<uint32_t>(w), &bell_error);
     if (bell)
-      worker->set_asleep_flag(bell->asleep());
+      worker->set_asleep_flag(bell->asleep(), bell->membarrier() ? bell->flags() : nullptr);
     else
       log(LogLevel::kWarning, "worker {}: no doorbell for clients ({}): their posts wait for its polling", w,
           bell_error);
@@ -365,7 +365,8 @@ nlohmann::json DeviceSet::workers_view() const {
                        {"busy_ns", st.busy_ns},
                        {"wakeups", st.wakeups}, {"wait_fds", workers_[i]->wait_fds()},
                        {"doorbells", workers_[i]->doorbells()}, {"doorbell_wakeups", st.doorbell_wakeups},
-                       {"signalled_sleeps", st.signalled_sleeps}, {"short_spins", st.short_spins}});
+                       {"signalled_sleeps", st.signalled_sleeps}, {"short_spins", st.short_spins},
+                       {"membarrier", workers_[i]->membarrier()}});
   }
   return workers;
 }

@@ -1,6 +1,8 @@
 #include "ctrl/doorbell.h"
 
 #include <fcntl.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -24,6 +26,12 @@ std::unique_ptr<DoorbellPage> DoorbellPage::create(uint32_t worker, std::string*
   p->page_ = new (base) shm::DoorbellPage{};
   p->page_->abi = shm::kShmAbiVersion;
   p->page_->worker = worker;
+  // The asymmetric fence (shm_abi.h): only where the kernel has it and lets us
+  // call it (a seccomp filter may not).
+  const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0)
+    p->page_->flags.store(shm::kBellMembarrier, std::memory_order_relaxed);
   // Our writable mapping stays; nobody can make another, write the file or
   // resize it (F_SEAL_FUTURE_WRITE, Linux 5.1).
   if (fcntl(p->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) != 0)

@@ -22,6 +22,11 @@ class DoorbellPage {
 
   // The flag the worker stores while it blocks.
   std::atomic<uint32_t>* asleep() { return &page_->asleep; }
+  // kBellMembarrier when the kernel has membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)
+  // (set by create(), probed with one call), else 0: the word the worker clears
+  // if the call ever fails.
+  std::atomic<uint32_t>* flags() { return &page_->flags; }
+  bool membarrier() const { return page_->flags.load(std::memory_order_relaxed) & shm::kBellMembarrier; }
   // A descriptor for clients (dup it): opened read-only, the file sealed
   // against writable mappings, writes, growing and shrinking.
   int client_fd() const { return ro_fd_; }

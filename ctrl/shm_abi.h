@@ -81,6 +81,24 @@
 // writes can only end the worker's sleeps (counted: doorbell_wakeups in the
 // status view); docs/security.md.
 //
+// The fence without a fence (kBellMembarrier in DoorbellPage::flags): where the
+// kernel has membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) the worker issues it
+// between its store of asleep and its last look, and sets the flag. A library
+// whose process registered for it (MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED)
+// then needs only a compiler barrier between its producer_index store and its
+// load of asleep: the worker's system call makes every CPU running the
+// library's threads pass a full barrier, which orders that store and load as
+// the library's own fence would (the asymmetric fence of membarrier(2)). The
+// fence the library drops was most of a post's cost (it waits until the
+// stores to the WQE's lines and the producer line, cross-core misses, are
+// done); the worker pays one system call per sleep instead, and only before
+// a sleep longer than 50 us (the call IPIs every CPU running a registered
+// process: about 50 us on a paravirtualised VM): a post that races a shorter
+// sleep is found when that sleep ends, at most 50 us late. A library that is
+// not registered, or that finds the flag clear, keeps its fence; a daemon
+// that cannot issue the call leaves the flag clear (and clears it, then
+// polls on, if the call ever fails).
+//
 // Versions: "open" carries "shm_abi" (kShmAbiVersion); a daemon that speaks
 // another version refuses the open with EPROTO and says which versions meet.
 // A library without the field (ABI 1: the same queues, no doorbell) is served
@@ -180,8 +198,13 @@ struct alignas(64) DoorbellPage {
   std::atomic<uint32_t> asleep;  // 1: the worker blocks (or is about to): ring the eventfd
   uint32_t abi;                  // kShmAbiVersion
   uint32_t worker;               // the worker's index (as in the status view)
-  uint32_t reserved[13];
+  std::atomic<uint32_t> flags;   // kBellMembarrier
+  uint32_t reserved[12];
 };
+// The worker issues membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) after it
+// stores asleep (before sleeps longer than 50 us): a registered library may
+// drop its fence (see above).
+inline constexpr uint32_t kBellMembarrier = 1;
 static_assert(sizeof(DoorbellPage) == 64);
 inline constexpr size_t kDoorbellPageBytes = 4096;
 

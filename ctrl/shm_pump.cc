@@ -180,8 +180,12 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
   const uint32_t prod = shm::producer(q.base()).load(std::memory_order_acquire) & q.mask();
   uint32_t cons = shm::consumer(q.base()).load(std::memory_order_relaxed) & q.mask();
   unsigned moved = 0;
+  if (cons == prod) return 0;
   const size_t tail_bytes = q.elem_bytes() - sizeof(shm::SendWqe);
   if (scratch_.size() < tail_bytes) scratch_.resize(tail_bytes);
+  // Per burst, not per WQE: the QP is the owner's (its other handles, AH and
+  // memory window, are checked per WQE: they come from the ring).
+  const bool own_qp = w.owner->qps.count(w.id) != 0;
   while (cons != prod && moved < kMaxBatch) {
     // Copy out first: the application may change the element while we look.
     // Only what the WQE uses is copied (its 208 bytes, then its SGEs or its
@@ -234,7 +238,7 @@ unsigned ShmPump::pump_send(sched::Picos now, const Work& w) {
     }
     // The owner's handles, as for the socket's post_send (another client's AH is refused).
     const char* why = "";
-    ok = ok && check_send_wr(*w.owner, w.id, wr, sges_, InlineSource::kDaemon, &why) == 0;
+    ok = ok && own_qp && check_send_wr_handles(*w.owner, wr, sges_, InlineSource::kDaemon, &why) == 0;
     int rc = ok ? engine_.post_send(now, wire::Qpn(w.id), wr) : EINVAL;
     // Garbage (the library validates what it posts): the WR completes with
     // IBV_WC_LOC_QP_OP_ERR and the QP goes to ERR, so the application learns

@@ -4,11 +4,14 @@
 // rdma-core's providers/rxe/rxe.c: validate, check for room, build the WQE,
 // advance the producer; a failure returns a positive errno with *bad_wr at
 // the first work request not posted.
+#include <linux/membarrier.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <time.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -54,9 +57,25 @@ int validate_send(const Qp& q, const ibv_send_wr& wr, uint64_t* total) {
   return 0;
 }
 
+// The lines of a WQE the daemon reads (ShmPump::pump_send): the work
+// request's head (every field it takes from wr.wr is in the first 64 bytes),
+// and iova through dma (152..208, then the SGEs or inline bytes). The rest
+// (ud.av and the tail of the union, status, state: 64..152) is never written,
+// so it stays the zeros of the new ring, and a post writes three 64-byte
+// lines of the element instead of four: one cross-core miss fewer for the
+// application's stores and for the worker's copy of the WQE.
+constexpr size_t kWqeHeadBytes = 64;
+static_assert(offsetof(rxe_send_wr, wr.mw.access) + sizeof(uint32_t) <= kWqeHeadBytes);
+static_assert(offsetof(rxe_send_wr, wr.atomic.rkey) + sizeof(uint32_t) <= kWqeHeadBytes);
+static_assert(offsetof(rxe_send_wr, wr.ud.ah_num) + sizeof(uint32_t) <= kWqeHeadBytes);
+static_assert(offsetof(rxe_send_wr, wr.rdma.rkey) + sizeof(uint32_t) <= kWqeHeadBytes);
+constexpr size_t kWqeTailFrom = offsetof(shm::SendWqe, iova);
+static_assert(kWqeTailFrom >= kWqeHeadBytes && kWqeTailFrom < offsetof(shm::SendWqe, dma));
+
 void build_send(const Qp& q, const ibv_send_wr& wr, uint32_t total, uint8_t* el) {
   auto* w = reinterpret_cast<shm::SendWqe*>(el);
-  std::memset(w, 0, sizeof *w);
+  std::memset(el, 0, kWqeHeadBytes);
+  std::memset(el + kWqeTailFrom, 0, sizeof *w - kWqeTailFrom);
   w->wr.wr_id = wr.wr_id;
   w->wr.opcode = wr.opcode;
   w->wr.send_flags = wr.send_flags;
@@ -154,6 +173,13 @@ int post_recv_ring(const Context& ctx, Ring& ring, uint32_t max_sge, uint32_t ma
 
 }  // namespace
 
+bool membarrier_registered() {
+  // Once per process; the worker's MEMBARRIER_CMD_GLOBAL_EXPEDITED reaches
+  // only the threads of registered processes.
+  static const bool registered = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+  return registered;
+}
+
 void ring_doorbell_slow(const Context& c) {
   // Non-blocking: a full counter means the worker has a wakeup pending anyway.
   const uint64_t one = 1;
@@ -198,6 +224,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     stamp_posts(ring, start, prod);
     shm::producer(ring.base).store(prod, std::memory_order_release);
     ring_doorbell(*context_of(ibqp->context));
+    prefetch_next_wqe(ring, prod);
   }
   if (rc) *bad_wr = wr;
   return rc;

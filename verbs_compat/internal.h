@@ -70,6 +70,10 @@ struct Context {
   // ISOROCE_VERBS_DOORBELL=0).
   const shm::DoorbellPage* bell = nullptr;
   int bell_fd = -1;
+  // The page offers kBellMembarrier and this process registered for
+  // MEMBARRIER_CMD_GLOBAL_EXPEDITED (unless ISOROCE_VERBS_MEMBARRIER=0): a
+  // post needs no fence while the page keeps the flag (ring_doorbell).
+  bool bell_membarrier = false;
 
   // A request; a failed reply is logged (op and error) unless quiet.
   json call(const json& req, std::span<const int> fds = {}, std::vector<int>* received = nullptr, bool quiet = false);
@@ -97,13 +101,36 @@ inline void stamp_posts(const Ring& sq, uint32_t from, uint32_t to) {
 }
 // After a post is published (producer_index stored): wakes the worker if it
 // sleeps. The fence pairs with the worker's between its flag and its last
-// look at the rings (Worker::idle_wait); awake, no system call.
+// look at the rings (Worker::idle_wait); awake, no system call. With
+// bell_membarrier the worker's membarrier() is that fence for both sides
+// (ctrl/shm_abi.h): only the compiler must keep the store before the load.
 void ring_doorbell_slow(const Context& c);
 inline void ring_doorbell(const Context& c) {
   if (c.bell == nullptr) return;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (c.bell_membarrier && (c.bell->flags.load(std::memory_order_relaxed) & shm::kBellMembarrier)) [[likely]]
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   if (c.bell->asleep.load(std::memory_order_relaxed)) [[unlikely]]
     ring_doorbell_slow(c);
+}
+// This process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED (the first
+// call registers it; false if the kernel refuses).
+bool membarrier_registered();
+// After a publish: asks for the lines of the next free SQ slot in the
+// exclusive state (prefetchw: the head, iova..dma, the SGEs), so the next
+// post's stores find them here instead of waiting, in the store buffer, for
+// the worker's copies to be invalidated. The worker reads that slot only
+// after the next publish.
+inline void prefetch_next_wqe(const Ring& sq, uint32_t next) {
+#if defined(__x86_64__)
+  const uint8_t* el = sq.at(next);
+  asm volatile("prefetchw %0" ::"m"(el[0]));
+  asm volatile("prefetchw %0" ::"m"(el[128]));
+  asm volatile("prefetchw %0" ::"m"(el[192]));
+#else
+  (void)sq, (void)next;
+#endif
 }
 // Maps fd (and closes it) with the geometry in geo; false on failure.
 bool map_ring(int fd, const json& geo, bool cq, Ring* r);

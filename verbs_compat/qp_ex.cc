@@ -205,6 +205,7 @@ int wr_complete(ibv_qp_ex* x) {
     stamp_posts(q.sq, b.start, b.prod);
     shm::producer(q.sq.base).store(b.prod, std::memory_order_release);
     ring_doorbell(*context_of(x->qp_base.context));
+    prefetch_next_wqe(q.sq, b.prod);
   }
   if (err) debug("qp_ex %u: wr_complete: %s, nothing posted", x->qp_base.qp_num, std::strerror(err));
   b.err = 0;

@@ -13,9 +13,12 @@
 # MsgRate); the worker's busy time per message (isoroce-ctl status busy_ns:
 # time in passes that moved something, preempted passes left out: what a
 # message costs the worker, without its idle polling); the CPU time per message
-# of the worker thread and of the client process (perf stat -e task-clock:
-# includes polling while idle; this VM exposes no hardware counters, so
-# "instructions" are not available). PROFILE=1 adds one more
+# of the worker thread (perf stat -e task-clock) and of the client process
+# (perf record -e cpu-clock: the samples' total), both including polling while
+# idle, and the client's time in its post path (the samples in
+# libisoroce-verbs.so outside the CQ polling: what ibv_post_send costs the
+# application, fences and cross-core misses included); this VM exposes no
+# hardware counters, so "instructions" are not available. PROFILE=1 adds one more
 # run per build under `perf record -e cpu-clock` of the worker and of the client
 # process and prints their top symbols (KEEP=DIR keeps the perf.data files). Apps run on CPU 0, the worker on CPU 1 (--lcores 0,1).
 set -euo pipefail
@@ -70,7 +73,9 @@ run() {
   local p=$!
   local busy0
   busy0=$(busy "$bin/isoroce-ctl" "$sock")
-  local cperf=(perf stat -x, -e task-clock -o "$tmp/client.stat")
+  # The client under perf record in every round: its CPU time (the samples'
+  # event count) and the part of it in the library's post path.
+  local cperf=(perf record -q -e cpu-clock -o "$tmp/client.data")
   [[ $r == profile ]] && cperf=(perf record -q -e cpu-clock -g -o "$tmp/client-$(name "$b").data")
   ISOROCE_SOCKET="$sock" LD_PRELOAD="$lib" taskset -c 0 timeout 120 "${cperf[@]}" \
     ib_write_bw -d isoroce0 -x 0 -p $port -s 64 -n "$n" 127.0.0.1 >"$tmp/client.out" 2>&1 || true
@@ -80,13 +85,24 @@ run() {
   wait $server 2>/dev/null || true
   kill -TERM "$daemon"; wait "$daemon" 2>/dev/null || true
   daemon=
-  local mpps wms cms
+  local mpps wms cns=0 pns=0
   mpps=$(awk '$1 == 64 {print $5; exit}' "$tmp/client.out")
   wms=$( [[ -s $tmp/worker.stat ]] && awk -F, '/task-clock/ {print $1}' "$tmp/worker.stat" || echo 0)
-  cms=$( [[ -s $tmp/client.stat ]] && awk -F, '/task-clock/ {print $1}' "$tmp/client.stat" || echo 0)
-  rm -f "$tmp/worker.stat" "$tmp/client.stat"
-  awk -v m="${mpps:-0}" -v b="$((busy1 - busy0))" -v w="${wms:-0}" -v c="${cms:-0}" -v n="$n" \
-    'BEGIN {printf "%.3f %.0f %.0f %.0f\n", m, b / n, w * 1e6 / n, c * 1e6 / n}'
+  [[ -s $tmp/client.data ]] && read -r cns pns < <(post_path "$tmp/client.data")
+  rm -f "$tmp/worker.stat" "$tmp/client.data"
+  awk -v m="${mpps:-0}" -v b="$((busy1 - busy0))" -v w="${wms:-0}" -v c="${cns:-0}" -v p="${pns:-0}" -v n="$n" \
+    'BEGIN {printf "%.3f %.0f %.0f %.0f %.0f\n", m, b / n, w * 1e6 / n, c / n, p / n}'
+}
+
+# post_path PERF_DATA: "client_cpu_ns library_post_ns": the client's CPU time
+# (cpu-clock samples' event count, ns) and the part in libisoroce-verbs.so
+# outside its CQ polling (poll_cq and its back-off): ibv_post_send's own cost,
+# cross-core misses and fences included, without the time spent waiting.
+post_path() {
+  perf report -i "$1" --no-children --sort dso,sym --stdio -g none 2>/dev/null | awk '
+    /^# Event count/ {total = $NF}
+    /%/ && /libisoroce-verbs/ && !/poll_cq|note_empty_poll|back_off|sched_yield/ {sub("%", "", $1); post += $1}
+    END {printf "%.0f %.0f\n", total, total * post / 100}'
 }
 
 echo "load before: $(uptime)"
@@ -95,21 +111,21 @@ for r in $(seq "$rounds"); do
   for b in "${builds[@]}"; do
     v=$(run "$b" "$r")
     res[$b]+="$v;"
-    printf "round %d %-12s %s M msg/s, worker busy %s ns/msg, worker CPU %s ns/msg, client CPU %s ns/msg\n" "$r" "$b" $v
+    printf "round %d %-12s %s M msg/s, worker busy %s ns/msg, worker CPU %s ns/msg, client CPU %s ns/msg, client post path %s ns/msg\n" "$r" "$b" $v
   done
 done
 echo "load after:  $(uptime)"
 echo
-printf "%-14s %10s %18s %18s %18s\n" build "M msg/s" "worker busy ns/msg" "worker CPU ns/msg" "client CPU ns/msg"
+printf "%-14s %10s %18s %18s %18s %18s\n" build "M msg/s" "worker busy ns/msg" "worker CPU ns/msg" "client CPU ns/msg" "client post ns/msg"
 for b in "${builds[@]}"; do
-  tr ';' '\n' <<<"${res[$b]}" | awk -v b="$b" 'NF == 4 {m[NR] = $1; u[NR] = $2; w[NR] = $3; c[NR] = $4; k = NR}
+  tr ';' '\n' <<<"${res[$b]}" | awk -v b="$b" 'NF == 5 {m[NR] = $1; u[NR] = $2; w[NR] = $3; c[NR] = $4; p[NR] = $5; k = NR}
     function med(a, n,   i, j, t, s) { for (i = 1; i <= n; i++) s[i] = a[i]
       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (s[j] < s[i]) { t = s[i]; s[i] = s[j]; s[j] = t }
       return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2 }
-    END { printf "%-14s %10.3f %18.0f %18.0f %18.0f\n", b, med(m, k), med(u, k), med(w, k), med(c, k) }'
+    END { printf "%-14s %10.3f %18.0f %18.0f %18.0f %18.0f\n", b, med(m, k), med(u, k), med(w, k), med(c, k), med(p, k) }'
 done | tee "$tmp/table"
 if [[ ${#builds[@]} == 2 ]]; then
-  awk 'NR == 1 {m0 = $2; u0 = $3; w0 = $4; c0 = $5} NR == 2 && m0 > 0 && u0 > 0 {printf "ratio (%s / %s): %.2fx msg/s, %.2fx worker busy time, %.2fx worker CPU, %.2fx client CPU per message\n", $1, b0, $2 / m0, $3 / u0, $4 / w0, $5 / c0} {b0 = NR == 1 ? $1 : b0}' "$tmp/table"
+  awk 'NR == 1 {m0 = $2; u0 = $3; w0 = $4; c0 = $5; p0 = $6} NR == 2 && m0 > 0 && u0 > 0 {printf "ratio (%s / %s): %.2fx msg/s, %.2fx worker busy time, %.2fx worker CPU, %.2fx client CPU, %.2fx client post path per message\n", $1, b0, $2 / m0, $3 / u0, $4 / w0, $5 / c0, (p0 > 0 ? $6 / p0 : 0)} {b0 = NR == 1 ? $1 : b0}' "$tmp/table"
 fi
 if [[ ${PROFILE:-0} == 1 ]]; then
   for b in "${builds[@]}"; do run "$b" profile >/dev/null; done

@@ -1,5 +1,6 @@
 #include "dataplane/dpdk/worker.h"
 
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <rte_errno.h>
 #include <rte_pause.h>
@@ -19,6 +20,7 @@ namespace {
 constexpr unsigned kRingSize = 256;
 constexpr unsigned kCommandBurst = 16;
 constexpr sched::Picos kPreempted = 200'000'000;  // a busy pass this long was descheduled
+constexpr sched::Picos kShortSleep = 50'000'000;  // no membarrier before a sleep this short (50 us)
 }  // namespace
 
 Worker::Worker(unsigned id, std::vector<Device*> devices, const TscClock& clock, IdleConfig idle)
@@ -202,6 +204,19 @@ void Worker::idle_wait(sched::Picos now) {
   // Pairs with wake() and with the library's fence after it publishes a post:
   // from here on either we see the post (below) or the poster sees us asleep.
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  // The clients' half of the fence (ctrl/shm_abi.h, kBellMembarrier): every
+  // CPU running a registered client passes a full barrier now, so a post
+  // published without a fence before it is seen by the look below. It costs
+  // an IPI to each CPU that runs a client (about 50 us on this project's
+  // paravirtualised 2-core VM), so a shorter sleep goes without it: a post
+  // that races that sleep waits at most the sleep (kShortSleep).
+  if (sleep > kShortSleep && membarrier_flag_ != nullptr && membarrier_flag_->load(std::memory_order_relaxed) != 0 &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) [[unlikely]] {
+    // Clients fence again once they see the word clear; until then keep polling.
+    membarrier_flag_->store(0, std::memory_order_relaxed);
+    asleep_->store(0, std::memory_order_relaxed);
+    return;
+  }
   if (rte_ring_count(ring_) != 0 || stop_.load(std::memory_order_acquire)) {
     asleep_->store(0, std::memory_order_relaxed);
     return;

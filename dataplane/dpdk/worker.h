@@ -99,13 +99,26 @@ class Worker {
 
   // The doorbell: before run(), where the worker publishes that it sleeps
   // (a word in a page clients map read-only; default: a private word).
-  void set_asleep_flag(std::atomic<uint32_t>* flag) { asleep_ = flag; }
+  // With membarrier_flag (a word that is nonzero while the clients may rely
+  // on it), the worker issues membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)
+  // after it stores the flag and before its last look, when it means to
+  // sleep longer than 50 us, so clients need no fence of their own
+  // (ctrl/shm_abi.h, kBellMembarrier); if the call fails
+  // it clears the word and does not sleep that time.
+  void set_asleep_flag(std::atomic<uint32_t>* flag, std::atomic<uint32_t>* membarrier_flag = nullptr) {
+    asleep_ = flag;
+    membarrier_flag_ = membarrier_flag;
+  }
   // A client's doorbell eventfd joins / leaves the set the worker blocks on.
   // On the worker's thread only (inside call()); the worker reads it without
   // blocking whatever flags the client sets on it, and never closes it.
   void add_doorbell(int fd);
   void remove_doorbell(int fd);
   size_t doorbells() const { return doorbells_.load(std::memory_order_relaxed); }
+  // The worker issues membarrier() before it sleeps (set_asleep_flag).
+  bool membarrier() const {
+    return membarrier_flag_ != nullptr && membarrier_flag_->load(std::memory_order_relaxed) != 0;
+  }
 
   const std::vector<Device*>& devices() const { return devices_; }
   WorkerStats stats() const;
@@ -138,6 +151,7 @@ class Worker {
   int wake_fd_ = -1;                 // eventfd: call()/wake() end a sleep
   std::atomic<uint32_t> own_asleep_{0};
   std::atomic<uint32_t>* asleep_ = &own_asleep_;  // 1 while the worker blocks (or is about to)
+  std::atomic<uint32_t>* membarrier_flag_ = nullptr;  // nonzero: membarrier after storing *asleep_
   std::vector<pollfd> fds_;          // wake_fd_, then the ports' sockets, then the doorbells
   size_t port_fds_ = 0;
   std::atomic<size_t> doorbells_{0};

@@ -5,8 +5,11 @@
 // with ISOROCE_VERBS_DOORBELL=0 the counter stays; a client that abuses its
 // doorbell (writes, drains, blocking flags, writable mappings) changes
 // nothing but wakeups; sparse WRITEs shorten the worker's idle spin; a
-// library of another shared-memory ABI is refused.
+// library of another shared-memory ABI is refused; where the worker issues
+// membarrier() before it sleeps, posts without a fence still wake it.
 #include <fcntl.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -122,6 +125,47 @@ TEST_F(VerbsDoorbell, WithoutTheDoorbellTheCounterStaysAndTheWorkerPollsAnyway) 
   EXPECT_EQ(after.doorbell_wakeups, before.doorbell_wakeups);
   // net_ring ports have no wait fds: never the long, deadline-bounded sleep.
   EXPECT_EQ(after.signalled_sleeps, before.signalled_sleeps);
+}
+
+// The fence a post no longer needs (ctrl/shm_abi.h, kBellMembarrier): where
+// the kernel has membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) the page says the
+// worker issues it before it sleeps (and the status view too), and posts of a
+// library that relies on it (the default) or that keeps its fence
+// (ISOROCE_VERBS_MEMBARRIER=0) both end the worker's 100 ms sleeps at once.
+TEST_F(VerbsDoorbell, PostsWithoutAFenceStillWakeTheWorkerWhereItIssuesMembarrier) {
+  const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  const bool kernel_has = cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED);
+  std::string err;
+  auto c = ctrl::Client::connect(daemon_->socket(), &err);
+  ASSERT_TRUE(c) << err;
+  const json st = c->call({{"op", "status"}});
+  ASSERT_FALSE(st["status"]["workers"].empty());
+  for (const json& w : st["status"]["workers"]) EXPECT_EQ(w.value("membarrier", !kernel_has), kernel_has) << w.dump();
+  std::vector<int> fds;
+  const json r = c->call({{"op", "open"}, {"device", "isoroce0"}, {"shm_abi", shm::kShmAbiVersion}, {"doorbell", true}},
+                         {}, &fds);
+  ASSERT_TRUE(r.value("ok", false)) << r.dump();
+  ASSERT_EQ(fds.size(), 2u);
+  void* page = mmap(nullptr, shm::kDoorbellPageBytes, PROT_READ, MAP_SHARED, fds[0], 0);
+  ASSERT_NE(page, MAP_FAILED);
+  EXPECT_EQ(static_cast<const shm::DoorbellPage*>(page)->flags.load() & shm::kBellMembarrier,
+            kernel_has ? shm::kBellMembarrier : 0u);
+  munmap(page, shm::kDoorbellPageBytes);
+  for (int f : fds) close(f);
+  c.reset();
+  for (const char* fence : {"1", "0"}) {
+    SCOPED_TRACE(std::string("ISOROCE_VERBS_MEMBARRIER=") + fence);
+    setenv("ISOROCE_VERBS_MEMBARRIER", fence, 1);
+    VerbsDev a, b;
+    ASSERT_NO_FATAL_FAILURE(pair(a, b));
+    unsetenv("ISOROCE_VERBS_MEMBARRIER");
+    const WorkerTotals before = totals();
+    const auto median = quiet_writes(a, b, 3, std::chrono::milliseconds(300));
+    const WorkerTotals after = totals();
+    EXPECT_GE(after.doorbell_wakeups - before.doorbell_wakeups, 2u);
+    EXPECT_LT(median, std::chrono::milliseconds(40))
+        << std::chrono::duration_cast<std::chrono::microseconds>(median).count() << " us";
+  }
 }
 
 TEST_F(VerbsDoorbell, AHostileClientOnlyCostsWakeups) {
