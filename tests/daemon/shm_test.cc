@@ -23,7 +23,9 @@ class Shm : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { daemon_ = new DaemonProcess({"--loopback", "--policy", "tassel"}); }
   static void TearDownTestSuite() {
-    if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    }
     delete daemon_;
   }
   void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }

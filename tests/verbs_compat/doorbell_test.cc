@@ -120,7 +120,9 @@ TEST_F(VerbsDoorbell, WithoutTheDoorbellTheCounterStaysAndTheWorkerPollsAnyway) 
   // The worker found these posts at the end of a sleep (its bound, or a stale
   // engine timer): slower than the doorbell of the test before, when it ran
   // (several ms against a few hundred us here).
-  if (doorbell_median_ != Clock::duration::zero()) EXPECT_LT(doorbell_median_, median);
+  if (doorbell_median_ != Clock::duration::zero()) {
+    EXPECT_LT(doorbell_median_, median);
+  }
   const WorkerTotals after = totals();
   EXPECT_EQ(after.doorbell_wakeups, before.doorbell_wakeups);
   // net_ring ports have no wait fds: never the long, deadline-bounded sleep.
