@@ -160,6 +160,7 @@ void Worker::run() {
     }
     if (!in_gap_) {
       in_gap_ = true;
+      spin_.begin_gap();
       if (!spin_.full()) short_spins_.fetch_add(1, std::memory_order_relaxed);
     }
     const sched::Picos spin = spin_.spin();
