@@ -293,11 +293,14 @@ ibv_context* ibv_open_device(ibv_device* device) {
     } else {
       ctx->bell = static_cast<const isoroce::shm::DoorbellPage*>(page);
       ctx->bell_fd = fds[2];
-      // The worker's membarrier replaces our fence per post (ctrl/shm_abi.h)
-      // unless ISOROCE_VERBS_MEMBARRIER=0 or the kernel refuses to register us.
+      // With ISOROCE_VERBS_MEMBARRIER=1 the worker's membarrier replaces our
+      // fence per post (ctrl/shm_abi.h), if the kernel registers us. Opt-in:
+      // the call's IPIs (about 50 us on a VM) then precede each of the
+      // worker's long sleeps, which doubled two daemons' round trips
+      // (docs/performance.md, "The membarrier made opt-in").
       const char* mb_env = std::getenv("ISOROCE_VERBS_MEMBARRIER");
       ctx->bell_membarrier = (ctx->bell->flags.load(std::memory_order_relaxed) & isoroce::shm::kBellMembarrier) &&
-                             (mb_env == nullptr || std::strcmp(mb_env, "0") != 0) && membarrier_registered();
+                             mb_env != nullptr && std::strcmp(mb_env, "1") == 0 && membarrier_registered();
     }
   }
   ctx->info = r.value("device", json::object());

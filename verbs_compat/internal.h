@@ -71,7 +71,7 @@ struct Context {
   const shm::DoorbellPage* bell = nullptr;
   int bell_fd = -1;
   // The page offers kBellMembarrier and this process registered for
-  // MEMBARRIER_CMD_GLOBAL_EXPEDITED (unless ISOROCE_VERBS_MEMBARRIER=0): a
+  // MEMBARRIER_CMD_GLOBAL_EXPEDITED (with ISOROCE_VERBS_MEMBARRIER=1): a
   // post needs no fence while the page keeps the flag (ring_doorbell).
   bool bell_membarrier = false;
 
