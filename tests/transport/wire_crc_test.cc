@@ -24,6 +24,21 @@ uint32_t zlib_crc(const uint8_t* p, size_t n) {
   return static_cast<uint32_t>(crc32(0, p, static_cast<uInt>(n)));
 }
 
+// A frame's path and BTH fields at random (IPv6 link-local or IPv4 addresses).
+FrameSpec random_path(std::mt19937_64& rng, bool v6) {
+  FrameSpec s;
+  s.src_ip = v6 ? IpAddr{0xfe, 0x80, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14} : ipv4_mapped(0x0a000001);
+  s.dst_ip = v6 ? IpAddr{0xfe, 0x80, 9, 9, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15} : ipv4_mapped(0x0a000002);
+  s.traffic_class = static_cast<uint8_t>(rng());
+  s.hop_limit = static_cast<uint8_t>(rng());
+  s.flow_label = static_cast<uint32_t>(rng() & 0xfffff);
+  s.fecn = rng() & 1;
+  s.becn = rng() & 1;
+  s.psn = Psn(static_cast<uint32_t>(rng() & 0xffffff));
+  s.dest_qp = Qpn(static_cast<uint32_t>(rng() & 0xffffff));
+  return s;
+}
+
 // Restores the automatic choice after a test forced a path.
 class CrcPaths : public ::testing::TestWithParam<std::string> {
  protected:
@@ -165,18 +180,8 @@ TEST(Icrc, FusedBuildMatchesTheReferenceOverRandomFrames) {
   std::vector<uint8_t> payload(9000);
   for (auto& b : payload) b = static_cast<uint8_t>(rng());
   for (int i = 0; i < 400; ++i) {
-    FrameSpec s;
-    const bool v6 = i % 3 == 0;
-    s.src_ip = v6 ? IpAddr{0xfe, 0x80, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14} : ipv4_mapped(0x0a000001);
-    s.dst_ip = v6 ? IpAddr{0xfe, 0x80, 9, 9, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15} : ipv4_mapped(0x0a000002);
+    FrameSpec s = random_path(rng, i % 3 == 0);
     if (i % 5 == 0) s.vlan_tci = 7;
-    s.traffic_class = static_cast<uint8_t>(rng());
-    s.hop_limit = static_cast<uint8_t>(rng());
-    s.flow_label = static_cast<uint32_t>(rng() & 0xfffff);
-    s.fecn = rng() & 1;
-    s.becn = rng() & 1;
-    s.psn = Psn(static_cast<uint32_t>(rng() & 0xffffff));
-    s.dest_qp = Qpn(static_cast<uint32_t>(rng() & 0xffffff));
     const size_t len = rng() % 4200;
     const size_t off = rng() % 64;
     s.opcode = op::kRcWriteOnly;
@@ -242,18 +247,9 @@ TEST(Icrc, OneStreamEqualsThePlainIcrcForEveryOpcodeFamilyAndLength) {
   ASSERT_GE(without.size(), 5u);
   int frames = 0;
   auto check = [&](uint8_t opcode, int family, size_t len) {
-    FrameSpec s;
     const bool v6 = family & 1;
-    s.src_ip = v6 ? IpAddr{0xfe, 0x80, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14} : ipv4_mapped(0x0a000001);
-    s.dst_ip = v6 ? IpAddr{0xfe, 0x80, 9, 9, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15} : ipv4_mapped(0x0a000002);
+    FrameSpec s = random_path(rng, v6);
     if (family & 2) s.vlan_tci = static_cast<uint16_t>(rng() & 0xfff);
-    s.traffic_class = static_cast<uint8_t>(rng());
-    s.hop_limit = static_cast<uint8_t>(rng());
-    s.flow_label = static_cast<uint32_t>(rng() & 0xfffff);
-    s.fecn = rng() & 1;
-    s.becn = rng() & 1;
-    s.psn = Psn(static_cast<uint32_t>(rng() & 0xffffff));
-    s.dest_qp = Qpn(static_cast<uint32_t>(rng() & 0xffffff));
     s.opcode = opcode;
     set_headers(s, rng, static_cast<uint32_t>(len));
     const size_t off = rng() % 64;
