@@ -297,7 +297,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
       // fence per post (ctrl/shm_abi.h), if the kernel registers us. Opt-in:
       // the call's IPIs (about 50 us on a VM) then precede each of the
       // worker's long sleeps, which doubled two daemons' round trips
-      // (docs/performance.md, "The membarrier made opt-in").
+      // (docs/performance.md, "Adaptive spinning that stayed short, and a membarrier
+      // that cost two daemons").
       const char* mb_env = std::getenv("ISOROCE_VERBS_MEMBARRIER");
       ctx->bell_membarrier = (ctx->bell->flags.load(std::memory_order_relaxed) & isoroce::shm::kBellMembarrier) &&
                              mb_env != nullptr && std::strcmp(mb_env, "1") == 0 && membarrier_registered();
