@@ -314,14 +314,15 @@ unsigned ShmPump::pump_cq(const Work& w) {
   const uint32_t cons = shm::consumer(q.base()).load(std::memory_order_acquire) & q.mask();
   uint32_t prod = shm::producer(q.base()).load(std::memory_order_relaxed) & q.mask();
   const uint32_t room = (cons - prod - 1) & q.mask();
-  if (room == 0) {  // the application is behind: completions wait in the engine's CQ
-    cq_backlog_ = true;
+  if (room == 0) {  // the application is behind: completions wait in the engine's CQ, if any
+    if (engine_.cq_queued(w.id) != 0) cq_backlog_ = true;
     return 0;
   }
   wcs_.resize(std::min(room, kMaxBatch));
   const int n = engine_.poll_cq(w.id, wcs_);
   if (n <= 0) return 0;
-  if (static_cast<size_t>(n) == wcs_.size()) cq_backlog_ = true;  // there may be more
+  // A full batch may have left more behind (a small ring fills with one).
+  if (static_cast<size_t>(n) == wcs_.size() && engine_.cq_queued(w.id) != 0) cq_backlog_ = true;
   bool solicited_or_error = false;
   for (int i = 0; i < n; ++i) {
     const ibv_wc& wc = wcs_[static_cast<size_t>(i)];

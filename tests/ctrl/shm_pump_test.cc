@@ -190,6 +190,50 @@ TEST(ShmPump, CompletionsHeldBackByAFullCqRingArriveWhenTheApplicationCatchesUp)
   EXPECT_EQ(f.device(0).pump->counters().cqes, 16u);
 }
 
+// A CQ ring that one completion fills (a latency test's CQ of one entry)
+// must not keep the worker polling: only completions the engine still holds
+// for a full ring do. Before the pump asked the engine, a full batch or a
+// full ring counted as a backlog whether or not anything waited, and the
+// worker slept in short bounded naps through every turn of a ping-pong.
+TEST(ShmPump, AFullCqRingKeepsTheWorkerPollingOnlyWhileCompletionsWaitBehindIt) {
+  VirtualFabric f;
+  TestClient a(f, 1), b(f, 2);
+  Memory ma(1 << 16), mb(1 << 16);
+  ShmEnd ea = make_end(a, "isoroce0", ma, "rc", 1), eb = make_end(b, "isoroce1", mb);
+  a.session().objs.doorbell = true;  // as "open" sets it where the driver gives a doorbell
+  to_rts(a, ea.qpn, rtr(eb.qpn, "10.0.0.2"));
+  to_rts(b, eb.qpn, rtr(ea.qpn, "10.0.0.1"));
+  ShmPump& pump = *f.device(0).pump;
+  const uint32_t holds = ea.cq_ring->mask();
+  ASSERT_GE(holds, 1u);
+  auto write = [&](uint64_t id) {
+    rxe_send_wqe w{};
+    w.wr.wr_id = id;
+    w.wr.opcode = IBV_WR_RDMA_WRITE;
+    w.wr.send_flags = IBV_SEND_SIGNALED;
+    w.wr.wr.rdma.remote_addr = 0x20000;
+    w.wr.wr.rdma.rkey = eb.rkey;
+    w.dma.num_sge = 1;
+    w.dma.length = 8;
+    post(*ea.sq, w, {{0x20000, 8, ea.lkey}});
+  };
+  for (uint64_t i = 0; i < holds; ++i) write(i);
+  f.run_for(100'000'000);
+  EXPECT_EQ(shm::producer(ea.cq_ring->base).load() - shm::consumer(ea.cq_ring->base).load(), holds)
+      << "the ring is full";
+  EXPECT_TRUE(pump.signalled()) << "a full ring with nothing behind it needs no polling";
+  write(holds);
+  f.run_for(100'000'000);
+  EXPECT_FALSE(pump.signalled()) << "a completion waits in the engine for room in the ring";
+  std::vector<ib_uverbs_wc> wc = drain(*ea.cq_ring);
+  EXPECT_EQ(wc.size(), holds);
+  f.run_for(100'000'000);  // nothing signals the room: the worker's polling finds it
+  const std::vector<ib_uverbs_wc> rest = drain(*ea.cq_ring);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].wr_id, holds);
+  EXPECT_TRUE(pump.signalled());
+}
+
 // One publication of more WQEs than a pass takes (64 per queue per pass):
 // the pump reads the producer index once per pass and publishes its consumer
 // index once per burst, and every WQE completes, in order, its bytes written.

@@ -164,6 +164,11 @@ int EngineImpl::poll_cq(CqHandle cq, std::span<ibv_wc> out) {
   return static_cast<int>(n);
 }
 
+uint32_t EngineImpl::cq_queued(CqHandle cq) const {
+  const auto it = cqs_.find(cq);
+  return it == cqs_.end() ? 0 : static_cast<uint32_t>(it->second->entries.size());
+}
+
 int EngineImpl::resize_cq(CqHandle cq, int cqe, uint32_t outside) {
   auto it = cqs_.find(cq);
   if (it == cqs_.end()) return EINVAL;

@@ -279,6 +279,8 @@ class Engine {
   // that polls its CQs every pass skips poll_cq (a hash lookup per CQ) while
   // this has not moved and its last polls drained what they found.
   virtual uint64_t completions_queued() const = 0;
+  // Completions on this CQ that poll_cq has not taken yet (0 if no such CQ).
+  virtual uint32_t cq_queued(CqHandle cq) const = 0;
   // ibv_resize_cq(): the CQ holds up to cqe completions from now on; queued ones
   // stay, in order. `outside` counts completions already polled out of the
   // engine that the application has not consumed yet (a driver's own queue,

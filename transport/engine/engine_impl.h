@@ -36,6 +36,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   int destroy_cq(CqHandle cq) override;
   int poll_cq(CqHandle cq, std::span<ibv_wc> out) override;
   uint64_t completions_queued() const override { return completions_queued_; }
+  uint32_t cq_queued(CqHandle cq) const override;
   int resize_cq(CqHandle cq, int cqe, uint32_t outside) override;
   Result<SrqHandle> create_srq(PdHandle pd, const ibv_srq_attr& attr) override;
   int modify_srq(SrqHandle srq, const ibv_srq_attr& attr, uint32_t mask) override;
