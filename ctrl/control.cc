@@ -124,7 +124,9 @@ void Control::reclaim(Session& s) {
       for (const auto& [lkey, m] : o.mrs) e.dereg_mr(lkey);
       for (uint32_t h : o.pds) e.dealloc_pd(h);
       if (s.doorbell_eventfd >= 0) d.driver->remove_doorbell(s.doorbell_eventfd);
+      if (s.membarrier_user) d.driver->remove_membarrier_user();
     });
+    s.membarrier_user = false;
     for (auto& [lkey, m] : o.mrs) release_mapping(m);
     for (uint32_t q : o.qps) registry_.erase(&d, q);
     if (!o.qps.empty() || !o.mrs.empty())

@@ -58,6 +58,11 @@ class DeviceDriver {
   virtual int doorbell_page_fd() const { return -1; }
   virtual void add_doorbell(int /*fd*/) {}
   virtual void remove_doorbell(int /*fd*/) {}
+  // A client that posts without a fence, relying on the worker's membarrier
+  // (ctrl/shm_abi.h, kBellMembarrier): true if the worker makes that call
+  // and now counts the client; on the executor.
+  virtual bool add_membarrier_user() { return false; }
+  virtual void remove_membarrier_user() {}
 };
 
 struct DeviceEntry {

@@ -84,6 +84,12 @@ class DpdkDriver final : public DeviceDriver, public Executor {
   int doorbell_page_fd() const override { return bell_ ? bell_->client_fd() : -1; }
   void add_doorbell(int fd) override { worker_->add_doorbell(fd); }
   void remove_doorbell(int fd) override { worker_->remove_doorbell(fd); }
+  bool add_membarrier_user() override {
+    if (!worker_->membarrier()) return false;
+    worker_->add_membarrier_user();
+    return true;
+  }
+  void remove_membarrier_user() override { worker_->remove_membarrier_user(); }
 
  private:
   std::unique_ptr<dataplane::Device> dev_;
@@ -366,7 +372,8 @@ nlohmann::json DeviceSet::workers_view() const {
                        {"wakeups", st.wakeups}, {"wait_fds", workers_[i]->wait_fds()},
                        {"doorbells", workers_[i]->doorbells()}, {"doorbell_wakeups", st.doorbell_wakeups},
                        {"signalled_sleeps", st.signalled_sleeps}, {"short_spins", st.short_spins},
-                       {"membarrier", workers_[i]->membarrier()}});
+                       {"membarrier", workers_[i]->membarrier()},
+                       {"membarrier_users", workers_[i]->membarrier_users()}});
   }
   return workers;
 }

@@ -88,13 +88,22 @@ json open(OpContext& c) {
     }
     s.doorbell_eventfd = bell;
     s.objs.doorbell = true;
-    d->run([&](sched::Picos) { d->driver->add_doorbell(bell); });
+    // The fence-free post (ctrl/shm_abi.h, kBellMembarrier) is the client's
+    // to ask for, and relied on only once the worker counts it.
+    const bool want_membarrier = c.req.value("membarrier", false) == true;
+    d->run([&](sched::Picos) {
+      d->driver->add_doorbell(bell);
+      if (want_membarrier) s.membarrier_user = d->driver->add_membarrier_user();
+    });
     s.reply_fds.push_back(page);
     s.reply_fds.push_back(bell_copy);
     doorbell = true;
   }
   c.ctl.attach(s, *d);
-  return op_ok({{"device", c.ctl.device_view(*d)}, {"shm_abi", shm::kShmAbiVersion}, {"doorbell", doorbell}});
+  return op_ok({{"device", c.ctl.device_view(*d)},
+                {"shm_abi", shm::kShmAbiVersion},
+                {"doorbell", doorbell},
+                {"membarrier", s.membarrier_user}});
 }
 
 }  // namespace

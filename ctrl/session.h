@@ -46,6 +46,9 @@ struct Session {
   // "open" with doorbell: the client's doorbell eventfd, in its device's
   // worker's wait set (ctrl/shm_abi.h); objs.doorbell says it is there.
   int doorbell_eventfd = -1;
+  // "open" with membarrier: the client posts without a fence; its worker
+  // counts it and makes the membarrier call before it sleeps.
+  bool membarrier_user = false;
   // rdma_cm (ctrl/cm_ids.h): after "cm_channel", the client's event channel:
   // an EFD_SEMAPHORE eventfd counting the events queued here; its ids; the
   // token that proves them its own to rdma_migrate_id.

@@ -88,7 +88,10 @@
 // then needs only a compiler barrier between its producer_index store and its
 // load of asleep: the worker's system call makes every CPU running the
 // library's threads pass a full barrier, which orders that store and load as
-// the library's own fence would (the asymmetric fence of membarrier(2)). The
+// the library's own fence would (the asymmetric fence of membarrier(2)); the
+// library relies on it only once "open" with "membarrier": true was answered
+// "membarrier": true, and the worker makes the call only while such a client
+// is open (a system call per sleep for nobody otherwise; ABI 3). The
 // fence the library drops was most of a post's cost (it waits until the
 // stores to the WQE's lines and the producer line, cross-core misses, are
 // done); the worker pays one system call per sleep instead, and only before
@@ -191,7 +194,7 @@ struct alignas(64) CqNotify {
 static_assert(sizeof(CqNotify) == 64);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
-inline constexpr uint32_t kShmAbiVersion = 2;
+inline constexpr uint32_t kShmAbiVersion = 3;
 
 // The worker's doorbell page (see above); the rest of the page is zero.
 struct alignas(64) DoorbellPage {

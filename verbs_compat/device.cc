@@ -271,11 +271,21 @@ ibv_context* ibv_open_device(ibv_device* device) {
   // without one ignores the field and sends the async eventfd alone.
   const char* bell_env = std::getenv("ISOROCE_VERBS_DOORBELL");
   const bool want_bell = bell_env == nullptr || std::strcmp(bell_env, "0") != 0;
+  // With ISOROCE_VERBS_MEMBARRIER=1 the worker's membarrier replaces our fence
+  // per post (ctrl/shm_abi.h), if the kernel registers us and the daemon
+  // counts us (its reply's "membarrier"). Opt-in: the call's IPIs (about 50 us
+  // on a VM) then precede each of the worker's long sleeps, which doubled two
+  // daemons' round trips (docs/performance.md, "Adaptive spinning that stayed
+  // short, and a membarrier that cost two daemons").
+  const char* mb_env = std::getenv("ISOROCE_VERBS_MEMBARRIER");
+  const bool want_membarrier =
+      want_bell && mb_env != nullptr && std::strcmp(mb_env, "1") == 0 && membarrier_registered();
   json r = ctx->call({{"op", "open"},
                       {"device", d->name},
                       {"async_events", true},
                       {"shm_abi", isoroce::shm::kShmAbiVersion},
-                      {"doorbell", want_bell}},
+                      {"doorbell", want_bell},
+                      {"membarrier", want_membarrier}},
                      {}, &fds);
   const bool with_bell = r.value("doorbell", false) == true;
   if (!r.value("ok", false) || fds.size() != (with_bell ? 3u : 1u)) {
@@ -293,15 +303,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
     } else {
       ctx->bell = static_cast<const isoroce::shm::DoorbellPage*>(page);
       ctx->bell_fd = fds[2];
-      // With ISOROCE_VERBS_MEMBARRIER=1 the worker's membarrier replaces our
-      // fence per post (ctrl/shm_abi.h), if the kernel registers us. Opt-in:
-      // the call's IPIs (about 50 us on a VM) then precede each of the
-      // worker's long sleeps, which doubled two daemons' round trips
-      // (docs/performance.md, "Adaptive spinning that stayed short, and a membarrier
-      // that cost two daemons").
-      const char* mb_env = std::getenv("ISOROCE_VERBS_MEMBARRIER");
-      ctx->bell_membarrier = (ctx->bell->flags.load(std::memory_order_relaxed) & isoroce::shm::kBellMembarrier) &&
-                             mb_env != nullptr && std::strcmp(mb_env, "1") == 0 && membarrier_registered();
+      ctx->bell_membarrier = r.value("membarrier", false) == true &&
+                             (ctx->bell->flags.load(std::memory_order_relaxed) & isoroce::shm::kBellMembarrier);
     }
   }
   ctx->info = r.value("device", json::object());

@@ -211,7 +211,9 @@ void Worker::idle_wait(sched::Picos now) {
   // an IPI to each CPU that runs a client (about 50 us on this project's
   // paravirtualised 2-core VM), so a shorter sleep goes without it: a post
   // that races that sleep waits at most the sleep (kShortSleep).
-  if (sleep > kShortSleep && membarrier_flag_ != nullptr && membarrier_flag_->load(std::memory_order_relaxed) != 0 &&
+  // Only while a client relies on it (add_membarrier_user): otherwise the
+  // call is a system call per sleep for nobody.
+  if (sleep > kShortSleep && membarrier_users_.load(std::memory_order_relaxed) != 0 && membarrier() &&
       syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) [[unlikely]] {
     // Clients fence again once they see the word clear; until then keep polling.
     membarrier_flag_->store(0, std::memory_order_relaxed);

@@ -103,8 +103,9 @@ class Worker {
   // on it), the worker issues membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)
   // after it stores the flag and before its last look, when it means to
   // sleep longer than 50 us, so clients need no fence of their own
-  // (ctrl/shm_abi.h, kBellMembarrier); if the call fails
-  // it clears the word and does not sleep that time.
+  // (ctrl/shm_abi.h, kBellMembarrier), and only while a client relies on it
+  // (add_membarrier_user); if the call fails it clears the word and does not
+  // sleep that time.
   void set_asleep_flag(std::atomic<uint32_t>* flag, std::atomic<uint32_t>* membarrier_flag = nullptr) {
     asleep_ = flag;
     membarrier_flag_ = membarrier_flag;
@@ -115,10 +116,16 @@ class Worker {
   void add_doorbell(int fd);
   void remove_doorbell(int fd);
   size_t doorbells() const { return doorbells_.load(std::memory_order_relaxed); }
-  // The worker issues membarrier() before it sleeps (set_asleep_flag).
+  // The worker can issue membarrier() before it sleeps (set_asleep_flag).
   bool membarrier() const {
     return membarrier_flag_ != nullptr && membarrier_flag_->load(std::memory_order_relaxed) != 0;
   }
+  // Clients that post without a fence and rely on that call: it is made only
+  // while there is one. On the worker's thread only (inside call()), so the
+  // client is counted before it is told it may rely on the call.
+  void add_membarrier_user() { membarrier_users_.fetch_add(1, std::memory_order_relaxed); }
+  void remove_membarrier_user() { membarrier_users_.fetch_sub(1, std::memory_order_relaxed); }
+  uint32_t membarrier_users() const { return membarrier_users_.load(std::memory_order_relaxed); }
 
   const std::vector<Device*>& devices() const { return devices_; }
   WorkerStats stats() const;
@@ -152,6 +159,7 @@ class Worker {
   std::atomic<uint32_t> own_asleep_{0};
   std::atomic<uint32_t>* asleep_ = &own_asleep_;  // 1 while the worker blocks (or is about to)
   std::atomic<uint32_t>* membarrier_flag_ = nullptr;  // nonzero: membarrier after storing *asleep_
+  std::atomic<uint32_t> membarrier_users_{0};         // written on the worker's thread; read by status
   std::vector<pollfd> fds_;          // wake_fd_, then the ports' sockets, then the doorbells
   size_t port_fds_ = 0;
   std::atomic<size_t> doorbells_{0};

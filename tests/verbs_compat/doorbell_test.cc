@@ -29,7 +29,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct WorkerTotals {
-  uint64_t doorbell_wakeups = 0, sleeps = 0, doorbells = 0, signalled_sleeps = 0, short_spins = 0;
+  uint64_t doorbell_wakeups = 0, sleeps = 0, doorbells = 0, signalled_sleeps = 0, short_spins = 0,
+           membarrier_users = 0;
 };
 
 class VerbsDoorbell : public VerbsTest {
@@ -54,6 +55,7 @@ class VerbsDoorbell : public VerbsTest {
       t.doorbells += w.value("doorbells", uint64_t{0});
       t.signalled_sleeps += w.value("signalled_sleeps", uint64_t{0});
       t.short_spins += w.value("short_spins", uint64_t{0});
+      t.membarrier_users += w.value("membarrier_users", uint64_t{0});
     }
     return t;
   }
@@ -131,9 +133,11 @@ TEST_F(VerbsDoorbell, WithoutTheDoorbellTheCounterStaysAndTheWorkerPollsAnyway) 
 
 // The fence a post no longer needs (ctrl/shm_abi.h, kBellMembarrier): where
 // the kernel has membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) the page says the
-// worker issues it before it sleeps (and the status view too), and posts of a
-// library that relies on it (the default) or that keeps its fence
-// (ISOROCE_VERBS_MEMBARRIER=0) both end the worker's 100 ms sleeps at once.
+// worker can issue it before it sleeps (and the status view too); it counts
+// the connections that asked for it at "open" (and makes the call only while
+// it counts one), and posts of a library that relies on it
+// (ISOROCE_VERBS_MEMBARRIER=1) or that keeps its fence (the default) both end
+// the worker's 100 ms sleeps at once.
 TEST_F(VerbsDoorbell, PostsWithoutAFenceStillWakeTheWorkerWhereItIssuesMembarrier) {
   const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
   const bool kernel_has = cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED);
@@ -154,13 +158,35 @@ TEST_F(VerbsDoorbell, PostsWithoutAFenceStillWakeTheWorkerWhereItIssuesMembarrie
             kernel_has ? shm::kBellMembarrier : 0u);
   munmap(page, shm::kDoorbellPageBytes);
   for (int f : fds) close(f);
+  EXPECT_FALSE(r.value("membarrier", true)) << "not asked for";
+  EXPECT_EQ(totals().membarrier_users, 0u);
+  // Asked for: counted while the connection is open, only where the kernel has it.
+  auto m = ctrl::Client::connect(daemon_->socket(), &err);
+  ASSERT_TRUE(m) << err;
+  fds.clear();
+  const json rm = m->call(
+      {{"op", "open"}, {"device", "isoroce0"}, {"shm_abi", shm::kShmAbiVersion}, {"doorbell", true}, {"membarrier", true}},
+      {}, &fds);
+  ASSERT_TRUE(rm.value("ok", false)) << rm.dump();
+  for (int f : fds) close(f);
+  EXPECT_EQ(rm.value("membarrier", !kernel_has), kernel_has);
+  EXPECT_EQ(totals().membarrier_users, kernel_has ? 1u : 0u);
+  m.reset();
   c.reset();
+  auto users_drop_to_zero = [] {
+    for (int i = 0; i < 200 && totals().membarrier_users != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return totals().membarrier_users;
+  };
+  EXPECT_EQ(users_drop_to_zero(), 0u) << "a closed connection is no longer counted";
   for (const char* fence : {"1", "0"}) {
     SCOPED_TRACE(std::string("ISOROCE_VERBS_MEMBARRIER=") + fence);
     setenv("ISOROCE_VERBS_MEMBARRIER", fence, 1);
     VerbsDev a, b;
     ASSERT_NO_FATAL_FAILURE(pair(a, b));
     unsetenv("ISOROCE_VERBS_MEMBARRIER");
+    EXPECT_EQ(totals().membarrier_users, kernel_has && fence[0] == '1' ? 2u : 0u)
+        << "each context that relies on the call is counted";
     const WorkerTotals before = totals();
     const auto median = quiet_writes(a, b, 3, std::chrono::milliseconds(300));
     const WorkerTotals after = totals();
