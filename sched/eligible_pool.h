@@ -34,20 +34,26 @@ class EligiblePool {
     std::uint64_t key = qps[qp].time_ >> kBucketLog2;
     if (count_ == 0) {
       first_ = last_ = key;
-    } else if (key < first_) {
-      if (last_ - key <= Buckets::kMask) {
+    } else if (key <= first_) {
+      // The first bucket, unless the calendar moves back to key: then the old first
+      // bucket goes back into the array and key's bucket is the (empty) first one.
+      if (key < first_ && last_ - key <= Buckets::kMask) [[unlikely]] {
+        buckets_.put(static_cast<std::uint32_t>(first_ & Buckets::kMask), front_.take());
         first_ = key;  // every key held still fits the window from here
-      } else {
-        key = first_;
       }
-    } else if (key - first_ > Buckets::kMask) {
-      key = first_ + Buckets::kMask;
+    } else {
+      if (key - first_ > Buckets::kMask) key = first_ + Buckets::kMask;
+      last_ = std::max(last_, key);
+      const std::uint32_t slot = static_cast<std::uint32_t>(key & Buckets::kMask);
+      qps[qp].slot_ = static_cast<std::uint16_t>(slot);
+      qps[qp].where_ = Where::kPool;
+      buckets_.push(qps, slot, qp);
+      ++count_;
+      return;
     }
-    last_ = std::max(last_, key);
-    const std::uint32_t slot = static_cast<std::uint32_t>(key & Buckets::kMask);
-    qps[qp].slot_ = static_cast<std::uint16_t>(slot);
+    qps[qp].slot_ = static_cast<std::uint16_t>(first_ & Buckets::kMask);
     qps[qp].where_ = Where::kPool;
-    buckets_.push(qps, slot, qp);
+    front_.push(qps, qp);
     ++count_;
   }
 
@@ -60,24 +66,37 @@ class EligiblePool {
 
   // pop() for a caller that sets the QP's where_ itself (tassel's grant).
   std::uint32_t pop_leaving_where(QpSlot* qps) {
-    if (count_ == 0) return kNil;
-    const std::uint32_t here = static_cast<std::uint32_t>(first_ & Buckets::kMask);
-    // Usually the first bucket still holds QPs: no bitmap search then.
-    const std::uint32_t slot = buckets_.has(here) ? here : buckets_.find_circular(here);
-    first_ += (slot - here) & Buckets::kMask;
+    if (front_.empty()) [[unlikely]] {
+      if (count_ == 0) return kNil;
+      // The first bucket is used up: the next occupied one becomes the first.
+      const std::uint32_t here = static_cast<std::uint32_t>(first_ & Buckets::kMask);
+      const std::uint32_t slot = buckets_.find_circular(here);
+      first_ += (slot - here) & Buckets::kMask;
+      front_ = buckets_.take(slot);
+    }
     --count_;
-    return buckets_.pop(qps, slot);
+    return front_.pop(qps);
   }
 
   // Removes qps[qp], which must be in the pool. Walks its bucket.
   void remove(QpSlot* qps, std::uint32_t qp) {
-    buckets_.remove(qps, qps[qp].slot_, qp);
+    const std::uint32_t slot = qps[qp].slot_;
+    if (slot == (first_ & Buckets::kMask)) {
+      front_.remove(qps, qp);
+    } else {
+      buckets_.remove(qps, slot, qp);
+    }
     qps[qp].where_ = Where::kIdle;
     --count_;
   }
 
+  // For tests: whether the array's slot of the first bucket is empty (its QPs are in
+  // front_, the invariant push, pop and remove rely on).
+  bool first_slot_empty() const { return !buckets_.occupied(static_cast<std::uint32_t>(first_ & Buckets::kMask)); }
+
  private:
-  Buckets buckets_;
+  Buckets buckets_;   // every bucket but the first: its slot here stays empty
+  IndexQueue front_;  // the bucket of first_ (FIFO): most pushes and pops at 16K QPs
   std::uint64_t first_ = 0;  // bucket of the smallest key; all keys in [first_, first_ + 4095]
   std::uint64_t last_ = 0;   // at least the largest key held
   std::size_t count_ = 0;

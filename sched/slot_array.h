@@ -67,6 +67,13 @@ class SlotArray {
   // Whether no slot from `from` on is occupied.
   bool none_from(std::uint32_t from) const { return bits_.find_next(from) == kNone; }
 
+  // Makes `l` the list of `slot`, which must be empty.
+  void put(std::uint32_t slot, List l) {
+    if (l.empty()) return;
+    bits_.set(slot);
+    list(slot) = l;
+  }
+
   // Empties `slot` and returns its list.
   List take(std::uint32_t slot) {
     bits_.clear(slot);
