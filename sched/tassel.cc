@@ -306,20 +306,27 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
   // Made once: a release's trace record carries the departure being filled.
   Picos traced_at = 0;
   auto release = [this, &traced_at](std::uint32_t qp) { make_eligible<kShared, kTraced>(traced_at, qp); };
+  // Control packets go first. Nothing adds to their queue during a dequeue (on_grant
+  // may not call back), so once it is empty the loop below no longer looks at it.
+  while (!control_.empty()) [[unlikely]] {
+    if (next == end) return static_cast<std::size_t>(next - out.data());
+    const Picos at = link_.start(now);
+    if (at > limit) return static_cast<std::size_t>(next - out.data());  // the link is busy
+    sync(at);
+    if constexpr (kTraced) traced_at = at;
+    timeline_.advance(qps_.data(), v_, release);
+    const ControlQueue::Entry c = control_.pop();
+    *next = {c.qp, c.bytes, at, GrantKind::kControl};
+    if constexpr (kTraced) trace_grant(now, *next);
+    ++next;
+    link_.occupy(at, c.bytes);
+  }
   while (next != end) {
     const Picos at = link_.start(now);
     if (at > limit) break;  // the link is busy
     sync(at);
     if constexpr (kTraced) traced_at = at;
     timeline_.advance(qps_.data(), v_, release);
-    if (!control_.empty()) {
-      const ControlQueue::Entry c = control_.pop();
-      *next = {c.qp, c.bytes, at, GrantKind::kControl};
-      if constexpr (kTraced) trace_grant(now, *next);
-      ++next;
-      link_.occupy(at, c.bytes);
-      continue;
-    }
     if constexpr (kShared) {
       const QpId qp = tree_->pop(qps_.data());
       if (qp != kNil) {
