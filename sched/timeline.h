@@ -218,12 +218,12 @@ class Timeline {
   // Places the entries of a chain taken from a coarser level, whose slot starts at
   // fine slot `base`; `low_mask` selects the bits of each entry's start below it.
   template <class Release>
-  void place_all(QpSlot* qps, std::uint32_t chain, std::uint64_t base, std::uint64_t low_mask, Release& release) {
-    for (std::uint32_t b = chain; b != kNil;) {
+  void place_all(QpSlot* qps, BucketSlots::Chain chain, std::uint64_t base, std::uint64_t low_mask, Release& release) {
+    for (std::uint32_t b = chain.head, count = chain.head_count; b != kNil; count = Bucket::kEntries) {
       const Bucket& bucket = pool_[b];
       const std::uint32_t next = bucket.next;
       if (next != kNil) __builtin_prefetch(&pool_[next]);
-      for (std::uint32_t k = 0; k < bucket.count; ++k) {
+      for (std::uint32_t k = 0; k < count; ++k) {
         const WheelEntry e = bucket.entries[k];
         const std::uint64_t a0 = base | (e.low & low_mask);
         if (a0 < next_slot_) {
@@ -242,7 +242,7 @@ class Timeline {
   // The fine level is empty when it begins (move_to's precondition), so the earliest
   // slot it fills is found once at the end rather than kept per entry.
   template <class Release>
-  void place_all_fine(QpSlot* qps, std::uint32_t chain, std::uint64_t base, Release& release) {
+  void place_all_fine(QpSlot* qps, BucketSlots::Chain chain, std::uint64_t base, Release& release) {
     // Entered at its first fine slot (a cascade found by next_point, the common case):
     // no entry can be due already, and none is compared with next_slot_.
     if (next_slot_ == base) {
@@ -255,12 +255,11 @@ class Timeline {
   }
 
   template <bool kMayBeDue, class Release>
-  void place_chain_fine(QpSlot* qps, std::uint32_t chain, std::uint64_t base, Release& release) {
-    for (std::uint32_t b = chain; b != kNil;) {
+  void place_chain_fine(QpSlot* qps, BucketSlots::Chain chain, std::uint64_t base, Release& release) {
+    for (std::uint32_t b = chain.head, count = chain.head_count; b != kNil; count = Bucket::kEntries) {
       const Bucket& bucket = pool_[b];
       const std::uint32_t next = bucket.next;
       if (next != kNil) __builtin_prefetch(&pool_[next]);
-      const std::uint32_t count = bucket.count;
       // Each entry's push below writes its QP's line: ask for all of them first,
       // so the bucket's misses overlap instead of following one another (when the
       // QPs' state is too large to stay in cache).
