@@ -26,13 +26,20 @@ class EligiblePool {
   static constexpr unsigned kBucketLog2 = 13;  // 8.192 ns
   static constexpr Picos kSpan = Picos{Buckets::kSlots} << kBucketLog2;
 
-  bool empty() const { return count_ == 0; }
-  std::size_t size() const { return count_; }
+  bool empty() const { return front_.empty() && buckets_.empty(); }
+  // QPs held (walks every bucket: for tests).
+  std::size_t size(const QpSlot* qps) const {
+    std::size_t n = count(qps, front_);
+    for (std::uint32_t b = buckets_.find_next(0); b != Buckets::kNone;
+         b = b + 1 < Buckets::kSlots ? buckets_.find_next(b + 1) : Buckets::kNone)
+      n += count(qps, buckets_.at(b));
+    return n;
+  }
 
   // Adds qps[qp], keyed by its finish time qps[qp].time_.
   void push(QpSlot* qps, std::uint32_t qp) {
     std::uint64_t key = qps[qp].time_ >> kBucketLog2;
-    if (count_ == 0) {
+    if (front_.empty() && buckets_.empty()) {
       first_ = last_ = key;
     } else if (key <= first_) {
       // The first bucket, unless the calendar moves back to key: then the old first
@@ -48,13 +55,11 @@ class EligiblePool {
       qps[qp].slot_ = static_cast<std::uint16_t>(slot);
       qps[qp].where_ = Where::kPool;
       buckets_.push(qps, slot, qp);
-      ++count_;
       return;
     }
     qps[qp].slot_ = static_cast<std::uint16_t>(first_ & Buckets::kMask);
     qps[qp].where_ = Where::kPool;
     front_.push(qps, qp);
-    ++count_;
   }
 
   // Removes and returns a QP of the smallest finish time; kNil if empty.
@@ -67,14 +72,13 @@ class EligiblePool {
   // pop() for a caller that sets the QP's where_ itself (tassel's grant).
   std::uint32_t pop_leaving_where(QpSlot* qps) {
     if (front_.empty()) [[unlikely]] {
-      if (count_ == 0) return kNil;
+      if (buckets_.empty()) return kNil;
       // The first bucket is used up: the next occupied one becomes the first.
       const std::uint32_t here = static_cast<std::uint32_t>(first_ & Buckets::kMask);
       const std::uint32_t slot = buckets_.find_circular(here);
       first_ += (slot - here) & Buckets::kMask;
       front_ = buckets_.take(slot);
     }
-    --count_;
     return front_.pop(qps);
   }
 
@@ -87,7 +91,6 @@ class EligiblePool {
       buckets_.remove(qps, slot, qp);
     }
     qps[qp].where_ = Where::kIdle;
-    --count_;
   }
 
   // For tests: whether the array's slot of the first bucket is empty (its QPs are in
@@ -99,7 +102,12 @@ class EligiblePool {
   IndexQueue front_;  // the bucket of first_ (FIFO): most pushes and pops at 16K QPs
   std::uint64_t first_ = 0;  // bucket of the smallest key; all keys in [first_, first_ + 4095]
   std::uint64_t last_ = 0;   // at least the largest key held
-  std::size_t count_ = 0;
+
+  static std::size_t count(const QpSlot* qps, IndexQueue l) {
+    std::size_t n = 0;
+    for (std::uint32_t i = l.head; i != kNil; i = qps[i].next_) ++n;
+    return n;
+  }
 };
 
 }  // namespace isoroce::sched
