@@ -9,8 +9,8 @@
 //
 // The first bucket (the one at first_) is a FIFO of its own, outside the array and
 // the bitmap: with many QPs whose packets last longer than the span, most finish
-// times clamp to it (65% of pushes at 16K QPs), and its pushes and pops then touch
-// neither. Its slot in the array stays empty; when the calendar moves on, the next
+// times land in it (83% of the pushes at 16K QPs: clamped to it, equal to it, or into
+// an empty pool), and its pushes and pops then touch neither. Its slot in the array stays empty; when the calendar moves on, the next
 // occupied bucket's list becomes the FIFO, and when it moves back, the FIFO goes back
 // to its slot. The order is the single-array calendar's, QP for QP
 // (EligiblePool.FirstBucketFifoMatchesSingleArrayCalendar). No count is kept: the

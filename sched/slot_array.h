@@ -19,8 +19,7 @@ class SlotArray {
 
   bool empty() const { return bits_.empty(); }
   bool occupied(std::uint32_t slot) const { return bits_.test(slot); }
-  // The same answer from the list head (which a pop then reads anyway).
-  bool has(std::uint32_t slot) const { return !lists_[slot].empty(); }
+  // The list of `slot` (for walking it: tests).
   const List& at(std::uint32_t slot) const { return lists_[slot]; }
   std::uint32_t find_next(std::uint32_t from) const { return bits_.find_next(from); }
   std::uint32_t find_circular(std::uint32_t from) const { return bits_.find_circular(from); }
