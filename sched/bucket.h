@@ -31,8 +31,9 @@ struct WheelEntry {
 
 struct alignas(64) Bucket {
   static constexpr std::uint32_t kEntries = 7;
-  std::uint32_t next;   // next bucket of the same slot; kNil ends the chain
-  std::uint32_t count;  // entries used, 1 .. kEntries
+  std::uint32_t next;  // next bucket of the same slot; kNil ends the chain
+  // (Entries used: BucketSlots::counts_ keeps the head bucket's; the others are full.)
+  std::uint32_t unused;
   WheelEntry entries[kEntries];
 };
 
@@ -101,9 +102,7 @@ class BucketSlots {
     const std::uint32_t h = heads_[slot];
     const std::uint32_t c = counts_[slot];
     if (c - 1 < Bucket::kEntries - 1) {  // a head bucket with room (1 <= c < kEntries)
-      Bucket& b = pool[h];
-      b.entries[c] = e;
-      b.count = c + 1;
+      pool[h].entries[c] = e;
       counts_[slot] = static_cast<std::uint8_t>(c + 1);
       return;
     }
@@ -111,7 +110,6 @@ class BucketSlots {
     const std::uint32_t n = pool.alloc();
     Bucket& b = pool[n];
     b.next = h;
-    b.count = 1;
     b.entries[0] = e;
     heads_[slot] = n;
     counts_[slot] = 1;
@@ -123,34 +121,41 @@ class BucketSlots {
     if (h != kNil) __builtin_prefetch(&pool[h]);
   }
 
-  // Empties `slot` and returns its chain (kNil if it was empty); the caller releases
-  // each bucket to the pool once it has read it.
-  std::uint32_t take(std::uint32_t slot) {
-    const std::uint32_t h = heads_[slot];
+  // A slot's chain: its head bucket holds head_count entries, every later one kEntries.
+  struct Chain {
+    std::uint32_t head;  // kNil: empty
+    std::uint32_t head_count;
+  };
+
+  // Empties `slot` and returns its chain; the caller releases each bucket to the pool
+  // once it has read it.
+  Chain take(std::uint32_t slot) {
+    const Chain c{heads_[slot], counts_[slot]};
     heads_[slot] = kNil;
     counts_[slot] = 0;
     bits_.clear(slot);
-    return h;
+    return c;
   }
 
   // Removes `qp`'s entry from `slot`, filling the hole with the head's last entry.
   // Walks the chain: only control operations do it. False if not there.
   bool remove(BucketPool& pool, std::uint32_t slot, std::uint32_t qp) {
     const std::uint32_t h = heads_[slot];
-    for (std::uint32_t b = h; b != kNil; b = pool[b].next) {
+    for (std::uint32_t b = h, n = counts_[slot]; b != kNil; b = pool[b].next, n = Bucket::kEntries) {
       Bucket& bk = pool[b];
-      for (std::uint32_t k = 0; k < bk.count; ++k) {
+      for (std::uint32_t k = 0; k < n; ++k) {
         if (bk.entries[k].qp != qp) continue;
         Bucket& head = pool[h];
-        bk.entries[k] = head.entries[--head.count];
-        counts_[slot] = static_cast<std::uint8_t>(head.count);
-        if (head.count == 0) {
+        const std::uint32_t c = counts_[slot] - 1u;
+        bk.entries[k] = head.entries[c];
+        counts_[slot] = static_cast<std::uint8_t>(c);
+        if (c == 0) {
           heads_[slot] = head.next;
           pool.release(h);
           if (heads_[slot] == kNil) {
             bits_.clear(slot);
           } else {
-            counts_[slot] = static_cast<std::uint8_t>(pool[heads_[slot]].count);
+            counts_[slot] = Bucket::kEntries;  // the next bucket of a chain is full
           }
         }
         return true;

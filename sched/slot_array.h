@@ -19,8 +19,8 @@ class SlotArray {
 
   bool empty() const { return bits_.empty(); }
   bool occupied(std::uint32_t slot) const { return bits_.test(slot); }
-  // The same answer from the list head (which a pop then reads anyway).
-  bool has(std::uint32_t slot) const { return !lists_[slot].empty(); }
+  // The list of `slot` (for walking it: tests).
+  const List& at(std::uint32_t slot) const { return lists_[slot]; }
   std::uint32_t find_next(std::uint32_t from) const { return bits_.find_next(from); }
   std::uint32_t find_circular(std::uint32_t from) const { return bits_.find_circular(from); }
 
@@ -66,6 +66,13 @@ class SlotArray {
 
   // Whether no slot from `from` on is occupied.
   bool none_from(std::uint32_t from) const { return bits_.find_next(from) == kNone; }
+
+  // Makes `l` the list of `slot`, which must be empty.
+  void put(std::uint32_t slot, List l) {
+    if (l.empty()) return;
+    bits_.set(slot);
+    list(slot) = l;
+  }
 
   // Empties `slot` and returns its list.
   List take(std::uint32_t slot) {

@@ -62,24 +62,24 @@ Picos TasselScheduler::when_system_time_reaches(Picos v) const {
 
 // S -> F: the packet is eligible; its finish time uses the rate in force now.
 template <bool kShared, bool kTraced>
-inline void TasselScheduler::make_eligible(Picos now, QpId qp) {
-  QpSlot& s = qps_[qp];
+inline void TasselScheduler::make_eligible(QpSlot* qps, Picos now, QpId qp) {
+  QpSlot& s = qps[qp];
   const Picos start = s.time_;
   s.time_ += duration(s.bytes_, s.cost_);
   if constexpr (kTraced) {
     if (trace_.on(trace::Event::kEligible)) [[unlikely]] trace_eligible(now, qp, start);
   }
   if constexpr (kShared) {
-    tree_->push(qps_.data(), qp);
+    tree_->push(qps, qp);
   } else {
-    pool_.push(qps_.data(), qp);
+    pool_.push(qps, qp);
   }
 }
 
 template <bool kShared, bool kTraced>
-inline void TasselScheduler::place_limited(Picos now, QpId qp, Picos start) {
-  qps_[qp].time_ = start;
-  if (!timeline_.insert(qps_.data(), qp)) make_eligible<kShared, kTraced>(now, qp);
+inline void TasselScheduler::place_limited(QpSlot* qps, Picos now, QpId qp, Picos start) {
+  qps[qp].time_ = start;
+  if (!timeline_.insert(qps, qp)) make_eligible<kShared, kTraced>(qps, now, qp);
 }
 
 void TasselScheduler::push_unlimited(QpId qp) {
@@ -147,9 +147,9 @@ void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
   update_sigma();
   const Picos start = std::max(s.time_, v_);  // S = max(F of the last packet, V)
   if (shared_) {
-    place_limited<true>(now, qp, start);
+    place_limited<true>(qps_.data(), now, qp, start);
   } else {
-    place_limited<false>(now, qp, start);
+    place_limited<false>(qps_.data(), now, qp, start);
   }
 }
 
@@ -204,9 +204,9 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
       active_bps_ += bps;
       update_sigma();
       if (shared_) {
-        place_limited<true>(now, qp, v_ + left);
+        place_limited<true>(qps_.data(), now, qp, v_ + left);
       } else {
-        place_limited<false>(now, qp, v_ + left);
+        place_limited<false>(qps_.data(), now, qp, v_ + left);
       }
       return;
     }
@@ -223,9 +223,9 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   } else if (!was_limited && bps != kUnlimited) {
     remove_from_queue(qp);
     if (shared_) {
-      place_limited<true>(now, qp, std::max(s.time_, v_));
+      place_limited<true>(qps_.data(), now, qp, std::max(s.time_, v_));
     } else {
-      place_limited<false>(now, qp, std::max(s.time_, v_));
+      place_limited<false>(qps_.data(), now, qp, std::max(s.time_, v_));
     }
   }
 }
@@ -253,8 +253,8 @@ bool TasselScheduler::active(QpId qp) const {
 }
 
 template <bool kShared, bool kTraced>
-inline void TasselScheduler::grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src) {
-  QpSlot& s = qps_[qp];
+inline void TasselScheduler::grant(QpSlot* qps, Picos now, QpId qp, Picos at, Grant& out, PacketSource& src) {
+  QpSlot& s = qps[qp];
   out.qp = qp;
   out.bytes = s.bytes_;
   out.departure = at;
@@ -275,17 +275,17 @@ inline void TasselScheduler::grant(Picos now, QpId qp, Picos at, Grant& out, Pac
   s.bytes_ = next.bytes;
   if (s.cost_ == 0) {
     if constexpr (kShared) {
-      tree_->push(qps_.data(), qp);
+      tree_->push(qps, qp);
     } else {
       s.where_ = Where::kUnlimited;
-      unlimited_.push_back(qps_.data(), qp);
+      unlimited_.push_back(qps, qp);
     }
   } else if constexpr (kShared) {
     // Still backlogged, but it may have waited in the tree past its F: its next
     // packet starts no earlier than now (V), so no wait turns into a burst.
-    place_limited<true, kTraced>(at, qp, std::max(s.time_, v_));
-  } else if (!timeline_.insert(qps_.data(), qp)) {  // still backlogged: S = F of the packet just granted
-    make_eligible<false, kTraced>(at, qp);
+    place_limited<true, kTraced>(qps, at, qp, std::max(s.time_, v_));
+  } else if (!timeline_.insert(qps, qp)) {  // still backlogged: S = F of the packet just granted
+    make_eligible<false, kTraced>(qps, at, qp);
   }
 }
 
@@ -302,37 +302,46 @@ template <bool kShared, bool kTraced>
 std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketSource& src) {
   const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
   Grant* next = out.data();
+  // In a register across the loop (on_grant is opaque: a member would be reloaded).
+  QpSlot* const qps = qps_.data();
   Grant* const end = next + out.size();
   // Made once: a release's trace record carries the departure being filled.
   Picos traced_at = 0;
-  auto release = [this, &traced_at](std::uint32_t qp) { make_eligible<kShared, kTraced>(traced_at, qp); };
+  auto release = [this, qps, &traced_at](std::uint32_t qp) { make_eligible<kShared, kTraced>(qps, traced_at, qp); };
+  // Control packets go first. Nothing adds to their queue during a dequeue (on_grant
+  // may not call back), so once it is empty the loop below no longer looks at it.
+  while (!control_.empty()) [[unlikely]] {
+    if (next == end) return static_cast<std::size_t>(next - out.data());
+    const Picos at = link_.start(now);
+    if (at > limit) return static_cast<std::size_t>(next - out.data());  // the link is busy
+    sync(at);
+    if constexpr (kTraced) traced_at = at;
+    timeline_.advance(qps, v_, release);
+    const ControlQueue::Entry c = control_.pop();
+    *next = {c.qp, c.bytes, at, GrantKind::kControl};
+    if constexpr (kTraced) trace_grant(now, *next);
+    ++next;
+    link_.occupy(at, c.bytes);
+  }
   while (next != end) {
     const Picos at = link_.start(now);
     if (at > limit) break;  // the link is busy
     sync(at);
     if constexpr (kTraced) traced_at = at;
-    timeline_.advance(qps_.data(), v_, release);
-    if (!control_.empty()) {
-      const ControlQueue::Entry c = control_.pop();
-      *next = {c.qp, c.bytes, at, GrantKind::kControl};
-      if constexpr (kTraced) trace_grant(now, *next);
-      ++next;
-      link_.occupy(at, c.bytes);
-      continue;
-    }
+    timeline_.advance(qps, v_, release);
     if constexpr (kShared) {
-      const QpId qp = tree_->pop(qps_.data());
+      const QpId qp = tree_->pop(qps);
       if (qp != kNil) {
-        const std::uint32_t bytes = qps_[qp].bytes_;
-        grant<true, kTraced>(now, qp, at, *next++, src);
+        const std::uint32_t bytes = qps[qp].bytes_;
+        grant<true, kTraced>(qps, now, qp, at, *next++, src);
         tree_->charge(qp, bytes);
         continue;
       }
     } else {
-      QpId qp = pool_.pop_leaving_where(qps_.data());  // grant() sets where_
-      if (qp == kNil) qp = unlimited_.pop_front(qps_.data());
+      QpId qp = pool_.pop_leaving_where(qps);  // grant() sets where_
+      if (qp == kNil) qp = unlimited_.pop_front(qps);
       if (qp != kNil) {
-        grant<false, kTraced>(now, qp, at, *next++, src);
+        grant<false, kTraced>(qps, now, qp, at, *next++, src);
         continue;
       }
     }

@@ -90,15 +90,15 @@ class TasselScheduler final : public Scheduler {
   // without them when no event is traced (the common case), so a packet pays no
   // trace check; the other entry points keep them.
   template <bool kShared, bool kTraced = true>
-  [[gnu::always_inline]] void place_limited(Picos now, QpId qp, Picos start);
+  [[gnu::always_inline]] void place_limited(QpSlot* qps, Picos now, QpId qp, Picos start);
   template <bool kShared, bool kTraced = true>
-  [[gnu::always_inline]] void make_eligible(Picos now, QpId qp);
+  [[gnu::always_inline]] void make_eligible(QpSlot* qps, Picos now, QpId qp);
   [[gnu::cold, gnu::noinline]] void trace_eligible(Picos now, QpId qp, Picos start) const;
   void remove_from_queue(QpId qp);
   // An unlimited QP that may send: round robin, or the share tree.
   void push_unlimited(QpId qp);
   template <bool kShared, bool kTraced>
-  [[gnu::always_inline]] void grant(Picos now, QpId qp, Picos at, Grant& out, PacketSource& src);
+  [[gnu::always_inline]] void grant(QpSlot* qps, Picos now, QpId qp, Picos at, Grant& out, PacketSource& src);
   template <bool kShared, bool kTraced>
   std::size_t dequeue_as(Picos now, std::span<Grant> out, PacketSource& src);
   ShareTree& tree();

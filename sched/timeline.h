@@ -218,12 +218,12 @@ class Timeline {
   // Places the entries of a chain taken from a coarser level, whose slot starts at
   // fine slot `base`; `low_mask` selects the bits of each entry's start below it.
   template <class Release>
-  void place_all(QpSlot* qps, std::uint32_t chain, std::uint64_t base, std::uint64_t low_mask, Release& release) {
-    for (std::uint32_t b = chain; b != kNil;) {
+  void place_all(QpSlot* qps, BucketSlots::Chain chain, std::uint64_t base, std::uint64_t low_mask, Release& release) {
+    for (std::uint32_t b = chain.head, count = chain.head_count; b != kNil; count = Bucket::kEntries) {
       const Bucket& bucket = pool_[b];
       const std::uint32_t next = bucket.next;
       if (next != kNil) __builtin_prefetch(&pool_[next]);
-      for (std::uint32_t k = 0; k < bucket.count; ++k) {
+      for (std::uint32_t k = 0; k < count; ++k) {
         const WheelEntry e = bucket.entries[k];
         const std::uint64_t a0 = base | (e.low & low_mask);
         if (a0 < next_slot_) {
@@ -239,15 +239,27 @@ class Timeline {
 
   // place_all for a middle slot that next_slot_ has just entered: every entry is due
   // in it, so each goes to its fine slot (or is released), no level to choose.
-  template <class Release>
   // The fine level is empty when it begins (move_to's precondition), so the earliest
   // slot it fills is found once at the end rather than kept per entry.
-  void place_all_fine(QpSlot* qps, std::uint32_t chain, std::uint64_t base, Release& release) {
-    for (std::uint32_t b = chain; b != kNil;) {
+  template <class Release>
+  void place_all_fine(QpSlot* qps, BucketSlots::Chain chain, std::uint64_t base, Release& release) {
+    // Entered at its first fine slot (a cascade found by next_point, the common case):
+    // no entry can be due already, and none is compared with next_slot_.
+    if (next_slot_ == base) {
+      place_chain_fine<false>(qps, chain, base, release);
+    } else {
+      place_chain_fine<true>(qps, chain, base, release);
+    }
+    const std::uint32_t first = level0_.find_next(0);
+    if (first != Bitmap4096::kNone) next_due_ = std::min(next_due_, base | first);
+  }
+
+  template <bool kMayBeDue, class Release>
+  void place_chain_fine(QpSlot* qps, BucketSlots::Chain chain, std::uint64_t base, Release& release) {
+    for (std::uint32_t b = chain.head, count = chain.head_count; b != kNil; count = Bucket::kEntries) {
       const Bucket& bucket = pool_[b];
       const std::uint32_t next = bucket.next;
       if (next != kNil) __builtin_prefetch(&pool_[next]);
-      const std::uint32_t count = bucket.count;
       // Each entry's push below writes its QP's line: ask for all of them first,
       // so the bucket's misses overlap instead of following one another (when the
       // QPs' state is too large to stay in cache).
@@ -256,18 +268,17 @@ class Timeline {
       }
       for (std::uint32_t k = 0; k < count; ++k) {
         const WheelEntry e = bucket.entries[k];
-        const std::uint64_t a0 = base | (e.low & kMask);
-        if (a0 < next_slot_) {
-          release(e.qp);
-        } else {
-          level0_.push_set(qps, static_cast<std::uint32_t>(a0 & kMask), e.qp);
+        if constexpr (kMayBeDue) {
+          if ((base | (e.low & kMask)) < next_slot_) {
+            release(e.qp);
+            continue;
+          }
         }
+        level0_.push_set(qps, e.low & kMask, e.qp);
       }
       pool_.release(b);
       b = next;
     }
-    const std::uint32_t first = level0_.find_next(0);
-    if (first != Bitmap4096::kNone) next_due_ = std::min(next_due_, base | first);
   }
 
   // Moves next_slot_ forward to `slot`. No QP may sit in a slot in between; the wheel
