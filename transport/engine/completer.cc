@@ -155,7 +155,7 @@ bool EngineImpl::read_response_copy_and_check(Picos now, QpCtx& q, const wire::R
         psn == w.first_psn + static_cast<uint32_t>(w.read_done / q.mtu) &&
         (last ? pkt.payload_len == left : pkt.payload_len == q.mtu && pkt.payload_len <= left)) {
       crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
-      *copied = scatter_crc(mrs_, q.pd, w.sges, w.read_done, frame.subspan(pkt.payload_offset, pkt.payload_len),
+      *copied = scatter_crc(mrs_, q.pd, w.sges, checked_sges(w), w.read_done, frame.subspan(pkt.payload_offset, pkt.payload_len),
                             &crc);
     }
   }
@@ -310,7 +310,7 @@ CompStep EngineImpl::comp_atomic_ack(Picos now, QpCtx& q, const wire::RocePacket
   const uint64_t orig = *pkt.atomic_ack;
   uint8_t bytes[8];
   std::memcpy(bytes, &orig, 8);  // the original value, in host order in local memory
-  if (w.local_error == IBV_WC_SUCCESS && !scatter(mrs_, q.pd, w.sges, 0, bytes)) {
+  if (w.local_error == IBV_WC_SUCCESS && !scatter(mrs_, q.pd, w.sges, checked_sges(w), 0, bytes)) {
     fail_request(now, q, IBV_WC_LOC_PROT_ERR);
     return CompStep::kDone;
   }
@@ -351,7 +351,7 @@ CompStep EngineImpl::comp_read_response(Picos now, QpCtx& q, const wire::RocePac
   const auto payload = frame.subspan(pkt.payload_offset, pkt.payload_len);
   // copied: read_response_copy_and_check() already put these bytes at this offset of
   // this WR (nothing since changed which WR is the oldest or its progress).
-  if (!copied && !scatter(mrs_, q.pd, w.sges, w.read_done, payload)) {
+  if (!copied && !scatter(mrs_, q.pd, w.sges, checked_sges(w), w.read_done, payload)) {
     fail_request(now, q, IBV_WC_LOC_PROT_ERR);
     return CompStep::kDone;
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "transport/engine/internal.h"
+#include "transport/engine/memory.h"
 
 namespace isoroce::transport::detail {
 
@@ -135,6 +136,10 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // The packet d could not be built: a local MR of its WR is gone.
   void lose_local_mr(QpCtx& q, const TxDesc& d);
+  // w's SGEs as its post checked them, if no MR was deregistered since.
+  CheckedSges checked_sges(const SendWqe& w) const {
+    return CheckedSges{w.sge_bias.data(), w.mr_deregs == mrs_.deregs()};
+  }
   // Go back to PSN psn and send everything from there again (go-back-N).
   void rewind_requester(QpCtx& q, wire::Psn psn);
 

@@ -72,6 +72,12 @@ struct SendWqe {
   uint64_t compare_add = 0;
   uint64_t swap = 0;
   std::vector<Sge> sges;
+  // The L_Key check made once, at post: for each SGE where its MR's iova 0 is
+  // in this process, valid while MrTable::deregs() equals mr_deregs (no MR
+  // deregistered since; UINT64_MAX: not checked, or a check failed). After a
+  // dereg every packet checks its SGEs again (memory.h, CheckedSges).
+  std::vector<uint64_t> sge_bias;
+  uint64_t mr_deregs = UINT64_MAX;
   std::vector<uint8_t> inline_data;  // IBV_SEND_INLINE: copied at post time
   uint64_t length = 0;
   uint32_t msg_id = 0;        // the QP's post count at post time (trace message id)

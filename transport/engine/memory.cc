@@ -17,6 +17,20 @@ verbs::MrCheck check_sges(const verbs::MrTable& mrs, PdHandle pd, std::span<cons
   return verbs::MrCheck::kOk;
 }
 
+verbs::MrCheck check_sges(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges,
+                          uint32_t needed, uint64_t* bias) {
+  for (size_t i = 0; i < sges.size(); ++i) {
+    const Sge& s = sges[i];
+    bias[i] = 0;
+    if (s.length == 0) continue;
+    const verbs::MrCheck c = mrs.check_local(pd, s.lkey, s.addr, s.length, needed);
+    if (c != verbs::MrCheck::kOk) return c;
+    const verbs::Mr* mr = mrs.find_lkey(s.lkey);  // the check's own lookup, cached
+    bias[i] = mr->addr - mr->iova;
+  }
+  return verbs::MrCheck::kOk;
+}
+
 namespace {
 
 // Calls f(pointer, bytes) for each piece of [offset, offset+len); false if an
@@ -40,11 +54,38 @@ bool walk(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uin
   return len == 0;
 }
 
+// walk() over SGEs checked whole by check_sges(): each piece lies inside its
+// SGE, so inside the MR the check found; bias[i] translates it.
+template <typename F>
+bool walk_checked(std::span<const Sge> sges, const uint64_t* bias, uint64_t offset, uint64_t len, F&& f) {
+  for (size_t i = 0; i < sges.size(); ++i) {
+    const Sge& s = sges[i];
+    if (len == 0) return true;
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(s.length - offset, len);
+    f(reinterpret_cast<uint8_t*>(s.addr + offset + bias[i]), n);
+    len -= n;
+    offset = 0;
+  }
+  return len == 0;
+}
+
 }  // namespace
 
 bool gather(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, uint64_t offset,
             uint64_t len, std::vector<std::span<const uint8_t>>& out) {
   return walk(mrs, pd, sges, offset, len, 0, [&](uint8_t* p, uint64_t n) {
+    out.emplace_back(p, static_cast<size_t>(n));
+  });
+}
+
+bool gather(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, CheckedSges checked,
+            uint64_t offset, uint64_t len, std::vector<std::span<const uint8_t>>& out) {
+  if (!checked.valid) return gather(mrs, pd, sges, offset, len, out);
+  return walk_checked(sges, checked.bias, offset, len, [&](uint8_t* p, uint64_t n) {
     out.emplace_back(p, static_cast<size_t>(n));
   });
 }
@@ -63,6 +104,30 @@ bool scatter_crc(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sg
                  std::span<const uint8_t> data, wire::Crc32Fold* crc) {
   const uint8_t* src = data.data();
   return walk(mrs, pd, sges, offset, data.size(), IBV_ACCESS_LOCAL_WRITE, [&](uint8_t* p, uint64_t n) {
+    wire::crc32_fold_copy(*crc, p, src, n);
+    src += n;
+  });
+}
+
+}  // namespace isoroce::transport::detail
+
+namespace isoroce::transport::detail {
+
+bool scatter(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, CheckedSges checked,
+             uint64_t offset, std::span<const uint8_t> data) {
+  if (!checked.valid) return scatter(mrs, pd, sges, offset, data);
+  const uint8_t* src = data.data();
+  return walk_checked(sges, checked.bias, offset, data.size(), [&](uint8_t* p, uint64_t n) {
+    std::memcpy(p, src, n);
+    src += n;
+  });
+}
+
+bool scatter_crc(const verbs::MrTable& mrs, PdHandle pd, std::span<const Sge> sges, CheckedSges checked,
+                 uint64_t offset, std::span<const uint8_t> data, wire::Crc32Fold* crc) {
+  if (!checked.valid) return scatter_crc(mrs, pd, sges, offset, data, crc);
+  const uint8_t* src = data.data();
+  return walk_checked(sges, checked.bias, offset, data.size(), [&](uint8_t* p, uint64_t n) {
     wire::crc32_fold_copy(*crc, p, src, n);
     src += n;
   });

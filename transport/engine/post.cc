@@ -90,12 +90,21 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
     w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
   }
   if (q.qp.type() == IBV_QPT_UD) address_ud(q, wr, w);
-  // L_Key checks happen now; a failure completes the WR with
+  // L_Key checks happen now, once per WR; a failure completes the WR with
   // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
-  const uint32_t needed = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
-  w.local_error = !w.is_inline && check_sges(mrs_, q.pd, w.sges, needed) != verbs::MrCheck::kOk
-                      ? IBV_WC_LOC_PROT_ERR
-                      : IBV_WC_SUCCESS;
+  // The packets use what the check found (sge_bias) unless an MR was
+  // deregistered since: then each packet checks its SGEs again.
+  w.local_error = IBV_WC_SUCCESS;
+  w.mr_deregs = UINT64_MAX;
+  if (!w.is_inline) {
+    const uint32_t needed = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
+    w.sge_bias.resize(w.sges.size());
+    if (check_sges(mrs_, q.pd, w.sges, needed, w.sge_bias.data()) == verbs::MrCheck::kOk) {
+      w.mr_deregs = mrs_.deregs();
+    } else {
+      w.local_error = IBV_WC_LOC_PROT_ERR;
+    }
+  }
   w.state = WqeState::kQueued;
   w.npkts = 0;
   w.read_done = 0;

@@ -144,7 +144,7 @@ size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> o
   if (d.length > 0) {
     if (w.is_inline) {
       payload_scratch_.emplace_back(w.inline_data.data() + d.offset, d.length);
-    } else if (!gather(mrs_, q.pd, w.sges, d.offset, d.length, payload_scratch_)) {
+    } else if (!gather(mrs_, q.pd, w.sges, checked_sges(w), d.offset, d.length, payload_scratch_)) {
       lose_local_mr(q, d);
       return 0;
     }
@@ -192,8 +192,9 @@ void EngineImpl::run_local_ops(Picos now, QpCtx& q) {
 }
 
 void EngineImpl::lose_local_mr(QpCtx& q, const TxDesc& d) {
-  // An SGE's MR was deregistered after the post (the L_Key check is made
-  // again for every packet, so nothing is read from it): the WR completes
+  // An SGE's MR was deregistered after the post (the L_Key check made at post
+  // holds only while no MR is deregistered; after a dereg every packet checks
+  // its SGEs again, so nothing is read from it): the WR completes
   // with IBV_WC_LOC_PROT_ERR and the QP moves to ERR, as rxe's requester
   // does when its copy fails (kick() completes it once it is the oldest).
   // The requester stops at this packet; later grants of the same transmit

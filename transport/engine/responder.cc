@@ -85,7 +85,17 @@ void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn,
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame, bool icrc_pending) {
   RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len), frame, icrc_pending};
-  RespStep step = RespStep::kCheckState;
+  // The checks in their order without the loop's dispatch while each passes to the
+  // next (an in-order request): the same steps the loop below would run first, since
+  // it does nothing before a check step but call it. Whatever a check names
+  // otherwise (a NAK, a duplicate, done) and everything from kExecute on goes
+  // through the loop.
+  RespStep step = resp_check_state(q);
+  if (step == RespStep::kCheckPsn) step = resp_check_psn(q, r);
+  if (step == RespStep::kCheckOpSeq) step = resp_check_op_seq(q, r);
+  if (step == RespStep::kCheckLength) step = resp_check_length(q, r);
+  if (step == RespStep::kCheckRkey) step = resp_check_rkey(q, r);
+  if (step == RespStep::kCheckResource) step = resp_check_resource(q, r);
   while (true) {
     // A frame whose ICRC is still unchecked goes no further than the checks (which
     // change nothing but their diagnostic counters) before it is checked, unless it

@@ -61,7 +61,7 @@ size_t EngineImpl::build_ud(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   if (d.length > 0) {
     if (w.is_inline) {
       payload_scratch_.emplace_back(w.inline_data.data(), d.length);
-    } else if (!gather(mrs_, q.pd, w.sges, 0, d.length, payload_scratch_)) {
+    } else if (!gather(mrs_, q.pd, w.sges, checked_sges(w), 0, d.length, payload_scratch_)) {
       return 0;
     }
   }

@@ -56,6 +56,7 @@ int MrTable::dereg(PdTable& pds, uint32_t lkey) {
   auto it = by_lkey_.find(lkey);
   if (it == by_lkey_.end()) return EINVAL;
   forget_lookups();
+  ++deregs_;
   pds.put(it->second.pd);
   lkey_by_rkey_.erase(it->second.rkey);
   by_lkey_.erase(it);

@@ -77,6 +77,11 @@ class MrTable {
   const Mr* find_lkey(uint32_t lkey) const;
   const Mr* find_rkey(uint32_t rkey) const;
   size_t size() const { return by_lkey_.size(); }
+  // How many regions were ever deregistered. An MR's PD, access and range never
+  // change while it is registered, so a check_local() that passed still holds
+  // as long as this count has not moved (the engine checks a work request's
+  // L_Keys once, at post, and only again after a dereg).
+  uint64_t deregs() const { return deregs_; }
 
  private:
   uint32_t fresh_key();
@@ -85,6 +90,7 @@ class MrTable {
 
   MrKeyGen keys_;
   uint64_t next_id_ = 1;
+  uint64_t deregs_ = 0;
   std::unordered_map<uint32_t, Mr> by_lkey_;
   std::unordered_map<uint32_t, uint32_t> lkey_by_rkey_;
   // The last MR found by each key: a flow's packets name the same MR again

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "tests/transport/engine/dut.h"
 
@@ -257,6 +258,94 @@ TEST(EngineMrLifetime, UdSendWhoseMrIsDeregisteredBeforeTransmitFails) {
   EXPECT_EQ(wc[1].status, IBV_WC_WR_FLUSH_ERR);
   EXPECT_EQ(net[0].query_qp(a.qpn)->state(), IBV_QPS_SQE);
   EXPECT_TRUE(net.sent(0).empty());
+}
+
+// The L_Key of a work request is checked once, at post; a packet uses what the
+// check found only while no MR was deregistered since (Engine: SendWqe::mr_deregs).
+// Deregistered and registered again between the post and the first packet: the
+// WR's L_Key names nothing now, so the WR fails and nothing of the buffer leaves.
+TEST(EngineMrLifetime, WriteWhoseLocalMrIsReRegisteredBetweenPostAndTransmitFails) {
+  RcPair p(slow_link(), slow_port());
+  Region src = reg(p.net[0], p.s[0].pd, 8192, IBV_ACCESS_LOCAL_WRITE, 0x30000000, 0x55);
+  Sge sge{src.iova, 8192, src.keys.lkey};
+  SendWr wr;
+  wr.wr_id = 9;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = std::span(&sge, 1);
+  wr.remote_addr = p.s[1].iova;
+  wr.rkey = p.s[1].keys.rkey;
+  ASSERT_EQ(p.net[0].post_send(p.net.now(), p.s[0].qpn, wr), 0);
+  ASSERT_EQ(p.net[0].dereg_mr(src.keys.lkey), 0);
+  std::fill(src.buf.begin(), src.buf.end(), 0xee);
+  auto again = p.net[0].reg_mr(p.s[0].pd, src.buf.data(), src.buf.size(), src.iova, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(p.net.run());
+  auto sc = p.poll(0, false);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].wr_id, 9u);
+  EXPECT_EQ(sc[0].status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(p.net[0].query_qp(p.s[0].qpn)->state(), IBV_QPS_ERR);
+  EXPECT_EQ(std::count(p.s[1].buf.begin(), p.s[1].buf.end(), 0xee), 0);
+  EXPECT_EQ(std::count(p.s[1].buf.begin(), p.s[1].buf.end(), 0x55), 0);
+}
+
+// The same for a READ's destination: the responses find no region to write.
+TEST(EngineMrLifetime, ReadWhoseLocalMrIsDeregisteredBetweenPostAndResponseFails) {
+  RcPair p(slow_link(), slow_port());
+  Region dst = reg(p.net[0], p.s[0].pd, 8192, IBV_ACCESS_LOCAL_WRITE, 0x30000000);
+  Sge sge{dst.iova, 8192, dst.keys.lkey};
+  SendWr wr;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.sg_list = std::span(&sge, 1);
+  wr.remote_addr = p.s[1].iova;
+  wr.rkey = p.s[1].keys.rkey;
+  std::fill(p.s[1].buf.begin(), p.s[1].buf.begin() + 8192, 0x42);
+  ASSERT_EQ(p.net[0].post_send(p.net.now(), p.s[0].qpn, wr), 0);
+  ASSERT_EQ(p.net[0].dereg_mr(dst.keys.lkey), 0);
+  std::fill(dst.buf.begin(), dst.buf.end(), 0xee);
+  ASSERT_TRUE(p.net.run());
+  auto sc = p.poll(0, false);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_TRUE(all_equal(dst.buf, 0xee));
+}
+
+// Another MR deregistered after the post: the WR's own regions are still there,
+// so its packets check their SGEs again, pass, and the data arrives whole.
+// Two SGEs from two regions at unrelated iovas (one zero-based) whose pieces
+// straddle packets: each piece is read from where its own region maps it.
+TEST(EngineMrLifetime, OtherMrsDeregisteredAfterPostLeaveTheWrWhole) {
+  for (bool dereg_other : {false, true}) {
+    SCOPED_TRACE(dereg_other ? "another MR deregistered after the post" : "no dereg");
+    RcPair p(slow_link(), slow_port());
+    Region a = reg(p.net[0], p.s[0].pd, 3000, IBV_ACCESS_LOCAL_WRITE, 0x30000000);
+    Region b;
+    b.buf.resize(5000);
+    auto mb = p.net[0].reg_mr(p.s[0].pd, b.buf.data(), b.buf.size(), 0,
+                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ZERO_BASED);
+    ASSERT_TRUE(mb.ok());
+    b.keys = mb.value();
+    Region other = reg(p.net[0], p.s[0].pd, 4096, IBV_ACCESS_LOCAL_WRITE, 0x50000000);
+    for (size_t i = 0; i < a.buf.size(); ++i) a.buf[i] = static_cast<uint8_t>(i * 7 + 1);
+    for (size_t i = 0; i < b.buf.size(); ++i) b.buf[i] = static_cast<uint8_t>(i * 13 + 5);
+    Sge sges[2] = {{a.iova + 100, 2500, a.keys.lkey}, {200, 4000, b.keys.lkey}};
+    SendWr wr;
+    wr.wr_id = 11;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = std::span(sges, 2);
+    wr.remote_addr = p.s[1].iova + 64;
+    wr.rkey = p.s[1].keys.rkey;
+    ASSERT_EQ(p.net[0].post_send(p.net.now(), p.s[0].qpn, wr), 0);
+    if (dereg_other) {
+      ASSERT_EQ(p.net[0].dereg_mr(other.keys.lkey), 0);
+    }
+    ASSERT_TRUE(p.net.run());
+    auto sc = p.poll(0, false);
+    ASSERT_EQ(sc.size(), 1u);
+    EXPECT_EQ(sc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(std::memcmp(p.s[1].buf.data() + 64, a.buf.data() + 100, 2500), 0);
+    EXPECT_EQ(std::memcmp(p.s[1].buf.data() + 64 + 2500, b.buf.data() + 200, 4000), 0);
+  }
 }
 
 }  // namespace
