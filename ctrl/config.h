@@ -150,9 +150,9 @@ inline constexpr uint32_t kAfPacketFrames = 4096;
 // this / mtu (2048 frames at MTU 2048, 1024 at 4096). The kernel and the PMD
 // walk every slot of a ring in turn, so a ring is the memory each frame's
 // copies touch: 1024 slots of 4608 bytes carried 64 KB WRITEs through one
-// daemon 1.2-1.5x as fast as 4096 (19 MB a ring, four per daemon of two ports)
-// in most rounds; 256 slots, faster still there, lost frames between two
-// daemons whose receivers wait for their CPU (0.55-0.6x the bandwidth)
+// daemon 1.45-2x as fast as 4096 (19 MB a ring, four per daemon of two ports)
+// in 4 of 5 rounds; 256 and 512 slots, faster still there under load, lost
+// frames between two daemons whose receivers wait for their CPU (0.55-0.8x)
 // (docs/performance.md, "The kernel path, tuned").
 inline constexpr uint32_t kAfPacketRingPayload = 4u << 20;
 
