@@ -592,8 +592,10 @@ std::string af_packet_devargs(const std::string& devargs, uint32_t mtu) {
     d += ",framesz=" + std::to_string(s.framesz) + ",blocksz=" + std::to_string(s.blocksz);
   }
   if (!has_devarg(d, "framecnt")) {
-    // The kernel takes whole blocks.
-    const uint32_t frames = (kAfPacketFrames + per_block - 1) / per_block * per_block;
+    // kAfPacketRingPayload a ring, no more than kAfPacketFrames slots (a
+    // smaller ring stays in the caches); the kernel takes whole blocks.
+    const uint32_t want = std::clamp(kAfPacketRingPayload / std::max(mtu, 1u), per_block, kAfPacketFrames);
+    const uint32_t frames = (want + per_block - 1) / per_block * per_block;
     d += ",framecnt=" + std::to_string(frames);
   }
   return d;

@@ -146,6 +146,15 @@ std::optional<ConfigError> validate(DaemonConfig* config);
 // cores shared with the applications) loses the rest in the kernel, and go-back-N
 // resends whole windows. 4096 (8 MiB of 2 KiB slots) holds about 3.6 ms.
 inline constexpr uint32_t kAfPacketFrames = 4096;
+// Above MTU 1024 the ring holds the same payload instead, 4 MiB: framecnt =
+// this / mtu (2048 frames at MTU 2048, 1024 at 4096). The kernel and the PMD
+// walk every slot of a ring in turn, so a ring is the memory each frame's
+// copies touch: 1024 slots of 4608 bytes carried 64 KB WRITEs through one
+// daemon 1.45-2x as fast as 4096 (19 MB a ring, four per daemon of two ports)
+// in 4 of 5 rounds; 256 and 512 slots, faster still there under load, lost
+// frames between two daemons whose receivers wait for their CPU (0.55-0.8x)
+// (docs/performance.md, "The kernel path, tuned").
+inline constexpr uint32_t kAfPacketRingPayload = 4u << 20;
 
 // The largest Ethernet frame a port of RoCE path MTU `mtu` bytes sends or must
 // receive: a full RoCE packet (Ethernet + VLAN + IPv6 + UDP + BTH +
@@ -161,7 +170,8 @@ inline uint32_t roce_ip_mtu(uint32_t mtu) { return mtu + 40 + 8 + 12 + 28 + 4; }
 inline constexpr uint32_t kAfPacketSlotOverhead = 64;
 inline constexpr uint32_t kAfPacketDefaultFramesz = 2048;
 
-// A port's devargs as given to EAL. net_af_packet gets framecnt=kAfPacketFrames
+// A port's devargs as given to EAL. net_af_packet gets
+// framecnt=kAfPacketRingPayload/mtu (at most kAfPacketFrames, whole blocks)
 // unless it names its own framecnt, and, for an MTU whose frames do not fit
 // DPDK's 2048-byte slots, a framesz (and blocksz) that holds them unless it names
 // its own; other devices are unchanged.

@@ -17,7 +17,7 @@
 # Usage: bench/veth/run.sh [BUILD_DIR]     (root; perftest and qperf installed)
 # MTU (1024) the daemons' and RoCE path MTU; LAT_ITERS (2000), BW_ITERS (5000);
 # KINDS ("af_xdp af_packet") the one-daemon port kinds; TWO=0 skips the two-daemon
-# rows; DAEMON_ARGS extra isoroced flags (e.g. --config FILE with the idle
+# rows; PORT_DEVARGS more devargs for every port (",qdisc_bypass=1"); DAEMON_ARGS extra isoroced flags (e.g. --config FILE with the idle
 # settings being compared); BEFORE=DIR (with bin/isoroced, bin/isoroce-ctl and
 # lib/libisoroce-verbs.so, e.g. another checkout's build/) runs the two-daemon
 # rows with that build too, in the same run, as the baseline. TWO_PIN=CPUS pins the
@@ -45,6 +45,7 @@ ns1=ns-$name-one nsa=ns-$name-a nsb=ns-$name-b
 # only while its peer's MTU fits a page.
 link_mtu=$((mtu + 92 > 1500 ? mtu + 92 : 1500))
 read -r -a extra <<<"${DAEMON_ARGS:-}"
+pdv=${PORT_DEVARGS:-}  # appended to every port's devargs (",framecnt=1024")
 tmp=$(mktemp -d /tmp/isoroce-bench-veth.XXXXXX)
 pids=()
 cleanup() {
@@ -121,7 +122,7 @@ bw_iters=${BW_ITERS:-5000}
 declare -A r
 one() {  # kind label
   local kind=$1 s="$tmp/one-$1.sock" typ p99 v
-  daemon $ns1 "$s" 0,1 "net_${kind}0,iface=xb1" 10.77.0.1/24 "net_${kind}1,iface=xb2" 10.77.0.2/24
+  daemon $ns1 "$s" 0,1 "net_${kind}0,iface=xb1$pdv" 10.77.0.1/24 "net_${kind}1,iface=xb2$pdv" 10.77.0.2/24
   v=$(bw ib_write_bw 65536 "$bw_iters" $ns1 "$s" isoroce1 $ns1 "$s" isoroce0 127.0.0.1 0)
   row "one daemon$2, veth, net_$kind: ib_write_bw 64 KB (apps CPU 0)" "${v:-fail} MB/s" ""
   r[bw/$kind$2]=${v:-0}
@@ -150,7 +151,7 @@ fast() {  # kind roce_mtu lcores workers
   lm=$((mtu + 92 > 1500 ? mtu + 92 : 1500))
   ip -n $ns1 link set xb1 mtu "$lm"
   ip -n $ns1 link set xb2 mtu "$lm"
-  daemon $ns1 "$s" "$3" "net_${kind}0,iface=xb1" 10.77.0.1/24 "net_${kind}1,iface=xb2" 10.77.0.2/24
+  daemon $ns1 "$s" "$3" "net_${kind}0,iface=xb1$pdv" 10.77.0.1/24 "net_${kind}1,iface=xb2$pdv" 10.77.0.2/24
   v=$(bw ib_write_bw 65536 "$bw_iters" $ns1 "$s" isoroce1 $ns1 "$s" isoroce0 127.0.0.1 0)
   row "one daemon, $4 worker(s), net_$kind, MTU $mtu (veth $lm): ib_write_bw 64 KB" "${v:-fail} MB/s" ""
   r[fast/$kind/$mtu/$4]=${v:-0}
@@ -171,9 +172,9 @@ fi
 # Two daemons (bin and preload of the build under test, or BEFORE's) in two namespaces.
 two() {  # label
   local kind=${TWO_KIND:-af_xdp} sa="$tmp/two-a.sock" sb="$tmp/two-b.sock" typ p99 v
-  daemon $nsa "$sa" 0,1 "net_${kind}0,iface=xda" 10.77.1.1/24
+  daemon $nsa "$sa" 0,1 "net_${kind}0,iface=xda$pdv" 10.77.1.1/24
   # SPREAD=1: daemon B's worker on CPU 0 (its control thread on CPU 1).
-  EAL_EXTRA=$([[ ${SPREAD:-0} == 1 ]] && echo "--main-lcore 1") daemon $nsb "$sb" 0,1 "net_${kind}0,iface=xdb" 10.77.1.2/24
+  EAL_EXTRA=$([[ ${SPREAD:-0} == 1 ]] && echo "--main-lcore 1") daemon $nsb "$sb" 0,1 "net_${kind}0,iface=xdb$pdv" 10.77.1.2/24
   read -r typ p99 <<<"$(lat ib_write_lat 2 "$lat_iters" $nsb "$sb" isoroce0 $nsa "$sa" isoroce0 10.78.0.2 "${TWO_PIN:-}")" || true
   row "two daemons$1, two namespaces, net_$kind: ib_write_lat 2 B" "${typ:-fail} us" "${p99:-fail} us"
   r[lat/two$1]=${typ:-0}
