@@ -27,19 +27,9 @@
 # Namespaces ns-NAME-one, ns-NAME-a, ns-NAME-b; removed at exit.
 set -euo pipefail
 build=${1:-build}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-bin="$root/$build/bin"
-preload="$root/$build/lib/libisoroce-verbs.so"
-for f in "$bin/isoroced" "$bin/isoroce-ctl" "$preload"; do
-  [[ -e $f ]] || { echo "missing $f: ninja -C $build isoroced isoroce-ctl isoroce-verbs" >&2; exit 2; }
-done
-for t in ib_write_lat ib_write_bw qperf; do
-  command -v $t >/dev/null || { echo "missing $t: scripts/install-deps.sh installs perftest and qperf" >&2; exit 2; }
-done
-[[ $(id -u) == 0 ]] || { echo "needs root (namespaces, veth, AF_XDP)" >&2; exit 2; }
+. "$(dirname "$0")/common.sh"
+veth_prelude "$build" xdpb
 mtu=${MTU:-1024}
-name=${NAME:-xdpb}
-[[ $name =~ ^[a-z0-9]{1,8}$ ]] || { echo "NAME must be 1-8 lowercase letters or digits" >&2; exit 2; }
 ns1=ns-$name-one nsa=ns-$name-a nsb=ns-$name-b
 # What the RoCE MTU needs (IP packets of mtu + 92): a veth takes an XDP program
 # only while its peer's MTU fits a page.

@@ -16,15 +16,8 @@
 #   of each port kind (AF_XDP at MTU 1024 and 2048, AF_PACKET at 4096).
 set -euo pipefail
 build=${1:-build}
-root=$(cd "$(dirname "$0")/../.." && pwd)
-bin="$root/$build/bin"
-preload="$root/$build/lib/libisoroce-verbs.so"
-for f in "$bin/isoroced" "$bin/isoroce-ctl" "$preload"; do
-  [[ -e $f ]] || { echo "missing $f: ninja -C $build isoroced isoroce-ctl isoroce-verbs" >&2; exit 2; }
-done
-[[ $(id -u) == 0 ]] || { echo "needs root (namespaces, veth, AF_XDP)" >&2; exit 2; }
-name=${NAME:-tune}
-[[ $name =~ ^[a-z0-9]{1,8}$ ]] || { echo "NAME must be 1-8 lowercase letters or digits" >&2; exit 2; }
+. "$(dirname "$0")/common.sh"
+veth_prelude "$build" tune
 ns=ns-$name-one nsa=ns-$name-a nsb=ns-$name-b
 a=tb1$name b=tb2$name
 a=${a:0:15} b=${b:0:15}

@@ -41,6 +41,19 @@ void post(Ring& sq, const rxe_send_wqe& w, const std::vector<rxe_sge>& sges) {
   shm::producer(sq.base).store((prod + 1) & sq.mask(), std::memory_order_release);
 }
 
+// A signalled WRITE of len bytes to remote_addr, one SGE, as the library fills it.
+rxe_send_wqe write_wqe(uint64_t wr_id, uint32_t rkey, uint64_t remote_addr, uint32_t len) {
+  rxe_send_wqe w{};
+  w.wr.wr_id = wr_id;
+  w.wr.opcode = IBV_WR_RDMA_WRITE;
+  w.wr.send_flags = IBV_SEND_SIGNALED;
+  w.wr.wr.rdma.remote_addr = remote_addr;
+  w.wr.wr.rdma.rkey = rkey;
+  w.dma.num_sge = 1;
+  w.dma.length = len;
+  return w;
+}
+
 std::vector<ib_uverbs_wc> drain(Ring& cq) {
   std::vector<ib_uverbs_wc> out;
   const uint32_t prod = shm::producer(cq.base).load(std::memory_order_acquire);
@@ -166,15 +179,7 @@ TEST(ShmPump, CompletionsHeldBackByAFullCqRingArriveWhenTheApplicationCatchesUp)
   const uint32_t ring_slots = ea.cq_ring->mask();
   ASSERT_EQ(ring_slots, 15u);
   for (uint64_t i = 0; i < 16; ++i) {  // max_send_wr is 16
-    rxe_send_wqe w{};
-    w.wr.wr_id = 100 + i;
-    w.wr.opcode = IBV_WR_RDMA_WRITE;
-    w.wr.send_flags = IBV_SEND_SIGNALED;
-    w.wr.wr.rdma.remote_addr = 0x20000 + 64 * i;
-    w.wr.wr.rdma.rkey = eb.rkey;
-    w.dma.num_sge = 1;
-    w.dma.length = 64;
-    post(*ea.sq, w, {{0x20000, 64, ea.lkey}});
+    post(*ea.sq, write_wqe(100 + i, eb.rkey, 0x20000 + 64 * i, 64), {{0x20000, 64, ea.lkey}});
   }
   f.run_for(100'000'000);
   std::vector<ib_uverbs_wc> wc = drain(*ea.cq_ring);
@@ -206,17 +211,7 @@ TEST(ShmPump, AFullCqRingKeepsTheWorkerPollingOnlyWhileCompletionsWaitBehindIt) 
   ShmPump& pump = *f.device(0).pump;
   const uint32_t holds = ea.cq_ring->mask();
   ASSERT_GE(holds, 1u);
-  auto write = [&](uint64_t id) {
-    rxe_send_wqe w{};
-    w.wr.wr_id = id;
-    w.wr.opcode = IBV_WR_RDMA_WRITE;
-    w.wr.send_flags = IBV_SEND_SIGNALED;
-    w.wr.wr.rdma.remote_addr = 0x20000;
-    w.wr.wr.rdma.rkey = eb.rkey;
-    w.dma.num_sge = 1;
-    w.dma.length = 8;
-    post(*ea.sq, w, {{0x20000, 8, ea.lkey}});
-  };
+  auto write = [&](uint64_t id) { post(*ea.sq, write_wqe(id, eb.rkey, 0x20000, 8), {{0x20000, 8, ea.lkey}}); };
   for (uint64_t i = 0; i < holds; ++i) write(i);
   f.run_for(100'000'000);
   EXPECT_EQ(shm::producer(ea.cq_ring->base).load() - shm::consumer(ea.cq_ring->base).load(), holds)
@@ -324,14 +319,7 @@ TEST(ShmPump, RingWaitOfAStampedPostIsInThePostRecord) {
   f.run_for(0);
   EXPECT_EQ(shm::trace_flags(ea.sq->base).load(), shm::kStampPostTsc);
   const sched::Picos taken = f.now();
-  rxe_send_wqe w{};
-  w.wr.wr_id = 5;
-  w.wr.opcode = IBV_WR_RDMA_WRITE;
-  w.wr.send_flags = IBV_SEND_SIGNALED;
-  w.wr.wr.rdma.remote_addr = 0x20000;
-  w.wr.wr.rdma.rkey = eb.rkey;
-  w.dma.num_sge = 1;
-  w.dma.length = 64;
+  rxe_send_wqe w = write_wqe(5, eb.rkey, 0x20000, 64);
   w.iova = taken - 7'000'000;  // the library's stamp: published 7 us ago
   post(*ea.sq, w, {{0x20000, 64, ea.lkey}});
   f.run_for(100'000'000);

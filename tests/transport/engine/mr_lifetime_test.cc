@@ -158,18 +158,25 @@ TEST(EngineMrLifetime, SendWhoseLocalMrIsDeregisteredMidMessageFailsWithLocalPro
   EXPECT_EQ(std::count(p.s[1].buf.begin(), p.s[1].buf.end(), 0xee), 0);
 }
 
+// Posts on engine 0 a READ of len bytes from (remote_addr, rkey) into the
+// local (iova, lkey).
+int post_read(RcPair& p, uint64_t iova, uint32_t len, uint32_t lkey, uint64_t remote_addr, uint32_t rkey,
+              uint64_t wr_id = 0) {
+  Sge sge{iova, len, lkey};
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.sg_list = std::span(&sge, 1);
+  wr.remote_addr = remote_addr;
+  wr.rkey = rkey;
+  return p.net[0].post_send(p.net.now(), p.s[0].qpn, wr);
+}
+
 TEST(EngineMrLifetime, ReadWhoseRemoteMrIsDeregisteredMidResponseIsARemoteAccessError) {
   RcPair p(slow_link(), slow_port());
   Region src = reg(p.net[1], p.s[1].pd, 64 * 1024,
                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, 0x30000000, 0x66);
-  Sge sge{p.s[0].iova, 64 * 1024, p.s[0].keys.lkey};
-  SendWr wr;
-  wr.wr_id = 8;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.sg_list = std::span(&sge, 1);
-  wr.remote_addr = src.iova;
-  wr.rkey = src.keys.rkey;
-  ASSERT_EQ(p.net[0].post_send(p.net.now(), p.s[0].qpn, wr), 0);
+  ASSERT_EQ(post_read(p, p.s[0].iova, 64 * 1024, p.s[0].keys.lkey, src.iova, src.keys.rkey, 8), 0);
   run_frames(p, 1, 4);
   ASSERT_LT(p.net.sent(1).size(), 64u);
   ASSERT_EQ(p.net[1].dereg_mr(src.keys.lkey), 0);
@@ -185,13 +192,7 @@ TEST(EngineMrLifetime, ReadWhoseRemoteMrIsDeregisteredMidResponseIsARemoteAccess
 TEST(EngineMrLifetime, ReadWhoseLocalMrIsDeregisteredMidResponseFailsLocally) {
   RcPair p(slow_link(), slow_port());
   Region dst = reg(p.net[0], p.s[0].pd, 64 * 1024, IBV_ACCESS_LOCAL_WRITE, 0x30000000);
-  Sge sge{dst.iova, 64 * 1024, dst.keys.lkey};
-  SendWr wr;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.sg_list = std::span(&sge, 1);
-  wr.remote_addr = p.s[1].iova;
-  wr.rkey = p.s[1].keys.rkey;
-  ASSERT_EQ(p.net[0].post_send(p.net.now(), p.s[0].qpn, wr), 0);
+  ASSERT_EQ(post_read(p, dst.iova, 64 * 1024, dst.keys.lkey, p.s[1].iova, p.s[1].keys.rkey), 0);
   run_frames(p, 1, 4);
   ASSERT_EQ(p.net[0].dereg_mr(dst.keys.lkey), 0);
   std::fill(dst.buf.begin(), dst.buf.end(), 0xee);
@@ -293,14 +294,8 @@ TEST(EngineMrLifetime, WriteWhoseLocalMrIsReRegisteredBetweenPostAndTransmitFail
 TEST(EngineMrLifetime, ReadWhoseLocalMrIsDeregisteredBetweenPostAndResponseFails) {
   RcPair p(slow_link(), slow_port());
   Region dst = reg(p.net[0], p.s[0].pd, 8192, IBV_ACCESS_LOCAL_WRITE, 0x30000000);
-  Sge sge{dst.iova, 8192, dst.keys.lkey};
-  SendWr wr;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.sg_list = std::span(&sge, 1);
-  wr.remote_addr = p.s[1].iova;
-  wr.rkey = p.s[1].keys.rkey;
   std::fill(p.s[1].buf.begin(), p.s[1].buf.begin() + 8192, 0x42);
-  ASSERT_EQ(p.net[0].post_send(p.net.now(), p.s[0].qpn, wr), 0);
+  ASSERT_EQ(post_read(p, dst.iova, 8192, dst.keys.lkey, p.s[1].iova, p.s[1].keys.rkey), 0);
   ASSERT_EQ(p.net[0].dereg_mr(dst.keys.lkey), 0);
   std::fill(dst.buf.begin(), dst.buf.end(), 0xee);
   ASSERT_TRUE(p.net.run());
