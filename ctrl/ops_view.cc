@@ -47,6 +47,10 @@ json get_async_events(OpContext& c) {
 json open(OpContext& c) {
   Session& s = c.s;
   if (s.dev != nullptr) return op_fail(EBUSY, "open: this connection has a device open already");
+  // The flags first: nothing is made for a request that is refused below.
+  for (const char* flag : {"async_events", "doorbell", "membarrier"})
+    if (auto it = c.req.find(flag); it != c.req.end() && !it->is_boolean())
+      return op_fail(EINVAL, std::string("open: \"") + flag + "\" must be true or false");
   DeviceEntry* d = c.ctl.find_device(c.req.value("device", ""));
   if (d == nullptr) return op_fail(ENODEV, "open: device '" + c.req.value("device", "") + "'");
   if (c.req.value("async_events", false)) {
@@ -90,7 +94,7 @@ json open(OpContext& c) {
     s.objs.doorbell = true;
     // The fence-free post (ctrl/shm_abi.h, kBellMembarrier) is the client's
     // to ask for, and relied on only once the worker counts it.
-    const bool want_membarrier = c.req.value("membarrier", false) == true;
+    const bool want_membarrier = c.req.value("membarrier", false);
     d->run([&](sched::Picos) {
       d->driver->add_doorbell(bell);
       if (want_membarrier) s.membarrier_user = d->driver->add_membarrier_user();

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -287,6 +288,44 @@ TEST_F(VerbsDoorbell, AnotherSharedMemoryAbiIsRefusedClearly) {
   EXPECT_NE(r.value("error", "").find("shared-memory ABI 99, isoroced " + std::to_string(shm::kShmAbiVersion)),
             std::string::npos)
       << r.dump();
+}
+
+// A flag of "open" that is not a boolean is refused before anything is made
+// for the connection: no descriptor of the daemon's stays behind, no worker
+// counts the client, and the same connection then opens normally.
+TEST_F(VerbsDoorbell, OpenFlagsOfTheWrongTypeAreRefusedAndLeaveNothingBehind) {
+  auto open_fds = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(daemon_->pid()) + "/fd"))
+      ++n;
+    return n;
+  };
+  std::string err;
+  auto c = ctrl::Client::connect(daemon_->socket(), &err);
+  ASSERT_TRUE(c) << err;
+  const size_t before = open_fds();
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, json>>{
+           {"membarrier", "yes"}, {"membarrier", 1}, {"doorbell", json::array()}, {"async_events", "true"}}) {
+    SCOPED_TRACE(flag + " = " + value.dump());
+    json req = {{"op", "open"}, {"device", "isoroce0"}, {"shm_abi", shm::kShmAbiVersion}, {"async_events", true},
+                {"doorbell", true}, {"membarrier", true}};
+    req[flag] = value;
+    std::vector<int> fds;
+    const json r = c->call(req, {}, &fds);
+    for (int f : fds) close(f);
+    EXPECT_FALSE(r.value("ok", true));
+    EXPECT_EQ(r.value("errno", 0), EINVAL);
+    EXPECT_NE(r.value("error", "").find("\"" + flag + "\" must be true or false"), std::string::npos) << r.dump();
+    EXPECT_TRUE(fds.empty());
+  }
+  EXPECT_LE(open_fds(), before) << "a refused open keeps no descriptor";
+  EXPECT_EQ(totals().membarrier_users, 0u);
+  std::vector<int> fds;
+  const json r = c->call({{"op", "open"}, {"device", "isoroce0"}, {"shm_abi", shm::kShmAbiVersion}, {"doorbell", true}},
+                         {}, &fds);
+  for (int f : fds) close(f);
+  EXPECT_TRUE(r.value("ok", false)) << r.dump();
 }
 
 }  // namespace
