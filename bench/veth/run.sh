@@ -12,7 +12,8 @@
 #   (FAST=0 skips these rows);
 #   two daemons in two namespaces, one veth end each, on the same 2 cores (both
 #   workers on CPU 1, applications unpinned): ib_write_lat 2 B, ib_write_bw 64 KB;
-#   kernel TCP between the two namespaces over a veth (qperf tcp_bw 64 KB, tcp_lat 2 B).
+#   kernel TCP between the two namespaces over a veth (qperf tcp_bw 64 KB, tcp_lat 2 B),
+#   and tcp_lat again beside two spinning threads (the two-daemon row's thread count).
 #
 # Usage: bench/veth/run.sh [BUILD_DIR]     (root; perftest and qperf installed)
 # MTU (1024) the daemons' and RoCE path MTU; LAT_ITERS (2000), BW_ITERS (5000);
@@ -181,21 +182,32 @@ ip netns exec $nsb qperf >/dev/null 2>&1 &
 qp=$!
 sleep 0.5
 tcp=$(ip netns exec $nsa qperf -t 3 10.78.0.2 -m 2 tcp_lat -m 64K tcp_bw 2>&1 || true)
+# The same round trip with the two-daemon row's thread count: two applications
+# that spin (perftest polls memory) beside two threads that block, on 2 CPUs.
+spin_pids=()
+for _ in 1 2; do (while :; do :; done) & spin_pids+=($!); done
+pids+=("${spin_pids[@]}")
+tcp_busy=$(ip netns exec $nsa qperf -t 3 10.78.0.2 -m 2 tcp_lat 2>&1 || true)
+kill "${spin_pids[@]}" 2>/dev/null || true
+wait "${spin_pids[@]}" 2>/dev/null || true
 kill $qp 2>/dev/null || true
 wait $qp 2>/dev/null || true
 tcp_lat=$(awk '/^ *latency/ {v=$3; u=$4} END {if (u == "ms") v *= 1000; if (u == "ns") v /= 1000; print v}' <<<"$tcp")
 tcp_bw=$(awk '/^ *bw/ {v=$3; u=$4} END {if (u == "GB/sec") v *= 1000; if (u == "KB/sec") v /= 1000; print v}' <<<"$tcp")
 row "kernel TCP across a veth, two namespaces: qperf tcp_bw 64 KB" "$tcp_bw MB/s" ""
 row "kernel TCP across a veth, two namespaces: qperf tcp_lat 2 B" "$tcp_lat us" ""
+tcp_lat_busy=$(awk '/^ *latency/ {v=$3; u=$4} END {if (u == "ms") v *= 1000; if (u == "ns") v /= 1000; print v}' <<<"$tcp_busy")
+row "kernel TCP, same, beside two spinning threads: tcp_lat 2 B" "$tcp_lat_busy us" ""
 load_after=$(uptime)
 echo
 awk -v x="${r[bw/af_xdp]:-0}" -v p="${r[bw/af_packet]:-0}" -v t="$tcp_bw" -v l1="${r[lat/af_xdp]:-0}" \
   -v fast="$(for k in "${!r[@]}"; do [[ $k == fast/* ]] && printf "%s %s " "${k#fast/}" "${r[$k]}"; done)" \
-  -v l2="${r[lat/two]:-0}" -v l0="${r[lat/two (BEFORE)]:-0}" -v l1b="${r[lat/af_xdp (BEFORE)]:-0}" 'BEGIN {
+  -v tb="${tcp_lat_busy:-0}" -v l2="${r[lat/two]:-0}" -v l0="${r[lat/two (BEFORE)]:-0}" -v l1b="${r[lat/af_xdp (BEFORE)]:-0}" 'BEGIN {
   if (t > 0) printf "ib_write_bw 64 KB / kernel TCP: af_xdp %.2f, af_packet %.2f  (goal >= 1)\n", x / t, p / t
   n = split(fast, f, " ")
   for (i = 1; i + 1 <= n; i += 2) if (t > 0 && f[i + 1] > 0) printf "ib_write_bw 64 KB / kernel TCP: %s %.2f  (goal >= 1)\n", f[i], f[i + 1] / t
   if (l1 > 0 && l2 > 0) printf "two-daemon / one-daemon ib_write_lat median: %.1fx  (goal <= 3)\n", l2 / l1
+  if (tb > 0 && l2 > 0) printf "two-daemon ib_write_lat / kernel TCP beside two spinning threads: %.1fx\n", l2 / tb
   if (l1b > 0 && l0 > 0) printf "BEFORE: two-daemon / one-daemon ib_write_lat median: %.1fx\n", l0 / l1b
 }'
 echo "load before: $load_before"
