@@ -127,6 +127,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // verbs::check_send_wr() and the checks that need the engine's tables;
   // length is the sum of wr's SGE lengths (post_send sums them once).
   int check_send_wr(const QpCtx& q, const SendWr& wr, uint64_t length) const;
+  // A UD WR's AH: it exists and is of the QP's PD (0 or EINVAL).
+  int check_ud_ah(const QpCtx& q, const SendWr& wr) const;
 
   // ---- requester.cc
   // The next request packet of q, without consuming it (kind kNone: none now).
