@@ -15,6 +15,8 @@ packages=(
   libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   # interop checks and fault injection
   python3 python3-scapy python3-matplotlib tshark tcpdump iproute2 iputils-ping ethtool
+  # instructions per packet (bench/engine/callgrind_per_packet.py)
+  valgrind
   # packaging and the service (tests/install)
   ccache dpkg-dev systemd
   # the Linux rxe peer in a QEMU guest (scripts/rxe-guest/, tests/interop/rxe_guest_test.cc)

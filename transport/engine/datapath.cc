@@ -235,8 +235,12 @@ Picos EngineImpl::next_deadline() const {
 }
 
 void EngineImpl::peek(Picos now, QpCtx& q, TxDesc& d) {
-  peek_response(q, d);
-  if (d.kind != TxKind::kNone) return;
+  // Responses first: peek_response() has one whenever the queue holds one (and
+  // is not called, nor d cleared twice, when it does not: once per grant).
+  if (!q.resp.queue.empty()) {
+    peek_response(q, d);
+    return;
+  }
   if (q.qp.type() == IBV_QPT_UD) {
     peek_ud(q, d);
   } else {
@@ -245,13 +249,37 @@ void EngineImpl::peek(Picos now, QpCtx& q, TxDesc& d) {
 }
 
 void EngineImpl::kick(Picos now, QpCtx& q) {
-  if (q.req.wqe < q.sq.tail() && q.sq[q.req.wqe].is_local_op()) [[unlikely]] run_local_ops(now, q);
+  if (q.sq_unusual) [[unlikely]] {
+    if (q.sq.empty()) {
+      q.sq_unusual = false;  // nothing queued can be a local operation or failed
+    } else if (kick_unusual(now, q)) {
+      return;
+    }
+  }
+  if (q.ud_send_failed) [[unlikely]] {
+    ud_send_queue_error(now, q);
+    return;
+  }
+  if (sched_->active(q.slot)) return;
+  TxDesc d;
+  peek(now, q, d);
+  if (d.kind == TxKind::kNone) return;
+  const bool ends = wire::opcode_info(d.opcode).is_last() || d.kind == TxKind::kUdSend;
+  // A request that starts a message on an idle QP waits behind no packet of its own.
+  q.req.ready_fresh = d.kind == TxKind::kRequest && d.offset == 0 && !d.retransmit;
+  q.req.ready_psn = d.psn;
+  q.req.ready_at = now;
+  sched_->activate(now, q.slot, {d.frame_len + kEthWireOverhead, ends});
+}
+
+bool EngineImpl::kick_unusual(Picos now, QpCtx& q) {
+  if (q.req.wqe < q.sq.tail() && q.sq[q.req.wqe].is_local_op()) run_local_ops(now, q);
   // A WR that lost its local MR mid-message (lose_local_mr) completes in
   // error once it is the oldest; the QP moves to ERR.
   if (!q.sq.empty() && q.sq.front().state == WqeState::kStarted &&
       q.sq.front().local_error != IBV_WC_SUCCESS) [[unlikely]] {
     fail_request(now, q, q.sq.front().local_error);
-    return;
+    return true;
   }
   // A WR whose SGEs failed their check completes in error when it is next.
   if (q.req.wqe < q.sq.tail() && q.req.pkt == 0 && q.sq[q.req.wqe].local_error != IBV_WC_SUCCESS &&
@@ -268,22 +296,9 @@ void EngineImpl::kick(Picos now, QpCtx& q) {
     } else {
       ud_send_queue_error(now, q);
     }
-    return;
+    return true;
   }
-  if (q.ud_send_failed) [[unlikely]] {
-    ud_send_queue_error(now, q);
-    return;
-  }
-  if (sched_->active(q.slot)) return;
-  TxDesc d;
-  peek(now, q, d);
-  if (d.kind == TxKind::kNone) return;
-  const bool ends = wire::opcode_info(d.opcode).is_last() || d.kind == TxKind::kUdSend;
-  // A request that starts a message on an idle QP waits behind no packet of its own.
-  q.req.ready_fresh = d.kind == TxKind::kRequest && d.offset == 0 && !d.retransmit;
-  q.req.ready_psn = d.psn;
-  q.req.ready_at = now;
-  sched_->activate(now, q.slot, {d.frame_len + kEthWireOverhead, ends});
+  return false;
 }
 
 sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {

@@ -124,8 +124,11 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void run_local_ops(Picos now, QpCtx& q);
 
   // ---- post.cc
-  // verbs::check_send_wr() and the checks that need the engine's tables.
-  int check_send_wr(const QpCtx& q, const SendWr& wr) const;
+  // verbs::check_send_wr() and the checks that need the engine's tables;
+  // length is the sum of wr's SGE lengths (post_send sums them once).
+  int check_send_wr(const QpCtx& q, const SendWr& wr, uint64_t length) const;
+  // A UD WR's AH: it exists and is of the QP's PD (0 or EINVAL).
+  int check_ud_ah(const QpCtx& q, const SendWr& wr) const;
 
   // ---- requester.cc
   // The next request packet of q, without consuming it (kind kNone: none now).
@@ -238,6 +241,10 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // grant).
   void peek(Picos now, QpCtx& q, TxDesc& d);
   void kick(Picos now, QpCtx& q);
+  // kick()'s checks for a local operation or a failed WR at the requester's
+  // cursor or the head (only while QpCtx::sq_unusual): true if it completed one
+  // in error and kick() has nothing more to do.
+  bool kick_unusual(Picos now, QpCtx& q);
   void schedule_timer(QpCtx& q, Picos when);
   sched::Packet on_grant(sched::QpId qp, uint32_t bytes) override;
   // Ethernet frame bytes (no VLAN): the opcode's headers from a table made once,

@@ -308,6 +308,13 @@ struct QpCtx {
   TxDesc tx_next;
   uint64_t tx_next_epoch = 0;
   bool ud_send_failed = false;     // UD: a send lost its MR; SQE after this transmit
+  // A WR in the send queue may be a local operation (BIND_MW, LOCAL_INV) or carry
+  // a local error (an SGE failed its check at post, a malformed WR, an MR lost
+  // mid-message): set whenever such a WR is posted or a WR gets such an error,
+  // cleared by kick() once the send queue is empty. While it is false kick() skips
+  // its checks for them (nothing in the queue could match) and goes straight to
+  // the scheduler's `active`.
+  bool sq_unusual = false;
 
   QpCounters stats;
   // Rate limit and DCQCN (dcqcn.cc).

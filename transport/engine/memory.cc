@@ -23,9 +23,9 @@ verbs::MrCheck check_sges(const verbs::MrTable& mrs, PdHandle pd, std::span<cons
     const Sge& s = sges[i];
     bias[i] = 0;
     if (s.length == 0) continue;
-    const verbs::MrCheck c = mrs.check_local(pd, s.lkey, s.addr, s.length, needed);
+    const verbs::Mr* mr = nullptr;
+    const verbs::MrCheck c = mrs.check_local(pd, s.lkey, s.addr, s.length, needed, &mr);
     if (c != verbs::MrCheck::kOk) return c;
-    const verbs::Mr* mr = mrs.find_lkey(s.lkey);  // the check's own lookup, cached
     bias[i] = mr->addr - mr->iova;
   }
   return verbs::MrCheck::kOk;

@@ -2,6 +2,7 @@
 // the checks (verbs::check_send_wr() plus what needs the engine's tables: the
 // QP's state, the AH and its PD), the WQE the requester and responder work
 // from, and WRs a driver could not decode (post_malformed_*).
+#include <algorithm>
 #include <cerrno>
 
 #include "transport/engine/engine_impl.h"
@@ -36,20 +37,23 @@ int EngineImpl::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
 
 // ---- posting ---------------------------------------------------------------
 
-int EngineImpl::check_send_wr(const QpCtx& q, const SendWr& wr) const {
-  verbs::SendWrShape shape{wr.opcode, wr.send_flags, wr.sg_list.size(), 0, wr.remote_addr};
-  for (const Sge& s : wr.sg_list) shape.length += s.length;
+int EngineImpl::check_ud_ah(const QpCtx& q, const SendWr& wr) const {
+  // The AH must exist and belong to the QP's PD (rxe_av.c rxe_get_av(); rxe
+  // fails such a WR when it is sent, with LOC_QP_OP_ERR; refusing it at
+  // post, as the verbs library's synchronous checks do, tells the
+  // application at once and never lets a WR of one PD use another's AH).
+  auto it = ahs_.find(wr.ah);
+  if (it == ahs_.end() || it->second.pd != q.pd) return EINVAL;
+  return 0;
+}
+
+// Inline (only post_send uses it): a call of its own was 33 instructions a post.
+inline int EngineImpl::check_send_wr(const QpCtx& q, const SendWr& wr, uint64_t length) const {
+  const verbs::SendWrShape shape{wr.opcode, wr.send_flags, wr.sg_list.size(), length, wr.remote_addr};
   const verbs::SendQueueLimits limits{q.qp.type(), q.qp.cap().max_send_sge,
                                       q.qp.cap().max_inline_data, q.mtu};
   if (int err = verbs::check_send_wr(limits, shape)) return err;
-  if (q.qp.type() == IBV_QPT_UD) {
-    // The AH must exist and belong to the QP's PD (rxe_av.c rxe_get_av(); rxe
-    // fails such a WR when it is sent, with LOC_QP_OP_ERR; refusing it at
-    // post, as the verbs library's synchronous checks do, tells the
-    // application at once and never lets a WR of one PD use another's AH).
-    auto it = ahs_.find(wr.ah);
-    if (it == ahs_.end() || it->second.pd != q.pd) return EINVAL;
-  }
+  if (q.qp.type() == IBV_QPT_UD) [[unlikely]] return check_ud_ah(q, wr);
   return 0;
 }
 
@@ -59,7 +63,10 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   QpCtx& q = *qp;
   const ibv_qp_state st = q.qp.state();
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
-  if (int err = check_send_wr(q, wr); err != 0) return err;
+  // The message length, summed once for the checks and the WQE.
+  uint64_t length = 0;
+  for (const Sge& s : wr.sg_list) length += s.length;
+  if (int err = check_send_wr(q, wr, length); err != 0) return err;
   if (q.sq.full()) return ENOMEM;
 
   SendWqe& w = q.sq.push();
@@ -75,44 +82,49 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   w.invalidate_rkey = wr.invalidate_rkey;
   w.signaled = q.qp.sq_sig_all() || (wr.send_flags & IBV_SEND_SIGNALED);
   w.is_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
-  w.length = 0;
-  for (const Sge& s : wr.sg_list) w.length += s.length;
-  w.sges.clear();
-  w.inline_data.clear();
-  if (w.is_inline) {
+  w.length = length;
+  w.local_error = IBV_WC_SUCCESS;
+  w.mr_deregs = UINT64_MAX;
+  if (w.is_inline) [[unlikely]] {
     // Inline data is read now; the buffers need not be registered (ibv_post_send(3)).
+    w.sges.clear();
+    w.inline_data.clear();
     w.inline_data.reserve(w.length);
     for (const Sge& s : wr.sg_list) {
       const auto* p = reinterpret_cast<const uint8_t*>(s.addr);
       w.inline_data.insert(w.inline_data.end(), p, p + s.length);
     }
   } else {
-    w.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
-  }
-  if (q.qp.type() == IBV_QPT_UD) address_ud(q, wr, w);
-  // L_Key checks happen now, once per WR; a failure completes the WR with
-  // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
-  // The packets use what the check found (sge_bias) unless an MR was
-  // deregistered since: then each packet checks its SGEs again.
-  w.local_error = IBV_WC_SUCCESS;
-  w.mr_deregs = UINT64_MAX;
-  if (!w.is_inline) {
+    // The slot's vectors keep their capacity from WR to WR: resized, then
+    // written (inline_data is read only for an inline WR, so it is left as is).
+    const size_t n = wr.sg_list.size();
+    w.sges.resize(n);
+    w.sge_bias.resize(n);
+    std::copy(wr.sg_list.begin(), wr.sg_list.end(), w.sges.begin());
+    // L_Key checks happen now, once per WR; a failure completes the WR with
+    // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
+    // The packets use what the check found (sge_bias) unless an MR was
+    // deregistered since: then each packet checks its SGEs again.
     const uint32_t needed = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
-    w.sge_bias.resize(w.sges.size());
-    if (check_sges(mrs_, q.pd, w.sges, needed, w.sge_bias.data()) == verbs::MrCheck::kOk) {
+    if (check_sges(mrs_, q.pd, w.sges, needed, w.sge_bias.data()) == verbs::MrCheck::kOk) [[likely]] {
       w.mr_deregs = mrs_.deregs();
     } else {
       w.local_error = IBV_WC_LOC_PROT_ERR;
     }
   }
+  if (q.qp.type() == IBV_QPT_UD) address_ud(q, wr, w);
+  // kick() looks for local operations and failed WRs only while one may be queued.
+  if (w.local_error != IBV_WC_SUCCESS || w.is_local_op()) [[unlikely]] q.sq_unusual = true;
   w.state = WqeState::kQueued;
   w.npkts = 0;
   w.read_done = 0;
   w.completed_ok = false;
   w.msg_id = q.posted++;
   if (now > trace_now_) trace_now_ = now;
-  trace(now, trace::Event::kPost, q, w.msg_id, static_cast<uint32_t>(w.length), w.opcode,
-        wr.app_post != 0 && wr.app_post < now ? now - wr.app_post : 0);
+  if (trace_.on(trace::Event::kPost)) [[unlikely]] {
+    trace(now, trace::Event::kPost, q, w.msg_id, static_cast<uint32_t>(w.length), w.opcode,
+          wr.app_post != 0 && wr.app_post < now ? now - wr.app_post : 0);
+  }
 
   if (st == IBV_QPS_ERR) {
     flush(q);
@@ -149,6 +161,7 @@ int EngineImpl::post_malformed_send(Picos now, wire::Qpn qpn, uint64_t wr_id) {
   w.wr_id = wr_id;
   w.signaled = true;
   w.local_error = IBV_WC_LOC_QP_OP_ERR;
+  q.sq_unusual = true;
   if (st == IBV_QPS_ERR) {
     flush(q);
     return 0;

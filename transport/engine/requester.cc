@@ -180,6 +180,7 @@ void EngineImpl::run_local_ops(Picos now, QpCtx& q) {
                        : mws_.invalidate(q.pd, 0, w.invalidate_rkey);
     if (rc != 0) {
       w.local_error = w.opcode == IBV_WR_BIND_MW ? IBV_WC_MW_BIND_ERR : IBV_WC_LOC_QP_OP_ERR;
+      q.sq_unusual = true;  // set already at its post (a local operation); kept explicit
       break;
     }
     w.state = WqeState::kStarted;
@@ -202,6 +203,7 @@ void EngineImpl::lose_local_mr(QpCtx& q, const TxDesc& d) {
   SendWqe& w = q.sq[d.wqe];
   if (w.local_error != IBV_WC_SUCCESS) return;
   w.local_error = IBV_WC_LOC_PROT_ERR;
+  q.sq_unusual = true;
   q.req.wqe = d.wqe;
   q.req.pkt = static_cast<uint32_t>(psn_diff(d.psn, w.first_psn));
   q.req.psn = d.psn;

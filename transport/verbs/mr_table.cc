@@ -63,8 +63,7 @@ int MrTable::dereg(PdTable& pds, uint32_t lkey) {
   return 0;
 }
 
-const Mr* MrTable::find_lkey(uint32_t lkey) const {
-  if (last_by_lkey_ != nullptr && lkey == last_lkey_) return last_by_lkey_;
+const Mr* MrTable::find_lkey_slow(uint32_t lkey) const {
   auto it = by_lkey_.find(lkey);
   if (it == by_lkey_.end()) return nullptr;
   last_lkey_ = lkey;
@@ -72,8 +71,7 @@ const Mr* MrTable::find_lkey(uint32_t lkey) const {
   return last_by_lkey_;
 }
 
-const Mr* MrTable::find_rkey(uint32_t rkey) const {
-  if (last_by_rkey_ != nullptr && rkey == last_rkey_) return last_by_rkey_;
+const Mr* MrTable::find_rkey_slow(uint32_t rkey) const {
   auto it = lkey_by_rkey_.find(rkey);
   if (it == lkey_by_rkey_.end()) return nullptr;
   const Mr* mr = find_lkey(it->second);
@@ -85,34 +83,6 @@ const Mr* MrTable::find_rkey(uint32_t rkey) const {
 void MrTable::forget_lookups() {
   last_by_lkey_ = last_by_rkey_ = nullptr;
   last_lkey_ = last_rkey_ = 0;
-}
-
-// [va, va+len) within [iova, iova+length), written so nothing can overflow:
-// va - iova and length - len are computed only once each is known >= 0.
-MrCheck MrTable::check_range(const Mr& mr, uint64_t va, uint64_t len) {
-  if (va < mr.iova) return MrCheck::kOutOfBounds;
-  if (len > mr.length) return MrCheck::kOutOfBounds;
-  if (va - mr.iova > mr.length - len) return MrCheck::kOutOfBounds;
-  return MrCheck::kOk;
-}
-
-MrCheck MrTable::check_local(PdHandle pd, uint32_t lkey, uint64_t addr, uint64_t len,
-                             uint32_t needed) const {
-  const Mr* mr = find_lkey(lkey);
-  // A key from another PD is no key at all here (rxe lookup_mr()).
-  if (!mr || mr->pd != pd) return MrCheck::kInvalidKey;
-  if (needed & ~(mr->access & IBV_ACCESS_LOCAL_WRITE)) return MrCheck::kAccessViolation;
-  return check_range(*mr, addr, len);
-}
-
-MrCheck MrTable::check_remote(PdHandle pd, uint32_t rkey, uint64_t va, uint64_t len,
-                              uint32_t needed, const Mr** found) const {
-  const Mr* mr = find_rkey(rkey);
-  if (!mr || mr->pd != pd) return MrCheck::kInvalidKey;
-  if (needed == 0 || (needed & ~(mr->access & kAccessRemote))) return MrCheck::kAccessViolation;
-  const MrCheck c = check_range(*mr, va, len);
-  if (c == MrCheck::kOk && found != nullptr) *found = mr;
-  return c;
 }
 
 MrCheck MrTable::check_atomic(PdHandle pd, uint32_t rkey, uint64_t va) const {

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include <infiniband/verbs.h>
+
+#include "transport/verbs/access.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/mr_key.h"
 #include "transport/verbs/pd_table.h"
@@ -64,18 +67,48 @@ class MrTable {
   // An SGE: [addr, addr+len) inside the MR named by lkey in the QP's PD;
   // needed is IBV_ACCESS_LOCAL_WRITE to write there, 0 to read (local read
   // is always allowed, IBTA 10.6.3).
+  // (Inline, like check_remote() and the lookups' fast paths: each is on the
+  // per-packet path of the engine, which lives in another library.)
   MrCheck check_local(PdHandle pd, uint32_t lkey, uint64_t addr, uint64_t len,
-                      uint32_t needed) const;
+                      uint32_t needed) const {
+    const Mr* found = nullptr;
+    return check_local(pd, lkey, addr, len, needed, &found);
+  }
+  // check_local() that also hands back, on kOk, the MR it found (one lookup
+  // where a check and a translation each made their own).
+  MrCheck check_local(PdHandle pd, uint32_t lkey, uint64_t addr, uint64_t len, uint32_t needed,
+                      const Mr** found) const {
+    const Mr* mr = find_lkey(lkey);
+    // A key from another PD is no key at all here (rxe lookup_mr()).
+    if (!mr || mr->pd != pd) return MrCheck::kInvalidKey;
+    if (needed & ~(mr->access & IBV_ACCESS_LOCAL_WRITE)) return MrCheck::kAccessViolation;
+    const MrCheck c = check_range(*mr, addr, len);
+    if (c == MrCheck::kOk) *found = mr;
+    return c;
+  }
   // A RETH: [va, va+len) inside the MR named by rkey in the QP's PD, which
   // grants every bit of needed (REMOTE_READ/REMOTE_WRITE/REMOTE_ATOMIC). On
   // kOk, *found (if given) is that MR.
   MrCheck check_remote(PdHandle pd, uint32_t rkey, uint64_t va, uint64_t len,
-                       uint32_t needed, const Mr** found = nullptr) const;
+                       uint32_t needed, const Mr** found = nullptr) const {
+    const Mr* mr = find_rkey(rkey);
+    if (!mr || mr->pd != pd) return MrCheck::kInvalidKey;
+    if (needed == 0 || (needed & ~(mr->access & kAccessRemote))) return MrCheck::kAccessViolation;
+    const MrCheck c = check_range(*mr, va, len);
+    if (c == MrCheck::kOk && found != nullptr) *found = mr;
+    return c;
+  }
   // An AtomicETH: 8 bytes, 8-byte aligned, REMOTE_ATOMIC.
   MrCheck check_atomic(PdHandle pd, uint32_t rkey, uint64_t va) const;
 
-  const Mr* find_lkey(uint32_t lkey) const;
-  const Mr* find_rkey(uint32_t rkey) const;
+  const Mr* find_lkey(uint32_t lkey) const {
+    if (last_by_lkey_ != nullptr && lkey == last_lkey_) return last_by_lkey_;
+    return find_lkey_slow(lkey);
+  }
+  const Mr* find_rkey(uint32_t rkey) const {
+    if (last_by_rkey_ != nullptr && rkey == last_rkey_) return last_by_rkey_;
+    return find_rkey_slow(rkey);
+  }
   size_t size() const { return by_lkey_.size(); }
   // How many regions were ever deregistered. An MR's PD, access and range never
   // change while it is registered, so a check_local() that passed still holds
@@ -86,7 +119,17 @@ class MrTable {
  private:
   uint32_t fresh_key();
   void forget_lookups();
-  static MrCheck check_range(const Mr& mr, uint64_t va, uint64_t len);
+  // [va, va+len) within [iova, iova+length), written so nothing can overflow:
+  // va - iova and length - len are computed only once each is known >= 0.
+  static MrCheck check_range(const Mr& mr, uint64_t va, uint64_t len) {
+    if (va < mr.iova) return MrCheck::kOutOfBounds;
+    if (len > mr.length) return MrCheck::kOutOfBounds;
+    if (va - mr.iova > mr.length - len) return MrCheck::kOutOfBounds;
+    return MrCheck::kOk;
+  }
+  // The hash lookups behind find_lkey() / find_rkey() when the last answer is not it.
+  const Mr* find_lkey_slow(uint32_t lkey) const;
+  const Mr* find_rkey_slow(uint32_t rkey) const;
 
   MrKeyGen keys_;
   uint64_t next_id_ = 1;

@@ -82,6 +82,33 @@ TEST_F(MrTest, LocalChecks) {
   EXPECT_EQ(mrs_.check_local(pd_, w.lkey, 0x20000, 0x1000, kLw), MrCheck::kOk);
 }
 
+// check_local() with `found`: the MR the check found on kOk (the engine's post
+// translates an SGE with it), untouched on every refusal.
+TEST_F(MrTest, LocalCheckHandsBackTheMrItFoundOnlyWhenItPasses) {
+  MrKeys a = reg(0x10000, 0x1000, 0);
+  MrKeys b = reg(0x20000, 0x1000, kLw);
+  const Mr* found = nullptr;
+  EXPECT_EQ(mrs_.check_local(pd_, a.lkey, 0x10010, 16, 0, &found), MrCheck::kOk);
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->lkey, a.lkey);
+  EXPECT_EQ(mrs_.check_local(pd_, b.lkey, 0x20000, 0x1000, kLw, &found), MrCheck::kOk);
+  EXPECT_EQ(found->lkey, b.lkey);
+  const Mr* const before = found;
+  EXPECT_EQ(mrs_.check_local(pd_, a.lkey, 0x10000, 16, kLw, &found), MrCheck::kAccessViolation);
+  EXPECT_EQ(mrs_.check_local(pd_, a.lkey, 0x10ff8, 16, 0, &found), MrCheck::kOutOfBounds);
+  EXPECT_EQ(mrs_.check_local(pd_, a.lkey ^ 1, 0x10000, 1, 0, &found), MrCheck::kInvalidKey);
+  EXPECT_EQ(found, before);
+  // The last-key fast path answers for the right key after another lookup.
+  EXPECT_EQ(mrs_.check_local(pd_, a.lkey, 0x10000, 1, 0, &found), MrCheck::kOk);
+  EXPECT_EQ(found->lkey, a.lkey);
+  EXPECT_EQ(mrs_.find_lkey(b.lkey)->lkey, b.lkey);
+  EXPECT_EQ(mrs_.find_lkey(a.lkey)->lkey, a.lkey);
+  ASSERT_EQ(mrs_.dereg(pds_, b.lkey), 0);
+  EXPECT_EQ(mrs_.find_lkey(b.lkey), nullptr);
+  EXPECT_EQ(mrs_.find_rkey(b.rkey), nullptr);
+  EXPECT_EQ(mrs_.check_local(pd_, b.lkey, 0x20000, 1, 0, &found), MrCheck::kInvalidKey);
+}
+
 TEST_F(MrTest, RemoteChecksNeedTheRightRemoteAccess) {
   MrKeys r = reg(0x10000, 0x1000, kRr);
   EXPECT_EQ(mrs_.check_remote(pd_, r.rkey, 0x10000, 16, kRr), MrCheck::kOk);
