@@ -52,7 +52,7 @@ void SimTrace::follow(const trace::Record& r) {
       break;
     case Event::kGrant: {
       if (r.b != 0) {
-        h.grants.push_back({r.qp, 0, true});
+        h.grants.push_back({r.qp, 0, true, {}});
         break;
       }
       QpState& q = qps_[key];

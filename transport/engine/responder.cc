@@ -84,7 +84,7 @@ void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn,
 
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame, bool icrc_pending) {
-  RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len), frame, icrc_pending};
+  RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len), frame, icrc_pending, {}};
   // The checks in their order without the loop's dispatch while each passes to the
   // next (an in-order request): the same steps the loop below would run first, since
   // it does nothing before a check step but call it. Whatever a check names

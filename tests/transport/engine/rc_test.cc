@@ -251,7 +251,9 @@ TEST(EngineRc, GrantsOfOneTransmitTakeEachPacketOnceInOrder) {
       prev_req = pkt.psn.value();
     } else if (k == wire::OpKind::kReadResponse) {
       ++responses;
-      if (prev_resp) EXPECT_EQ(pkt.psn.value(), (*prev_resp + 1) & 0xffffff);
+      if (prev_resp) {
+        EXPECT_EQ(pkt.psn.value(), (*prev_resp + 1) & 0xffffff);
+      }
       prev_resp = pkt.psn.value();
     }
   }
