@@ -55,6 +55,12 @@ class Bitmap4096 {
     return (w2 << 6) | ctz(words_[w2]);
   }
 
+  // Word-level access for a caller that walks the set bits itself (tassel's fine wheel
+  // level releases slot after slot from a word held in a register):
+  // word w (w < 64), and the summary's bits of the words after w.
+  std::uint64_t word(std::uint32_t w) const { return words_[w]; }
+  std::uint64_t words_after(std::uint32_t w) const { return summary_ & (~std::uint64_t{1} << w); }
+
   // Clears every bit. All 64 words, in wide stores: cheaper than visiting the words
   // the summary marks one by one once more than a few are set (the fine wheel level
   // clears itself once per middle slot, with most of its words set at 16K QPs).

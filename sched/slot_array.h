@@ -61,6 +61,12 @@ class SlotArray {
     return list(slot).take();
   }
 
+  // The bitmap of the non-empty slots (for a caller that walks it word by word).
+  const Bitmap4096& bits() const { return bits_; }
+
+  // Empties `slot`'s list and returns it, leaving its bit set (as take_find_after).
+  List take_leaving_bit(std::uint32_t slot) { return list(slot).take(); }
+
   // Clears every bit; every list must be empty.
   void clear_bits() { bits_.clear_all(); }
 
