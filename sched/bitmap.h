@@ -43,31 +43,27 @@ class Bitmap4096 {
     return (w2 << 6) | ctz(words_[w2]);
   }
 
-  // The smallest set bit > i (i < kBits), or kNone. Reads no bit at or below i, nor
-  // the summary bits of words before i's: a caller that only ever searches forward
-  // may leave those set (tassel's fine wheel level, cleared by clear_all()).
-  std::uint32_t find_after(std::uint32_t i) const {
+  // For a caller that clears its bits in increasing order (tassel's fine wheel level):
+  // clears bit i, where no bit below i is set, and returns the smallest set bit left
+  // (kNone if none). Every bit below i being clear, the word's lowest bit and, when
+  // the word is used up, the summary's lowest bit are the answer: no mask to shift.
+  std::uint32_t clear_lowest(std::uint32_t i) {
     const std::uint32_t w = i >> 6;
-    const std::uint64_t here = words_[w] & (~std::uint64_t{1} << (i & 63));  // 0 for i & 63 == 63
-    if (here != 0) return (w << 6) | ctz(here);
-    const std::uint64_t later = summary_ & (~std::uint64_t{1} << w);
-    if (later == 0) return kNone;
-    const std::uint32_t w2 = ctz(later);
+    const std::uint64_t word = without_bit(words_[w], i);
+    words_[w] = word;
+    if (word != 0) return (w << 6) | ctz(word);
+    const std::uint64_t summary = without_bit(summary_, w);
+    summary_ = summary;
+    if (summary == 0) return kNone;
+    const std::uint32_t w2 = ctz(summary);
     return (w2 << 6) | ctz(words_[w2]);
   }
 
-  // Word-level access for a caller that walks the set bits itself (tassel's fine wheel
-  // level releases slot after slot from a word held in a register):
-  // word w (w < 64), and the summary's bits of the words after w.
-  std::uint64_t word(std::uint32_t w) const { return words_[w]; }
-  std::uint64_t words_after(std::uint32_t w) const { return summary_ & (~std::uint64_t{1} << w); }
-
-  // Clears every bit. All 64 words, in wide stores: cheaper than visiting the words
-  // the summary marks one by one once more than a few are set (the fine wheel level
-  // clears itself once per middle slot, with most of its words set at 16K QPs).
-  void clear_all() {
-    for (std::uint64_t& w : words_) w = 0;
-    summary_ = 0;
+  // For tests: bit w of the summary is set iff word w is not zero.
+  bool consistent() const {
+    for (std::uint32_t w = 0; w < kBits / 64; ++w)
+      if (((summary_ >> w) & 1) != (words_[w] != 0)) return false;
+    return true;
   }
 
   // The smallest set bit >= from (from < kBits), or kNone.
@@ -99,6 +95,16 @@ class Bitmap4096 {
     return x;
 #else
     return x | (std::uint64_t{1} << (n & 63));
+#endif
+  }
+
+  // x with bit n % 64 clear (btr on x86-64, as with_bit).
+  static std::uint64_t without_bit(std::uint64_t x, std::uint32_t n) {
+#if defined(__x86_64__)
+    asm("btrq %1, %0" : "+r"(x) : "r"(static_cast<std::uint64_t>(n)));
+    return x;
+#else
+    return x & ~(std::uint64_t{1} << (n & 63));
 #endif
   }
 
