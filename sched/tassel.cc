@@ -26,15 +26,17 @@ std::size_t TasselScheduler::fixed_bytes() const {
 
 inline void TasselScheduler::sync(Picos t) {
   if (t <= t_v_) [[unlikely]] return;
-  const Picos dt = t - t_v_;
-  t_v_ = t;
   if (real_time_) [[likely]] {  // the link is not oversubscribed: V is real time
-    v_ += dt;
+    t_v_ = t;
+    v_ = t + v_off_;  // (v_ += t - t_v_, with the difference kept)
     return;
   }
+  const Picos dt = t - t_v_;
+  t_v_ = t;
   const u128 x = static_cast<u128>(dt) * sigma_ + v_frac_;
   v_ += static_cast<Picos>(x >> kSigmaFracBits);
   v_frac_ = static_cast<std::uint64_t>(x) & (kSigmaOne - 1);
+  v_off_ = v_ - t_v_;
 }
 
 void TasselScheduler::update_sigma() {

@@ -121,6 +121,7 @@ class TasselScheduler final : public Scheduler {
 
   Picos t_v_ = 0;                 // real time at which system time was last computed
   Picos v_ = 0;                   // system time at t_v_
+  Picos v_off_ = 0;               // v_ - t_v_ (modulo 2^64): V = t + v_off_ while V is real time
   std::uint64_t v_frac_ = 0;      // fraction of a picosecond of system time
   std::uint64_t sigma_ = kSigmaOne;  // dV/dt = min(1, 1/Phi), 32 fractional bits
   bool real_time_ = true;            // sigma_ == kSigmaOne (a flag: no 64-bit constant to load)
