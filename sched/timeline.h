@@ -272,15 +272,21 @@ class Timeline {
       if (prefetch_qps_) {
         for (std::uint32_t k = 0; k < count; ++k) __builtin_prefetch(&qps[bucket.entries[k].qp], 1);
       }
-      for (std::uint32_t k = 0; k < count; ++k) {
-        const WheelEntry e = bucket.entries[k];
+      auto place = [&](const WheelEntry e) {
         if constexpr (kMayBeDue) {
           if ((base | (e.low & kMask)) < next_slot_) {
             release(e.qp);
-            continue;
+            return;
           }
         }
         level0_.push_set(qps, e.low & kMask, e.qp);
+      };
+      if (count == Bucket::kEntries) {
+        // Every bucket after the head is full: seven entries, a loop the compiler
+        // unrolls (no count to test per entry).
+        for (std::uint32_t k = 0; k < Bucket::kEntries; ++k) place(bucket.entries[k]);
+      } else {
+        for (std::uint32_t k = 0; k < count; ++k) place(bucket.entries[k]);
       }
       pool_.release(b);
       b = next;
