@@ -24,8 +24,8 @@ class Bitmap4096 {
 
   void clear(std::uint32_t i) {
     std::uint64_t& w = words_[i >> 6];
-    w &= ~(std::uint64_t{1} << (i & 63));
-    if (w == 0) summary_ &= ~(std::uint64_t{1} << (i >> 6));
+    w = without_bit(w, i);
+    if (w == 0) summary_ = without_bit(summary_, i >> 6);
   }
 
   // clear(i), then the smallest set bit > i (kNone if none): the word just written is
