@@ -112,9 +112,13 @@ class BucketSlots {
   // never waits for the bucket's line.
   void push(BucketPool& pool, std::uint32_t slot, WheelEntry e) {
     const std::uint32_t w = heads_[slot];
-    if ((w & 7) - 1 < Bucket::kEntries - 1) {  // a head bucket with room (1 <= count < kEntries)
+    const std::uint32_t w1 = w + 1;
+    // A head bucket with room: 1 <= count < kEntries, i.e. count + 1 is neither 1 nor 8,
+    // so (count + 1) & 6 is not 0; w + 1 is also the word to store.
+    static_assert(Bucket::kEntries == 7, "the test below knows the bucket's size");
+    if ((w1 & 6) != 0) {
       entry_after(pool, w) = e;
-      heads_[slot] = w + 1;
+      heads_[slot] = w1;
       return;
     }
     push_new_bucket(pool, slot, w, e);
