@@ -17,14 +17,15 @@ class Bitmap4096 {
   bool test(std::uint32_t i) const { return (words_[i >> 6] >> (i & 63)) & 1; }
 
   void set(std::uint32_t i) {
-    words_[i >> 6] |= std::uint64_t{1} << (i & 63);
-    summary_ |= std::uint64_t{1} << (i >> 6);
+    std::uint64_t& w = words_[i >> 6];
+    w = with_bit(w, i);
+    summary_ = with_bit(summary_, i >> 6);
   }
 
   void clear(std::uint32_t i) {
     std::uint64_t& w = words_[i >> 6];
-    w &= ~(std::uint64_t{1} << (i & 63));
-    if (w == 0) summary_ &= ~(std::uint64_t{1} << (i >> 6));
+    w = without_bit(w, i);
+    if (w == 0) summary_ = without_bit(summary_, i >> 6);
   }
 
   // clear(i), then the smallest set bit > i (kNone if none): the word just written is
@@ -42,25 +43,27 @@ class Bitmap4096 {
     return (w2 << 6) | ctz(words_[w2]);
   }
 
-  // The smallest set bit > i (i < kBits), or kNone. Reads no bit at or below i, nor
-  // the summary bits of words before i's: a caller that only ever searches forward
-  // may leave those set (tassel's fine wheel level, cleared by clear_all()).
-  std::uint32_t find_after(std::uint32_t i) const {
+  // For a caller that clears its bits in increasing order (tassel's fine wheel level):
+  // clears bit i, where no bit below i is set, and returns the smallest set bit left
+  // (kNone if none). Every bit below i being clear, the word's lowest bit and, when
+  // the word is used up, the summary's lowest bit are the answer: no mask to shift.
+  std::uint32_t clear_lowest(std::uint32_t i) {
     const std::uint32_t w = i >> 6;
-    const std::uint64_t here = words_[w] & (~std::uint64_t{1} << (i & 63));  // 0 for i & 63 == 63
-    if (here != 0) return (w << 6) | ctz(here);
-    const std::uint64_t later = summary_ & (~std::uint64_t{1} << w);
-    if (later == 0) return kNone;
-    const std::uint32_t w2 = ctz(later);
+    const std::uint64_t word = without_bit(words_[w], i);
+    words_[w] = word;
+    if (word != 0) return (w << 6) | ctz(word);
+    const std::uint64_t summary = without_bit(summary_, w);
+    summary_ = summary;
+    if (summary == 0) return kNone;
+    const std::uint32_t w2 = ctz(summary);
     return (w2 << 6) | ctz(words_[w2]);
   }
 
-  // Clears every bit. All 64 words, in wide stores: cheaper than visiting the words
-  // the summary marks one by one once more than a few are set (the fine wheel level
-  // clears itself once per middle slot, with most of its words set at 16K QPs).
-  void clear_all() {
-    for (std::uint64_t& w : words_) w = 0;
-    summary_ = 0;
+  // For tests: bit w of the summary is set iff word w is not zero.
+  bool consistent() const {
+    for (std::uint32_t w = 0; w < kBits / 64; ++w)
+      if (((summary_ >> w) & 1) != (words_[w] != 0)) return false;
+    return true;
   }
 
   // The smallest set bit >= from (from < kBits), or kNone.
@@ -83,6 +86,28 @@ class Bitmap4096 {
   }
 
  private:
+  // x with bit n % 64 set. On x86-64 one bts: the compiler's shift needs the count in
+  // cl, and the moves that puts there cost as much as the shift (the fine wheel level
+  // sets two bits per QP it cascades).
+  static std::uint64_t with_bit(std::uint64_t x, std::uint32_t n) {
+#if defined(__x86_64__)
+    asm("btsq %1, %0" : "+r"(x) : "r"(static_cast<std::uint64_t>(n)));
+    return x;
+#else
+    return x | (std::uint64_t{1} << (n & 63));
+#endif
+  }
+
+  // x with bit n % 64 clear (btr on x86-64, as with_bit).
+  static std::uint64_t without_bit(std::uint64_t x, std::uint32_t n) {
+#if defined(__x86_64__)
+    asm("btrq %1, %0" : "+r"(x) : "r"(static_cast<std::uint64_t>(n)));
+    return x;
+#else
+    return x & ~(std::uint64_t{1} << (n & 63));
+#endif
+  }
+
   // countr_zero of a word known not to be zero (no test for zero).
   static std::uint32_t ctz(std::uint64_t x) { return static_cast<std::uint32_t>(__builtin_ctzll(x)); }
 

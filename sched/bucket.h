@@ -32,12 +32,16 @@ struct WheelEntry {
 struct alignas(64) Bucket {
   static constexpr std::uint32_t kEntries = 7;
   std::uint32_t next;  // next bucket of the same slot; kNil ends the chain
-  // (Entries used: BucketSlots::counts_ keeps the head bucket's; the others are full.)
+  // (Entries used: the slot's word in BucketSlots keeps the head bucket's; the others
+  // are full. BucketSlots reads entry k of bucket b as entry 8 * b + k counted from
+  // bucket 0's first: the layout below must stay 8 + 7 * 8 bytes.)
   std::uint32_t unused;
   WheelEntry entries[kEntries];
 };
 
 static_assert(sizeof(Bucket) == 64 && alignof(Bucket) == 64, "one bucket per cache line");
+static_assert(sizeof(WheelEntry) == 8 && offsetof(Bucket, entries) == sizeof(WheelEntry),
+              "a bucket is 8 cells of 8 bytes: its link, then its entries");
 static_assert(std::is_trivially_default_constructible_v<Bucket>, "allocating buckets must not touch them");
 
 class BucketPool {
@@ -46,7 +50,10 @@ class BucketPool {
   // plus the one a cascade frees only after placing its entries.
   BucketPool(std::size_t entries, std::size_t slots)
       : capacity_((entries + (Bucket::kEntries - 1) * std::min(entries, slots)) / Bucket::kEntries + 2),
-        buckets_(new Bucket[capacity_]) {}
+        buckets_(new Bucket[capacity_]) {
+    // (BucketSlots packs a bucket index in 29 bits: 2^29 buckets hold 3.7 billion entries.)
+    assert(capacity_ < (std::size_t{1} << 29));
+  }
 
   std::size_t capacity() const { return capacity_; }
   // Buckets ever touched (the high-water mark).
@@ -79,6 +86,12 @@ class BucketPool {
 
 // One level of the wheel: 4096 slots, each a chain of buckets, and a bitmap of the
 // non-empty ones.
+//
+// A slot is one 32-bit word: its head bucket's index times 8 plus the entries used in
+// that bucket (1 to 7; the word is 0 for an empty slot). Since a bucket is 8 cells of
+// 8 bytes (the link, then seven entries), that word is also the index of the head's
+// next free entry, counted in entries from the first bucket's first entry: a push with room is one load of the word, a test of its low 3 bits, one
+// store of the entry where the word points and the word plus one.
 class BucketSlots {
  public:
   static constexpr std::uint32_t kLog2Slots = Bitmap4096::kLog2Bits;
@@ -87,8 +100,7 @@ class BucketSlots {
   static constexpr std::uint32_t kNone = Bitmap4096::kNone;
 
   BucketSlots() {
-    for (std::uint32_t& h : heads_) h = kNil;
-    for (std::uint8_t& c : counts_) c = 0;
+    for (std::uint32_t& h : heads_) h = 0;
   }
 
   bool empty() const { return bits_.empty(); }
@@ -96,29 +108,26 @@ class BucketSlots {
   std::uint32_t find_next(std::uint32_t from) const { return bits_.find_next(from); }
   std::uint32_t find_circular(std::uint32_t from) const { return bits_.find_circular(from); }
 
-  // Only stores to the bucket: its fill count is read from counts_, so a push never
-  // waits for the bucket's line.
+  // Only stores to the bucket: its fill count is read from the slot's word, so a push
+  // never waits for the bucket's line.
   void push(BucketPool& pool, std::uint32_t slot, WheelEntry e) {
-    const std::uint32_t h = heads_[slot];
-    const std::uint32_t c = counts_[slot];
-    if (c - 1 < Bucket::kEntries - 1) {  // a head bucket with room (1 <= c < kEntries)
-      pool[h].entries[c] = e;
-      counts_[slot] = static_cast<std::uint8_t>(c + 1);
+    const std::uint32_t w = heads_[slot];
+    const std::uint32_t w1 = w + 1;
+    // A head bucket with room: 1 <= count < kEntries, i.e. count + 1 is neither 1 nor 8,
+    // so (count + 1) & 6 is not 0; w + 1 is also the word to store.
+    static_assert(Bucket::kEntries == 7, "the test below knows the bucket's size");
+    if ((w1 & 6) != 0) {
+      entry_after(pool, w) = e;
+      heads_[slot] = w1;
       return;
     }
-    if (h == kNil) bits_.set(slot);
-    const std::uint32_t n = pool.alloc();
-    Bucket& b = pool[n];
-    b.next = h;
-    b.entries[0] = e;
-    heads_[slot] = n;
-    counts_[slot] = 1;
+    push_new_bucket(pool, slot, w, e);
   }
 
   // Asks for `slot`'s head bucket (the first line a cascade of it reads).
   void prefetch(const BucketPool& pool, std::uint32_t slot) const {
-    const std::uint32_t h = heads_[slot];
-    if (h != kNil) __builtin_prefetch(&pool[h]);
+    const std::uint32_t w = heads_[slot];
+    if (w != 0) __builtin_prefetch(&pool[w >> 3]);
   }
 
   // A slot's chain: its head bucket holds head_count entries, every later one kEntries.
@@ -130,32 +139,35 @@ class BucketSlots {
   // Empties `slot` and returns its chain; the caller releases each bucket to the pool
   // once it has read it.
   Chain take(std::uint32_t slot) {
-    const Chain c{heads_[slot], counts_[slot]};
-    heads_[slot] = kNil;
-    counts_[slot] = 0;
+    const std::uint32_t w = heads_[slot];
+    heads_[slot] = 0;
     bits_.clear(slot);
-    return c;
+    return w == 0 ? Chain{kNil, 0} : Chain{w >> 3, w & 7};
   }
 
   // Removes `qp`'s entry from `slot`, filling the hole with the head's last entry.
   // Walks the chain: only control operations do it. False if not there.
   bool remove(BucketPool& pool, std::uint32_t slot, std::uint32_t qp) {
-    const std::uint32_t h = heads_[slot];
-    for (std::uint32_t b = h, n = counts_[slot]; b != kNil; b = pool[b].next, n = Bucket::kEntries) {
+    const std::uint32_t w = heads_[slot];
+    if (w == 0) return false;
+    const std::uint32_t h = w >> 3;
+    for (std::uint32_t b = h, n = w & 7; b != kNil; b = pool[b].next, n = Bucket::kEntries) {
       Bucket& bk = pool[b];
       for (std::uint32_t k = 0; k < n; ++k) {
         if (bk.entries[k].qp != qp) continue;
         Bucket& head = pool[h];
-        const std::uint32_t c = counts_[slot] - 1u;
+        const std::uint32_t c = (w & 7) - 1u;
         bk.entries[k] = head.entries[c];
-        counts_[slot] = static_cast<std::uint8_t>(c);
-        if (c == 0) {
-          heads_[slot] = head.next;
+        if (c != 0) {
+          heads_[slot] = w - 1;
+        } else {
+          const std::uint32_t next = head.next;
           pool.release(h);
-          if (heads_[slot] == kNil) {
+          if (next == kNil) {
+            heads_[slot] = 0;
             bits_.clear(slot);
           } else {
-            counts_[slot] = Bucket::kEntries;  // the next bucket of a chain is full
+            heads_[slot] = (next << 3) | Bucket::kEntries;  // the next bucket of a chain is full
           }
         }
         return true;
@@ -165,8 +177,27 @@ class BucketSlots {
   }
 
  private:
-  std::uint32_t heads_[kSlots];
-  std::uint8_t counts_[kSlots];  // entries in each slot's head bucket (0: empty slot)
+  // The entry after the last used one of the head bucket that word `w` names:
+  // bucket w >> 3, entry w & 7, at 8 * w bytes from the first bucket's first entry.
+  static WheelEntry& entry_after(BucketPool& pool, std::uint32_t w) {
+    return (&pool[0].entries[0])[w];
+  }
+
+  void push_new_bucket(BucketPool& pool, std::uint32_t slot, std::uint32_t w, WheelEntry e) {
+    std::uint32_t next = kNil;
+    if (w == 0) {
+      bits_.set(slot);
+    } else {
+      next = w >> 3;  // a full head bucket
+    }
+    const std::uint32_t n = pool.alloc();
+    Bucket& b = pool[n];
+    b.next = next;
+    b.entries[0] = e;
+    heads_[slot] = (n << 3) | 1;
+  }
+
+  std::uint32_t heads_[kSlots];  // (head bucket << 3) | entries in it; 0: empty slot
   Bitmap4096 bits_;
 };
 

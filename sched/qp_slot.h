@@ -1,5 +1,6 @@
 // What the tassel policy keeps per QP on its hot path: 32 bytes, two QPs per cache
-// line, no packets. (Each QP's rate in bits/s lives in a separate, cold array.)
+// line, no packets. (Each QP's rate in bits/s and its cost per byte live in separate,
+// cold arrays: the hot state keeps the duration of the ready packet at that cost.)
 #pragma once
 
 #include <cstdint>
@@ -30,11 +31,13 @@ struct alignas(32) QpSlot {
   std::uint32_t bytes_ = 0;    // size of the QP's ready packet
   std::uint16_t slot_ = 0;     // index of the pool bucket holding it
   Where where_ = Where::kIdle;
-  std::uint8_t unused_ = 0;
+  bool limited_ = false;       // the QP has a rate limit (its cost per byte is not 0)
   // WF2Q+ virtual time: the start S of the ready packet while on the timeline, its
   // finish F once eligible (in the pool), the finish of the last packet when idle.
   Picos time_ = 0;
-  ByteCost cost_ = 0;  // picoseconds per byte at the QP's rate; 0: unlimited
+  // duration(bytes_, cost) at the QP's cost per byte (TasselScheduler::costs_), kept
+  // current by every change of either: F = S + dur_ without a multiplication.
+  Picos dur_ = 0;
 };
 
 static_assert(sizeof(QpSlot) == 32, "hot scheduler state per QP: half a cache line");

@@ -53,16 +53,22 @@ class SlotArray {
     if (l.empty()) bits_.clear(slot);
   }
 
-  // Empties `slot`'s list and returns it, leaving its bit set; `next` is the next
-  // occupied slot after it (kNone if none). For a caller that never searches at or
-  // below a slot it took this way until clear_bits() (the fine wheel level).
-  List take_find_after(std::uint32_t slot, std::uint32_t& next) {
-    next = bits_.find_after(slot);
+  // Empties `slot`'s list and returns it, and clears its bit; `next` is the next
+  // occupied slot after it (kNone if none). For a caller that empties its slots in
+  // increasing order, so that no slot below `slot` is occupied (the fine wheel level).
+  List take_lowest(std::uint32_t slot, std::uint32_t& next) {
+    next = bits_.clear_lowest(slot);
     return list(slot).take();
   }
 
-  // Clears every bit; every list must be empty.
-  void clear_bits() { bits_.clear_all(); }
+  // For tests: the bitmap's summary matches its words, and a slot's bit is set iff
+  // its list is not empty.
+  bool consistent() const {
+    if (!bits_.consistent()) return false;
+    for (std::uint32_t i = 0; i < kSlots; ++i)
+      if (bits_.test(i) == lists_[i].empty()) return false;
+    return true;
+  }
 
   // Whether no slot from `from` on is occupied.
   bool none_from(std::uint32_t from) const { return bits_.find_next(from) == kNone; }

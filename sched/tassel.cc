@@ -10,6 +10,7 @@ TasselScheduler::TasselScheduler(const Config& config)
     : config_(config),
       qps_(config.max_qps),
       rates_(config.max_qps, kUnlimited),
+      costs_(config.max_qps, 0),
       timeline_(config.max_qps),
       link_(config.link_bps),
       control_(config.control_capacity) {}
@@ -17,7 +18,7 @@ TasselScheduler::TasselScheduler(const Config& config)
 std::size_t TasselScheduler::fixed_bytes() const {
   // Buckets reserved beyond the per-QP share counted by bytes_per_qp(): the partly
   // filled head bucket each non-empty middle or coarse slot may have (8192 at most).
-  const std::size_t per_qp = qps_.size() * (bytes_per_qp() - sizeof(QpSlot) - sizeof(std::uint64_t));
+  const std::size_t per_qp = qps_.size() * (bytes_per_qp() - sizeof(QpSlot) - sizeof(std::uint64_t) - sizeof(ByteCost));
   const std::size_t buckets = timeline_.bucket_bytes_reserved();
   return sizeof(*this) + control_.capacity() * sizeof(ControlQueue::Entry) + timeline_.heap_size() * 16 +
          (buckets > per_qp ? buckets - per_qp : 0);
@@ -25,15 +26,17 @@ std::size_t TasselScheduler::fixed_bytes() const {
 
 inline void TasselScheduler::sync(Picos t) {
   if (t <= t_v_) [[unlikely]] return;
-  const Picos dt = t - t_v_;
-  t_v_ = t;
   if (real_time_) [[likely]] {  // the link is not oversubscribed: V is real time
-    v_ += dt;
+    t_v_ = t;
+    v_ = t + v_off_;  // (v_ += t - t_v_, with the difference kept)
     return;
   }
+  const Picos dt = t - t_v_;
+  t_v_ = t;
   const u128 x = static_cast<u128>(dt) * sigma_ + v_frac_;
   v_ += static_cast<Picos>(x >> kSigmaFracBits);
   v_frac_ = static_cast<std::uint64_t>(x) & (kSigmaOne - 1);
+  v_off_ = v_ - t_v_;
 }
 
 void TasselScheduler::update_sigma() {
@@ -65,7 +68,7 @@ template <bool kShared, bool kTraced>
 inline void TasselScheduler::make_eligible(QpSlot* qps, Picos now, QpId qp) {
   QpSlot& s = qps[qp];
   const Picos start = s.time_;
-  s.time_ += duration(s.bytes_, s.cost_);
+  s.time_ += s.dur_;  // duration(bytes_, the QP's cost now)
   if constexpr (kTraced) {
     if (trace_.on(trace::Event::kEligible)) [[unlikely]] trace_eligible(now, qp, start);
   }
@@ -137,9 +140,9 @@ void TasselScheduler::activate(Picos now, QpId qp, Packet pkt) {
   sync(now);
   trace_activate(now, qp, pkt.bytes);
   QpSlot& s = qps_[qp];
-  s.bytes_ = pkt.bytes;
+  set_bytes(qp, pkt.bytes);
   ++active_;
-  if (s.cost_ == 0) {
+  if (!s.limited_) {
     push_unlimited(qp);
     return;
   }
@@ -185,18 +188,21 @@ void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   sync(now);
   trace_rate(now, qp, bps);
   QpSlot& s = qps_[qp];
-  const bool was_limited = s.cost_ != 0;
+  const bool was_limited = s.limited_;
   const bool is_active = s.where_ != Where::kIdle;
   if (is_active && was_limited) active_bps_ -= rates_[qp];
   rates_[qp] = bps;
-  const ByteCost old_cost = s.cost_;
-  s.cost_ = bps == kUnlimited ? 0 : byte_cost(bps);
+  const ByteCost old_cost = costs_[qp];
+  const ByteCost cost = bps == kUnlimited ? 0 : byte_cost(bps);
+  costs_[qp] = cost;
+  s.limited_ = cost != 0;
+  s.dur_ = duration(s.bytes_, cost);
   // A faster limit shortens the wait still ahead of the QP: its next start was
   // the finish of its last packet at the old rate (congestion control raising a
   // QP from a very low rate must not wait out a packet time of that rate).
-  if (was_limited && s.cost_ != 0 && s.cost_ < old_cost && s.time_ > v_ &&
+  if (was_limited && cost != 0 && cost < old_cost && s.time_ > v_ &&
       (s.where_ == Where::kIdle || s.where_ == Where::kTimeline)) {
-    const Picos left = static_cast<Picos>(static_cast<unsigned __int128>(s.time_ - v_) * s.cost_ / old_cost);
+    const Picos left = static_cast<Picos>(static_cast<unsigned __int128>(s.time_ - v_) * cost / old_cost);
     if (s.where_ == Where::kIdle) {
       s.time_ = v_ + left;
     } else {
@@ -238,12 +244,12 @@ void TasselScheduler::deactivate(Picos now, QpId qp) {
   if (qp >= qps_.size() || qps_[qp].where_ == Where::kIdle) return;
   sync(now);
   QpSlot& s = qps_[qp];
-  if (s.cost_ != 0) {
+  if (s.limited_) {
     active_bps_ -= rates_[qp];
     update_sigma();
   }
   // The dropped packet is not charged: back from its F to its S.
-  if ((s.where_ == Where::kPool || (s.where_ == Where::kShared && s.cost_ != 0))) s.time_ -= std::min(s.time_, duration(s.bytes_, s.cost_));
+  if ((s.where_ == Where::kPool || (s.where_ == Where::kShared && s.limited_))) s.time_ -= std::min(s.time_, s.dur_);
   remove_from_queue(qp);
   --active_;
 }
@@ -266,14 +272,17 @@ inline void TasselScheduler::grant(QpSlot* qps, Picos now, QpId qp, Picos at, Gr
   if (next.bytes == 0) {
     s.where_ = Where::kIdle;
     --active_;
-    if (s.cost_ != 0) {
+    if (s.limited_) {
       active_bps_ -= rates_[qp];
       update_sigma();
     }
     return;
   }
-  s.bytes_ = next.bytes;
-  if (s.cost_ == 0) {
+  if (next.bytes != s.bytes_) [[unlikely]] {  // (packets of one size follow one another)
+    s.bytes_ = next.bytes;
+    s.dur_ = duration(next.bytes, costs_[qp]);
+  }
+  if (!s.limited_) {
     if constexpr (kShared) {
       tree_->push(qps, qp);
     } else {

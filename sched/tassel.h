@@ -57,7 +57,7 @@ class TasselScheduler final : public Scheduler {
   // The QP's state, its rate, and its share of the timeline's buckets (64 B per 7);
   // with tenants or applications, the share tree's per-QP state and nodes as well.
   std::size_t bytes_per_qp() const override {
-    return sizeof(QpSlot) + sizeof(std::uint64_t) + (sizeof(Bucket) + Bucket::kEntries - 1) / Bucket::kEntries +
+    return sizeof(QpSlot) + sizeof(std::uint64_t) + sizeof(ByteCost) + (sizeof(Bucket) + Bucket::kEntries - 1) / Bucket::kEntries +
            (tree_ ? tree_->bytes() / qps_.size() : 0);
   }
   std::size_t fixed_bytes() const override;
@@ -93,6 +93,11 @@ class TasselScheduler final : public Scheduler {
   [[gnu::always_inline]] void place_limited(QpSlot* qps, Picos now, QpId qp, Picos start);
   template <bool kShared, bool kTraced = true>
   [[gnu::always_inline]] void make_eligible(QpSlot* qps, Picos now, QpId qp);
+  // Sets the QP's ready packet size and its duration at the QP's cost.
+  void set_bytes(QpId qp, std::uint32_t bytes) {
+    qps_[qp].bytes_ = bytes;
+    qps_[qp].dur_ = duration(bytes, costs_[qp]);
+  }
   [[gnu::cold, gnu::noinline]] void trace_eligible(Picos now, QpId qp, Picos start) const;
   void remove_from_queue(QpId qp);
   // An unlimited QP that may send: round robin, or the share tree.
@@ -107,6 +112,7 @@ class TasselScheduler final : public Scheduler {
   Config config_;
   std::vector<QpSlot> qps_;
   std::vector<std::uint64_t> rates_;  // bits/s of each QP's limit (kUnlimited: 0)
+  std::vector<ByteCost> costs_;       // byte_cost of each QP's limit; 0: unlimited
   Timeline timeline_;
   EligiblePool pool_;
   IndexList unlimited_;  // round robin over active QPs without a limit
@@ -115,6 +121,7 @@ class TasselScheduler final : public Scheduler {
 
   Picos t_v_ = 0;                 // real time at which system time was last computed
   Picos v_ = 0;                   // system time at t_v_
+  Picos v_off_ = 0;               // v_ - t_v_ (modulo 2^64): V = t + v_off_ while V is real time
   std::uint64_t v_frac_ = 0;      // fraction of a picosecond of system time
   std::uint64_t sigma_ = kSigmaOne;  // dV/dt = min(1, 1/Phi), 32 fractional bits
   bool real_time_ = true;            // sigma_ == kSigmaOne (a flag: no 64-bit constant to load)

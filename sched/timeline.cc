@@ -64,6 +64,14 @@ Timeline::Point Timeline::next_coarse_point() const {
   return {kNoSlot, 0};
 }
 
+bool Timeline::fine_level_consistent() const {
+  if (!level0_.consistent()) return false;
+  const std::uint32_t cursor = static_cast<std::uint32_t>(next_slot_ & kMask);
+  for (std::uint32_t i = 0; i < cursor; ++i)
+    if (level0_.occupied(i)) return false;
+  return true;
+}
+
 bool Timeline::empty() const {
   return level0_.none_from(static_cast<std::uint32_t>(next_slot_ & kMask)) && middle_.empty() && coarse_.empty() &&
          heap_.empty();

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <vector>
 
@@ -74,10 +75,11 @@ class Timeline {
     const std::uint64_t target = v >> kSlotLog2;
     if (target + 1 < next_due_ && same_coarse(target + 1, next_slot_)) {
       // No occupied slot starts at or before target + 1, and no coarse slot (with the
-      // heap behind it) is entered: only the cursor moves (and the fine level's bits
-      // of released slots are cleared if it enters another, empty, middle slot).
+      // heap behind it) is entered: only the cursor moves. (Entering another middle
+      // slot, the fine level is empty: its slots were all released, and releasing a
+      // slot clears its bit.)
       if (target >= next_slot_) {
-        if (!same_middle(target + 1, next_slot_)) [[unlikely]] level0_.clear_bits();
+        assert(same_middle(target + 1, next_slot_) || level0_.empty());
         next_slot_ = target + 1;
       }
       return;
@@ -93,6 +95,10 @@ class Timeline {
   }
 
   bool empty() const;
+  // For tests: the fine level's invariant that releasing relies on: a fine slot's bit
+  // is set iff its list is not empty (the bitmap's summary matching its words), and
+  // no slot below next_slot_ is occupied.
+  bool fine_level_consistent() const;
   std::size_t heap_size() const { return heap_.size(); }
   // Memory of the buckets: reserved (the worst case) and touched so far.
   std::size_t bucket_bytes_reserved() const { return pool_.capacity() * sizeof(Bucket); }
@@ -143,10 +149,10 @@ class Timeline {
       // the calendar, and move_to below needs only its middle slot, which is slot's.)
       while (true) {
         // (Releasing only pushes to the calendar: the next fine slot can be found first.
-        // The slot's bit stays set: nothing searches below next_slot_, and move_to
-        // clears the level's bits when next_slot_ enters another middle slot.)
+        // Slots are released in increasing order and each one's bit is cleared, so
+        // no bit below the slot is set: the next one is the lowest set bit left.)
         std::uint32_t i0;
-        drain(qps, level0_.take_find_after(static_cast<std::uint32_t>(slot & kMask), i0), release);
+        drain(qps, level0_.take_lowest(static_cast<std::uint32_t>(slot & kMask), i0), release);
         if (i0 == Bitmap4096::kNone) break;
         const std::uint64_t later = (slot & ~kMask) | i0;
         if (later > target) {
@@ -266,15 +272,21 @@ class Timeline {
       if (prefetch_qps_) {
         for (std::uint32_t k = 0; k < count; ++k) __builtin_prefetch(&qps[bucket.entries[k].qp], 1);
       }
-      for (std::uint32_t k = 0; k < count; ++k) {
-        const WheelEntry e = bucket.entries[k];
+      auto place = [&](const WheelEntry e) {
         if constexpr (kMayBeDue) {
           if ((base | (e.low & kMask)) < next_slot_) {
             release(e.qp);
-            continue;
+            return;
           }
         }
         level0_.push_set(qps, e.low & kMask, e.qp);
+      };
+      if (count == Bucket::kEntries) {
+        // Every bucket after the head is full: seven entries, a loop the compiler
+        // unrolls (no count to test per entry).
+        for (std::uint32_t k = 0; k < Bucket::kEntries; ++k) place(bucket.entries[k]);
+      } else {
+        for (std::uint32_t k = 0; k < count; ++k) place(bucket.entries[k]);
       }
       pool_.release(b);
       b = next;
@@ -288,9 +300,9 @@ class Timeline {
     const std::uint64_t old = next_slot_;
     next_slot_ = slot;
     const std::uint64_t c2 = slot >> (2 * kL);
-    // Another middle slot: the fine level's lists are empty (all released), but the
-    // bits of the slots released in the last one may still be set.
-    if (!same_middle(slot, old)) level0_.clear_bits();
+    // Another middle slot: the fine level is empty (its slots all released, their
+    // bits cleared).
+    assert(same_middle(slot, old) || level0_.empty());
     if (c2 != old >> (2 * kL)) {
       // Levels 0 and 1 are empty here; level 2's slot for c2 holds only a2 == c2.
       place_all(qps, coarse_.take(static_cast<std::uint32_t>(c2 & kMask)), c2 << (2 * kL),
@@ -313,8 +325,8 @@ class Timeline {
   }
 
   BucketPool pool_;
-  // Fine: lists threaded through the QPs. The bits of slots below next_slot_ may be
-  // left set (released slots); every search starts at or after next_slot_.
+  // Fine: lists threaded through the QPs. No bit below next_slot_ is set (slots are
+  // released in order, each clearing its bit: fine_level_consistent() checks it).
   SlotArray<IndexStack> level0_;
   BucketSlots middle_;            // chains of buckets of QP ids
   BucketSlots coarse_;

@@ -116,6 +116,7 @@ std::pair<std::uint64_t, std::uint64_t> run_random_ops(std::uint64_t seed, std::
       EXPECT_GT(next, h.v);
     }
     EXPECT_LE(h.timeline.bucket_bytes_touched(), h.timeline.bucket_bytes_reserved());
+    if (step % 4 == 0) EXPECT_TRUE(h.timeline.fine_level_consistent()) << "seed " << seed << " step " << step;
     if (testing::Test::HasFailure()) break;
   }
   return {released, via_heap};
