@@ -7,6 +7,8 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_pdump.h>
+
+#include <algorithm>
 #include <net/if.h>
 #include <unistd.h>
 
@@ -30,18 +32,81 @@ std::string mac_text(const wire::MacAddr& m) {
   return buf;
 }
 
-// A DPDK device polled by a worker lcore; engine calls go over the worker's ring.
+// Lane k's configuration of a port whose lane 0 has config c (first_qpn: the
+// port's first QPN; QPNs of lane k are first_qpn + k + j * lanes).
+dataplane::DeviceConfig lane_config(const dataplane::DeviceConfig& c, uint32_t base, unsigned k) {
+  dataplane::DeviceConfig l = c;
+  l.first_qpn = base + k;
+  l.qpn_stride = c.lanes;
+  return l;
+}
+
+// A DPDK device polled by a worker lcore; engine calls go over the worker's
+// ring. With lanes (dataplane/dpdk/lanes.h) the port has one Device per lane,
+// each on its own worker, and a call stops all of those workers.
 class DpdkDriver final : public DeviceDriver, public Executor {
  public:
-  explicit DpdkDriver(std::unique_ptr<dataplane::Device> dev) : dev_(std::move(dev)) {}
-  void set_worker(dataplane::Worker* w, unsigned index, DoorbellPage* bell) {
+  DpdkDriver(std::unique_ptr<dataplane::Device> dev, std::unique_ptr<dataplane::PortLanes> lanes,
+             std::vector<std::unique_ptr<dataplane::Device>> extra, const dataplane::TscClock& clock)
+      : dev_(std::move(dev)), lanes_(std::move(lanes)), extra_(std::move(extra)), clock_(clock) {
+    lane_workers_.assign(1 + extra_.size(), nullptr);
+    lane_worker_index_.assign(1 + extra_.size(), 0);
+  }
+  ~DpdkDriver() override {
+    extra_.clear();  // before the rings they use and lane 0's port
+    lanes_.reset();
+  }
+  dataplane::Device& lane_device(size_t k) { return k == 0 ? *dev_ : *extra_[k - 1]; }
+  void set_worker(size_t lane, dataplane::Worker* w, unsigned index, DoorbellPage* bell) {
+    lane_workers_[lane] = w;
+    lane_worker_index_[lane] = index;
+    if (lanes_) lanes_->set_worker(static_cast<unsigned>(lane), w);
+    if (lane != 0) return;
     worker_ = w;
     worker_index_ = index;
     bell_ = bell;
   }
+  // After every lane has its worker: the distinct workers, in index order.
+  void settle_workers() {
+    std::vector<std::pair<unsigned, dataplane::Worker*>> ws;
+    for (size_t k = 0; k < lane_workers_.size(); ++k) ws.emplace_back(lane_worker_index_[k], lane_workers_[k]);
+    std::sort(ws.begin(), ws.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    ws.erase(std::unique(ws.begin(), ws.end(), [](const auto& a, const auto& b) { return a.first == b.first; }), ws.end());
+    stop_set_.clear();
+    for (auto& [i, w] : ws) stop_set_.push_back(w);
+  }
   unsigned worker_index() const override { return worker_index_; }
 
-  void call(const std::function<void(sched::Picos)>& fn) override { worker_->call(fn); }
+  void call(const std::function<void(sched::Picos)>& fn) override {
+    if (extra_.empty()) return worker_->call(fn);
+    dataplane::Worker::call_stopped(stop_set_, clock_, [&](sched::Picos now) {
+      // Lane 0 learns the neighbours (ARP/ND); the other lanes' engines need them for RTR and AHs.
+      for (auto& e : extra_)
+        for (const auto& [ip, mac] : dev_->net().neighbors()) e->engine().set_neighbor(ip, mac);
+      fn(now);
+    });
+  }
+  size_t lanes() const override { return 1 + extra_.size(); }
+  transport::Engine& lane_engine(size_t k) override { return lane_device(k).engine(); }
+  size_t lane_of_qpn(uint32_t qpn) const override { return lanes_ ? lanes_->owner(qpn) : 0; }
+  void add_lane_hook(size_t k, dataplane::DeviceHook* h) override { lane_device(k).add_hook(h); }
+  void remove_lane_hook(size_t k, dataplane::DeviceHook* h) override { lane_device(k).remove_hook(h); }
+  json lanes_json() override {
+    json out = json::array();
+    if (!lanes_) return out;
+    for (size_t k = 0; k < lanes(); ++k) {
+      const dataplane::LaneCounters& c = lanes_->counters(static_cast<unsigned>(k));
+      auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+      out.push_back({{"lane", k}, {"worker", lane_worker_index_[k]},
+                     {"qps", lane_device(k).engine().qp_numbers().size()},
+                     {"mrs", lane_device(k).engine().mr_count()},
+                     {"tx_queue", lanes_->own_tx_queues() ? k : 0},
+                     {"rx_frames", ld(c.rx_frames)}, {"steered", ld(c.steered)},
+                     {"steer_dropped", ld(c.steer_dropped)}, {"tx_frames", ld(c.tx_frames)},
+                     {"tx_no_room", ld(c.tx_no_room)}, {"looped_out", ld(c.looped_out)}});
+    }
+    return out;
+  }
   const dataplane::DeviceConfig& config() const override { return dev_->config(); }
   Executor& executor() override { return *this; }
   transport::Engine& engine() override { return dev_->engine(); }
@@ -53,7 +118,17 @@ class DpdkDriver final : public DeviceDriver, public Executor {
     if (known || solicit) known = dev_->resolve(ip);
     return known;
   }
-  bool reconfigure(const dataplane::DeviceConfig& c, std::string* error) override { return dev_->reconfigure(c, error); }
+  bool reconfigure(const dataplane::DeviceConfig& c, std::string* error) override {
+    for (size_t k = 0; k < lanes(); ++k)
+      if (!lane_device(k).engine().qp_numbers().empty()) {
+        *error = "the device has QPs";
+        return false;
+      }
+    if (!dev_->reconfigure(c, error)) return false;
+    for (size_t k = 1; k < lanes(); ++k)
+      if (!lane_device(k).reconfigure(lane_config(c, lanes_->qpn_base(), static_cast<unsigned>(k)), error)) return false;
+    return true;
+  }
   void add_hook(dataplane::DeviceHook* h) override { dev_->add_hook(h); }
   void remove_hook(dataplane::DeviceHook* h) override { dev_->remove_hook(h); }
   json port_json() override {
@@ -81,18 +156,25 @@ class DpdkDriver final : public DeviceDriver, public Executor {
                      {"neighbors", dev_->net().neighbors().size()}, {"dropped", n.dropped}}}};
   }
   dataplane::Device* dpdk() override { return dev_.get(); }
-  int doorbell_page_fd() const override { return bell_ ? bell_->client_fd() : -1; }
+  // Lanes: a client's QPs may be on several workers, one page says whether
+  // one sleeps: no doorbell (the workers poll the rings, as without a page).
+  int doorbell_page_fd() const override { return bell_ && extra_.empty() ? bell_->client_fd() : -1; }
   void add_doorbell(int fd) override { worker_->add_doorbell(fd); }
   void remove_doorbell(int fd) override { worker_->remove_doorbell(fd); }
   bool add_membarrier_user() override {
-    if (!worker_->membarrier()) return false;
+    if (!extra_.empty() || !worker_->membarrier()) return false;
     worker_->add_membarrier_user();
     return true;
   }
   void remove_membarrier_user() override { worker_->remove_membarrier_user(); }
 
  private:
-  std::unique_ptr<dataplane::Device> dev_;
+  std::unique_ptr<dataplane::Device> dev_;          // lane 0 (owns the port)
+  std::unique_ptr<dataplane::PortLanes> lanes_;     // null with one lane
+  std::vector<std::unique_ptr<dataplane::Device>> extra_;  // lanes 1..
+  const dataplane::TscClock& clock_;
+  std::vector<dataplane::Worker*> lane_workers_, stop_set_;
+  std::vector<unsigned> lane_worker_index_;
   dataplane::Worker* worker_ = nullptr;
   unsigned worker_index_ = 0;
   DoorbellPage* bell_ = nullptr;
@@ -180,7 +262,7 @@ namespace {
 // Plugs vdev `devargs` and opens it as a port; nullptr and *error on failure
 // (the vdev unplugged again).
 std::unique_ptr<dataplane::Port> plug(const std::string& port_name, const std::string& devargs, uint32_t mtu,
-                                      std::string* error) {
+                                      uint16_t lanes, std::string* error) {
   const std::string name = devargs.substr(0, devargs.find(','));
   const std::string args = devargs.find(',') == std::string::npos ? "" : devargs.substr(devargs.find(',') + 1);
   if (int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str()); rc != 0) {
@@ -195,7 +277,8 @@ std::unique_ptr<dataplane::Port> plug(const std::string& port_name, const std::s
   }
   // A second try (the fallback) makes its own pool.
   auto port = dataplane::Port::open(port_name + (devargs.rfind("net_af_xdp", 0) == 0 ? "x" : ""), pid,
-                                    max_frame_bytes(mtu), af_packet_data_room(devargs, mtu), roce_ip_mtu(mtu), error);
+                                    max_frame_bytes(mtu), af_packet_data_room(devargs, mtu), roce_ip_mtu(mtu), error,
+                                    lanes);
   if (port == nullptr) {
     (void)rte_eth_dev_close(pid);
     (void)rte_eal_hotplug_remove("vdev", name.c_str());
@@ -224,7 +307,7 @@ std::unique_ptr<dataplane::Port> DeviceSet::open_interface(const std::string& po
   } else {
     *devargs = interface_devargs(iface, pc.mtu, true);
     std::string why;
-    if (auto port = plug(port_name, *devargs, pc.mtu, &why)) {
+    if (auto port = plug(port_name, *devargs, pc.mtu, static_cast<uint16_t>(pc.lanes), &why)) {
       log(LogLevel::kInfo, "{}: interface {} through AF_XDP ({}; zero-copy where its driver has it, copy mode otherwise)",
           port_name, iface, *devargs);
       return port;
@@ -233,7 +316,7 @@ std::unique_ptr<dataplane::Port> DeviceSet::open_interface(const std::string& po
         iface, *devargs, why);
   }
   *devargs = interface_devargs(iface, pc.mtu, false);
-  auto port = plug(port_name, *devargs, pc.mtu, error);
+  auto port = plug(port_name, *devargs, pc.mtu, static_cast<uint16_t>(pc.lanes), error);
   if (port != nullptr) log(LogLevel::kInfo, "{}: interface {} through AF_PACKET ({})", port_name, iface, *devargs);
   return port;
 }
@@ -258,6 +341,9 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     // QPNs unique across the daemon's devices (isoroce-ctl qp/set-rate name a QP
     // by number): device i starts at i * 2^20 + 16, a million QPNs apart.
     dc.first_qpn = static_cast<uint32_t>((i << 20) + 16);
+    // Lanes (dataplane/dpdk/lanes.h): lane k gives out first_qpn + k + j * lanes.
+    dc.lanes = pc.lanes;
+    dc.qpn_stride = pc.lanes;
     std::unique_ptr<dataplane::Port> port;
     if (is_interface_port(pc.devargs)) {
       port = open_interface(dc.name, pc, &dc.devargs, error);
@@ -268,11 +354,11 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
         *error = "interface " + iface + " already has an XDP program (id " + std::to_string(prog) +
                  "): another AF_XDP user holds it; stop that one, or use net_af_packet on it";
       } else {
-        port = plug(dc.name, pc.devargs, pc.mtu, error);
+        port = plug(dc.name, pc.devargs, pc.mtu, static_cast<uint16_t>(pc.lanes), error);
       }
     } else {
       port = dataplane::Port::open(dc.name, ids[i], max_frame_bytes(pc.mtu), af_packet_data_room(pc.devargs, pc.mtu),
-                                   roce_ip_mtu(pc.mtu), error);
+                                   roce_ip_mtu(pc.mtu), error, static_cast<uint16_t>(pc.lanes));
     }
     if (port == nullptr) {
       *error = "port[" + std::to_string(i) + "] (" + pc.devargs + "): " + *error;
@@ -281,10 +367,26 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     if (port->driver() == "net_af_xdp")
       log(LogLevel::kInfo, "{}: AF_XDP socket bound in {} mode", dc.name, port->zero_copy() ? "zero-copy" : "copy");
     kernel_path_hint(dc.name, pc, *port);
+    const bool own_tx = port->tx_queues() >= pc.lanes;
     auto dev = dataplane::Device::create(dc, std::move(port), error);
     if (dev == nullptr) return false;
+    std::unique_ptr<dataplane::PortLanes> lanes;
+    std::vector<std::unique_ptr<dataplane::Device>> extra;
+    if (pc.lanes > 1) {
+      lanes = dataplane::PortLanes::create(dc.name, pc.lanes, dc.first_qpn, own_tx, error);
+      if (lanes == nullptr) return false;
+      dev->set_lanes(lanes.get());
+      for (unsigned k = 1; k < pc.lanes; ++k) {
+        auto lane = dataplane::Device::create_lane(lane_config(dc, dc.first_qpn, k), *dev, k, error);
+        if (lane == nullptr) return false;
+        extra.push_back(std::move(lane));
+      }
+      log(LogLevel::kInfo, "{}: {} lanes, each with 1/{} of {} Gb/s; {}", dc.name, pc.lanes, pc.lanes,
+          static_cast<double>(dc.link_bps) / 1e9,
+          own_tx ? "a Tx queue each" : "lanes 1.. hand their frames to lane 0's Tx queue (the driver has one)");
+    }
     auto e = std::make_unique<DeviceEntry>();
-    e->driver = std::make_unique<DpdkDriver>(std::move(dev));
+    e->driver = std::make_unique<DpdkDriver>(std::move(dev), std::move(lanes), std::move(extra), *clock_);
     e->ip_text = pc.ip_text;
     e->ref_peer_ip = pc.ref_peer;
     e->pump = std::make_unique<ShmPump>(e->engine());
@@ -292,6 +394,14 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     e->pump->set_tsc(clock_->start_tsc(), clock_->hz());
 #endif
     e->driver->add_hook(e->pump.get());
+    for (size_t k = 1; k < e->lanes(); ++k) {
+      auto pump = std::make_unique<ShmPump>(e->lane_engine(k));
+#if defined(__x86_64__)
+      pump->set_tsc(clock_->start_tsc(), clock_->hz());
+#endif
+      e->driver->add_lane_hook(k, pump.get());
+      e->lane_pumps.push_back(std::move(pump));
+    }
     out->push_back(std::move(e));
   }
   return launch_workers(*out, error);
@@ -318,10 +428,20 @@ void DeviceSet::kernel_path_hint(const std::string& name, const PortConfig& pc, 
 }
 
 bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entries, std::string* error) {
-  // Devices spread round robin over the worker lcores.
-  const size_t nw = std::min(worker_lcores_.size(), entries.size());
+  // Lanes of devices spread over the worker lcores: lane k of device i on
+  // worker (i + k) mod W, so one device's lanes are on different workers
+  // while there are as many (one lane each: round robin, as before lanes).
+  size_t units = 0;
+  for (const auto& e : entries) units += e->lanes();
+  const size_t nw = std::min(worker_lcores_.size(), units);
   std::vector<std::vector<dataplane::Device*>> groups(nw);
-  for (size_t i = 0; i < entries.size(); ++i) groups[i % nw].push_back(entries[i]->driver->dpdk());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto& drv = static_cast<DpdkDriver&>(*entries[i]->driver);
+    if (entries[i]->lanes() > nw)
+      log(LogLevel::kWarning, "{}: {} lanes but {} worker lcore(s): some lanes share a worker (--lcores)",
+          entries[i]->name(), entries[i]->lanes(), nw);
+    for (size_t k = 0; k < entries[i]->lanes(); ++k) groups[(i + k) % nw].push_back(&drv.lane_device(k));
+  }
   dataplane::IdleConfig idle;
   idle.max_sleep = sched::Picos{config_.idle_sleep_us} * 1'000'000;
   idle.spin_time = sched::Picos{config_.idle_spin_us} * 1'000'000;
@@ -343,11 +463,14 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
     log(LogLevel::kInfo,
         "worker {} (lcore {}): idle, it blocks on {} port socket(s), its eventfd and its clients' doorbells, at most {} us",
         w, worker_lcores_[w], worker->wait_fds(), config_.idle_sleep_us);
-    for (size_t i = w; i < entries.size(); i += nw)
-      static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(worker.get(), static_cast<unsigned>(w), bell.get());
+    for (size_t i = 0; i < entries.size(); ++i)
+      for (size_t k = 0; k < entries[i]->lanes(); ++k)
+        if ((i + k) % nw == w)
+          static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(k, worker.get(), static_cast<unsigned>(w), bell.get());
     doorbells_.push_back(std::move(bell));
     workers_.push_back(std::move(worker));
   }
+  for (auto& e : entries) static_cast<DpdkDriver&>(*e->driver).settle_workers();
   for (size_t w = 0; w < nw; ++w) {
     if (rte_eal_remote_launch(worker_main, workers_[w].get(), worker_lcores_[w]) != 0) {
       *error = "cannot launch the worker on lcore " + std::to_string(worker_lcores_[w]);
@@ -365,7 +488,8 @@ nlohmann::json DeviceSet::workers_view() const {
   for (size_t i = 0; i < workers_.size(); ++i) {
     const dataplane::WorkerStats st = workers_[i]->stats();
     json devs = json::array();
-    for (const auto* d : workers_[i]->devices()) devs.push_back(d->config().name);
+    for (const auto* d : workers_[i]->devices())
+      devs.push_back(d->lane() == 0 ? d->config().name : d->config().name + "." + std::to_string(d->lane()));
     workers.push_back({{"lcore", worker_lcores_[i]}, {"devices", devs}, {"passes", st.passes},
                        {"busy_passes", st.busy_passes}, {"sleeps", st.sleeps}, {"commands", st.commands},
                        {"busy_ns", st.busy_ns},
