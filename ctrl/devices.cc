@@ -428,19 +428,24 @@ void DeviceSet::kernel_path_hint(const std::string& name, const PortConfig& pc, 
 }
 
 bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entries, std::string* error) {
-  // Lanes of devices spread over the worker lcores: lane k of device i on
-  // worker (i + k) mod W, so one device's lanes are on different workers
-  // while there are as many (one lane each: round robin, as before lanes).
+  // Lanes of devices spread over the worker lcores round robin, in order
+  // (device 0's lanes, then device 1's, ...): one device's lanes are on
+  // different workers while there are as many, lane k of devices with as many
+  // lanes as workers on worker k (a frame between two such ports of one
+  // daemon, lane k to lane k, stays on its worker), and one lane each is
+  // round robin over the devices as before lanes.
   size_t units = 0;
-  for (const auto& e : entries) units += e->lanes();
+  std::vector<size_t> first_unit;
+  for (const auto& e : entries) first_unit.push_back(units), units += e->lanes();
   const size_t nw = std::min(worker_lcores_.size(), units);
+  auto worker_of = [&](size_t i, size_t k) { return (first_unit[i] + k) % nw; };
   std::vector<std::vector<dataplane::Device*>> groups(nw);
   for (size_t i = 0; i < entries.size(); ++i) {
     auto& drv = static_cast<DpdkDriver&>(*entries[i]->driver);
     if (entries[i]->lanes() > nw)
       log(LogLevel::kWarning, "{}: {} lanes but {} worker lcore(s): some lanes share a worker (--lcores)",
           entries[i]->name(), entries[i]->lanes(), nw);
-    for (size_t k = 0; k < entries[i]->lanes(); ++k) groups[(i + k) % nw].push_back(&drv.lane_device(k));
+    for (size_t k = 0; k < entries[i]->lanes(); ++k) groups[worker_of(i, k)].push_back(&drv.lane_device(k));
   }
   dataplane::IdleConfig idle;
   idle.max_sleep = sched::Picos{config_.idle_sleep_us} * 1'000'000;
@@ -465,7 +470,7 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
         w, worker_lcores_[w], worker->wait_fds(), config_.idle_sleep_us);
     for (size_t i = 0; i < entries.size(); ++i)
       for (size_t k = 0; k < entries[i]->lanes(); ++k)
-        if ((i + k) % nw == w)
+        if (worker_of(i, k) == w)
           static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(k, worker.get(), static_cast<unsigned>(w), bell.get());
     doorbells_.push_back(std::move(bell));
     workers_.push_back(std::move(worker));
