@@ -139,7 +139,7 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_
   // sockets (af_packet's fanout, af_xdp's NIC queues) or rings a peer must
   // poll too (ring, memif).
   static const std::set<std::string> kOneQueue = {"net_ring", "net_memif", "net_af_packet", "net_af_xdp",
-                                                  "net_tap", "net_pcap", "net_null", "net_vhost", "net_virtio_user"};
+                                                  "net_tap", "net_pcap", "net_vhost", "net_virtio_user"};
   tx_queues_ = tx_queues > 1 && !kOneQueue.count(driver_) && info.max_tx_queues >= tx_queues ? tx_queues : 1;
   if (int rc = rte_eth_dev_configure(port_id_, 1, tx_queues_, &conf); rc != 0) {
     *error = dpdk_error("rte_eth_dev_configure", rc);

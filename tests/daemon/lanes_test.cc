@@ -305,3 +305,43 @@ TEST(LanesOne, LanesPerPortOutOfRangeIsRefusedByName) {
 
 }  // namespace
 }  // namespace isoroce::test
+
+namespace isoroce::test {
+namespace {
+
+// A driver with a Tx queue per lane (net_null, like a NIC's: it takes as many
+// queues as asked and needs no peer to poll them): each lane sends on its own,
+// and a WRITE between the port's two lanes (same-device loopback) arrives
+// while the driver floods lane 0 with frames that are not RoCE.
+TEST(LanesNic, OnADriverWithTxQueuesEachLaneHasItsOwn) {
+  DaemonProcess d({"--port", "net_null0", "--ip", "10.9.0.1/24", "--lanes-per-port", "2", "--lcores", "0@0,1@1,2@0"});
+  ASSERT_TRUE(d.ok()) << d.log();
+  Verbs v(d.socket(), "isoroce0");
+  ASSERT_TRUE(v.ok());
+  json lanes = v.call({{"op", "stats"}})["stats"]["isoroce0"]["lanes"];
+  ASSERT_EQ(lanes.size(), 2u);
+  EXPECT_EQ(lanes[0]["tx_queue"], 0);
+  EXPECT_EQ(lanes[1]["tx_queue"], 1);
+  const uint32_t cq0 = v.create_cq(), q0 = v.create_qp(cq0);
+  const uint32_t cq1 = v.create_cq(), q1 = v.create_qp(cq1);
+  ASSERT_TRUE(q0 && q1);
+  EXPECT_NE(q0 % 2, q1 % 2) << "the two QPs are in different lanes";
+  Buffer* a = v.reg(1 << 16, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  Buffer* b = v.reg(1 << 16, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(v.connect_rc(q0, "10.9.0.1", q1, 1, 2)["ok"].get<bool>());
+  ASSERT_TRUE(v.connect_rc(q1, "10.9.0.1", q0, 2, 1)["ok"].get<bool>());
+  for (size_t i = 0; i < 40000; ++i) a->data[i] = static_cast<uint8_t>(i * 7 + 3);
+  ASSERT_TRUE(v.post_send(q0, {{"wr_id", 1}, {"opcode", "write"}, {"send_flags", IBV_SEND_SIGNALED},
+                               {"sg", {sge(*a, 0, 40000)}}, {"remote_addr", b->iova()}, {"rkey", b->rkey}})["ok"]
+                  .get<bool>());
+  auto wc = v.wait(cq0, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0]["status"], 0) << wc[0].dump();
+  EXPECT_EQ(std::memcmp(a->data, b->data, 40000), 0);
+  EXPECT_GT(v.call({{"op", "stats"}})["stats"]["isoroce0"]["port"]["rx_packets"].get<uint64_t>(), 0u);
+  EXPECT_EQ(d.stop(), 0) << d.log();
+}
+
+}  // namespace
+}  // namespace isoroce::test
