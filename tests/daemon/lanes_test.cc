@@ -209,7 +209,14 @@ TEST_F(Lanes, AKilledClientsMrsAreGoneFromEveryLane) {
     json l = lane_stats(v, "isoroce1");
     return std::pair{l[0]["mrs"].get<uint64_t>(), l[1]["mrs"].get<uint64_t>()};
   };
-  const auto before = mrs();
+  // A baseline after the reclaim of earlier tests' clients has settled.
+  auto before = mrs();
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto now = mrs();
+    if (now == before) break;
+    before = now;
+  }
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   const pid_t child = fork();
@@ -268,8 +275,10 @@ TEST_F(Lanes, FramesToAbsentQpnsAreSteeredByQpnAndCountedInTheirLane) {
   const auto t0 = std::chrono::steady_clock::now();
   while ((unknown(1) < u1 + 3 || unknown(0) < u0 + 1) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2))
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(unknown(1), u1 + 3) << "frames for lane 1's QPNs";
-  EXPECT_EQ(unknown(0), u0 + 1) << "the frame for lane 0's QPN";
+  // At least (a frame of an earlier test's QP reclaimed meanwhile may count
+  // too); a frame in the wrong lane leaves the other short.
+  EXPECT_GE(unknown(1), u1 + 3) << "frames for lane 1's QPNs";
+  EXPECT_GE(unknown(0), u0 + 1) << "the frame for lane 0's QPN";
   EXPECT_GE(lane_stats(b, "isoroce1")[0]["steered"].get<uint64_t>(), steered + 3);
   // The port's own stack still answers on lane 0 and the daemon serves on.
   EXPECT_TRUE(b.call({{"op", "devices"}})["ok"].get<bool>());
