@@ -146,6 +146,8 @@ json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::Devi
     pump->set_tsc(d->pump->tsc_start(), d->pump->tsc_hz());
     d->pump = std::move(pump);
     d->driver->add_hook(d->pump.get());
+    d->cq_lanes.clear();  // the old engines' objects are gone with them
+    d->srq_lanes.clear();
     for (size_t k = 1; k < d->lanes(); ++k) {
       auto& lp = d->lane_pumps[k - 1];
       d->driver->remove_lane_hook(k, lp.get());
