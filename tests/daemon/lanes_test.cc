@@ -298,16 +298,20 @@ TEST(LanesOne, DefaultIsOneLanePerPort) {
 }
 
 TEST(LanesOne, LanesPerPortOutOfRangeIsRefusedByName) {
-  for (const char* n : {"17", "99"}) {
+  // 17, 99: out of range; 2 on net_af_xdp: not carried yet (docs/isoroced.md, "Lanes").
+  for (const std::string args : {"--loopback --lanes-per-port 17", "--loopback --lanes-per-port 99",
+                                 "--port net_af_xdp0,iface=lo --ip 10.1.0.1/24 --lanes-per-port 2"}) {
     const std::string out = "/tmp/isoroce-lanes-check-" + std::to_string(getpid()) + ".txt";
-    const std::string cmd = daemon_path() + " --loopback --lanes-per-port " + n + " --check > " + out + " 2>&1";
+    const std::string& n = args;
+    const std::string cmd = daemon_path() + " " + args + " --check > " + out + " 2>&1";
     EXPECT_NE(std::system(cmd.c_str()), 0) << n;
     FILE* f = std::fopen(out.c_str(), "r");
     ASSERT_NE(f, nullptr);
     char buf[512] = {};
     (void)!std::fread(buf, 1, sizeof buf - 1, f);
     std::fclose(f);
-    EXPECT_NE(std::string(buf).find("lanes_per_port"), std::string::npos) << buf;
+    EXPECT_TRUE(std::string(buf).find("lanes_per_port") != std::string::npos ||
+                std::string(buf).find("].lanes") != std::string::npos) << buf;
     std::remove(out.c_str());
   }
 }
