@@ -316,7 +316,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                            std::to_string(e.source().begin.line) + ")"};
   }
   if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
-                                  "file_prefix", "idle_sleep_us", "idle_spin_us", "idle_spin_adaptive", "worker_slice_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
+                                  "file_prefix", "lanes_per_port", "idle_sleep_us", "idle_spin_us", "idle_spin_adaptive", "worker_slice_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
                                   "justitia", "rnic", "limits", "admin_group", "socket_group",
                                   "socket_mode", "policy_plugins", "tenant"}))
     return e;
@@ -336,7 +336,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
   for (auto e : {read(t, "", "socket", &c->socket), read(t, "", "link_gbps", &c->link_gbps),
                  read(t, "", "mtu", &c->mtu), read(t, "", "ref_peer", &c->ref_peer), read(t, "", "lcores", &c->lcores),
                  read(t, "", "log_level", &c->log_level), read(t, "", "file_prefix", &c->file_prefix),
-                 read(t, "", "idle_sleep_us", &c->idle_sleep_us),
+                 read(t, "", "idle_sleep_us", &c->idle_sleep_us), read(t, "", "lanes_per_port", &c->lanes_per_port),
                  read(t, "", "idle_spin_us", &c->idle_spin_us), read(t, "", "idle_spin_adaptive", &c->idle_spin_adaptive),
                  read(t, "", "worker_slice_us", &c->worker_slice_us), read(t, "", "loopback", &c->loopback),
                  read(t, "", "reference_echo", &c->reference_echo),
@@ -409,10 +409,11 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::table& pt = *a->get(i)->as_table();
       const std::string path = "port[" + std::to_string(i) + "].";
-      if (auto e = check_keys(pt, path, {"devargs", "ip", "link_gbps", "policy", "mtu", "ref_peer"})) return e;
+      if (auto e = check_keys(pt, path, {"devargs", "ip", "link_gbps", "policy", "mtu", "ref_peer", "lanes"})) return e;
       PortConfig p;
       for (auto e : {read(pt, path, "devargs", &p.devargs), read(pt, path, "ip", &p.ip_text),
                      read(pt, path, "link_gbps", &p.link_gbps), read(pt, path, "mtu", &p.mtu),
+                     read(pt, path, "lanes", &p.lanes),
                      read(pt, path, "ref_peer", &p.ref_peer_text),
                      read_policy(pt, path, &p.policy)})
         if (e) return e;
@@ -447,6 +448,16 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
   if (c->idle_sleep_us < 10 || c->idle_sleep_us > 100'000)
     return ConfigError{"idle_sleep_us", "must be in 10..100000"};
   if (c->idle_spin_us > 100'000) return ConfigError{"idle_spin_us", "must be in 0..100000"};
+  if (c->lanes_per_port < 1 || c->lanes_per_port > 16) return ConfigError{"lanes_per_port", "must be in 1..16"};
+  for (size_t i = 0; i < c->ports.size(); ++i) {
+    PortConfig& p = c->ports[i];
+    if (p.lanes == 0) p.lanes = c->lanes_per_port;
+    if (p.lanes > 16) return ConfigError{"port[" + std::to_string(i) + "].lanes", "must be in 1..16"};
+    if (p.lanes > 1 && is_af_xdp(p.devargs))
+      return ConfigError{"port[" + std::to_string(i) + "].lanes",
+                         "net_af_xdp takes lanes = 1 only for now (with lanes it lost most frames in our runs; "
+                         "net_af_packet, or the interface by name, carries lanes: docs/isoroced.md, \"Lanes\")"};
+  }
   if (c->worker_slice_us != 0 && (c->worker_slice_us < 100 || c->worker_slice_us > 100'000))
     return ConfigError{"worker_slice_us", "must be 0 (the kernel's default) or in 100..100000 (the kernel's bounds)"};
   if (c->lcores.empty()) return ConfigError{"lcores", "must name at least two lcores (control and one worker)"};

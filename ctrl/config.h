@@ -26,6 +26,9 @@ struct PortConfig {
   double link_gbps = 0;     // 0: the daemon's link_gbps
   std::optional<std::string> policy;  // none: the daemon's policy
   uint32_t mtu = 0;         // 0: the daemon's mtu
+  // Lanes (docs/isoroced.md, "Lanes"): engines of this port, each on its own
+  // worker lcore; 0: the daemon's lanes_per_port. validate() resolves it.
+  uint32_t lanes = 0;
   // justitia: the reference flow's peer in another isoroced (ctrl/reference_echo.h);
   // empty: the daemon's ref_peer.
   std::string ref_peer_text;
@@ -78,6 +81,9 @@ struct DaemonConfig {
   uint32_t mtu = 1024;      // RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096
   std::string ref_peer;     // every port's justitia reference peer (an address), unless its own
   std::string lcores = "0,1";  // EAL -l: the first is the control thread, the rest poll
+  // Every port's lanes unless its own: 1 (one engine, one worker per port) up
+  // to 16 (docs/isoroced.md, "Lanes").
+  uint32_t lanes_per_port = 1;
   std::string log_level = "info";  // error, warning, info, debug
   std::string file_prefix = "isoroced";  // EAL --file-prefix (also names the telemetry socket)
   uint32_t idle_sleep_us = 1000;  // longest sleep of an idle worker (it backs off from 10 us)

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "ctrl/lane_objects.h"
 #include "ctrl/log.h"
 
 namespace isoroce::ctrl {
@@ -49,7 +50,7 @@ DeviceEntry* Control::find_qp(uint32_t qpn, const std::string& device, int* err,
   for (auto& d : devices_) {
     if (!device.empty() && d->name() != device) continue;
     bool has = false;
-    d->run([&](sched::Picos) { has = d->engine().query_qp(wire::Qpn(qpn)) != nullptr; });
+    d->run([&](sched::Picos) { has = d->qp_engine(qpn).query_qp(wire::Qpn(qpn)) != nullptr; });
     if (has) found.push_back(d.get());
   }
   if (found.size() == 1) return found[0];
@@ -109,20 +110,23 @@ void Control::reclaim(Session& s) {
   cm_->reclaim(s);
   if (s.dev != nullptr) {
     DeviceEntry& d = *s.dev;
-    transport::Engine& e = d.engine();
     ClientObjects& o = s.objs;
-    // QPs first (they stop touching memory), then what they used.
+    // QPs first (they stop touching memory), then what they used; in every
+    // lane (ctrl/lane_objects.h) before the reply.
     d.run([&](sched::Picos) {
-      for (uint32_t q : o.qps) d.pump->remove_qp(q);
-      for (uint32_t h : o.srqs) d.pump->remove_srq(h);
-      for (uint32_t h : o.cqs) d.pump->remove_cq(h);
-      for (uint32_t q : o.qps) e.destroy_qp(wire::Qpn(q));
-      for (uint32_t h : o.srqs) e.destroy_srq(h);
-      for (uint32_t h : o.ahs) e.destroy_ah(h);
-      for (uint32_t h : o.cqs) e.destroy_cq(h);
-      for (uint32_t i : o.mws) e.dealloc_mw(i << 8);  // before the MRs they are bound to
-      for (const auto& [lkey, m] : o.mrs) e.dereg_mr(lkey);
-      for (uint32_t h : o.pds) e.dealloc_pd(h);
+      for (size_t k = 0; k < d.lanes(); ++k) {
+        ShmPump& p = d.lane_pump(k);
+        for (uint32_t q : o.qps) p.remove_qp(q);
+        for (uint32_t h : o.srqs) p.remove_srq(h);
+        for (uint32_t h : o.cqs) p.remove_cq(h);
+      }
+      for (uint32_t q : o.qps) d.qp_engine(q).destroy_qp(wire::Qpn(q));
+      for (uint32_t h : o.srqs) lanes_destroy_srq(d, h);
+      for (uint32_t h : o.ahs) lanes_destroy_ah(d, h);
+      for (uint32_t h : o.cqs) lanes_destroy_cq(d, h);
+      for (uint32_t i : o.mws) d.engine().dealloc_mw(i << 8);  // before the MRs they are bound to
+      for (const auto& [lkey, m] : o.mrs) lanes_dereg_mr(d, lkey);
+      for (uint32_t h : o.pds) lanes_dealloc_pd(d, h);
       if (s.doorbell_eventfd >= 0) d.driver->remove_doorbell(s.doorbell_eventfd);
       if (s.membarrier_user) d.driver->remove_membarrier_user();
     });
@@ -173,6 +177,8 @@ void Control::drain_async_events() {
     bool have_js = false;
     d->run([&](sched::Picos) {
       events = d->engine().take_async_events();
+      for (size_t k = 1; k < d->lanes(); ++k)
+        for (const transport::AsyncEvent& ev : d->lane_engine(k).take_async_events()) events.push_back(ev);
       if (const sched::JustitiaStats* st = d->engine().scheduler().justitia_stats(); st && !events.empty()) {
         js = *st;
         have_js = true;

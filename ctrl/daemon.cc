@@ -141,8 +141,9 @@ void Daemon::shutdown_qps() {
       ibv_qp_attr a{};
       a.qp_state = IBV_QPS_ERR;
       // Not QP1: the clients' connections are closed on the wire (DREQ) as they go.
-      for (wire::Qpn q : d->engine().qp_numbers())
-        if (q.value() != CmAgent::kQpn) d->engine().modify_qp(q, a, IBV_QP_STATE);
+      for (size_t k = 0; k < d->lanes(); ++k)
+        for (wire::Qpn q : d->lane_engine(k).qp_numbers())
+          if (q.value() != CmAgent::kQpn) d->lane_engine(k).modify_qp(q, a, IBV_QP_STATE);
     });
   }
 }

@@ -63,11 +63,32 @@ class DeviceDriver {
   // and now counts the client; on the executor.
   virtual bool add_membarrier_user() { return false; }
   virtual void remove_membarrier_user() {}
+  // Lanes (docs/design.md, "Lanes"): the port's engines, each run by its own
+  // worker; lane 0's is engine(). A QPN names its lane. One lane in tests.
+  // With several, executor() stops every lane's worker for each call, so a
+  // call may touch every lane's engine.
+  virtual size_t lanes() const { return 1; }
+  virtual transport::Engine& lane_engine(size_t /*k*/) { return engine(); }
+  virtual size_t lane_of_qpn(uint32_t /*qpn*/) const { return 0; }
+  virtual void add_lane_hook(size_t /*k*/, dataplane::DeviceHook* h) { add_hook(h); }
+  virtual void remove_lane_hook(size_t /*k*/, dataplane::DeviceHook* h) { remove_hook(h); }
+  // Each lane's worker and counters (the stats view); empty with one lane.
+  virtual json lanes_json() { return json::array(); }
+};
+
+// Where a CQ or SRQ of a port with lanes lives: the lane its QPs are on (-1:
+// none yet; its shared-memory ring is pumped by nobody until then).
+struct QueueLane {
+  int lane = -1;
+  uint32_t max_sge = 0;  // an SRQ's, for its ring
 };
 
 struct DeviceEntry {
   std::unique_ptr<DeviceDriver> driver;
-  std::unique_ptr<ShmPump> pump;  // the clients' shared-memory queues (a hook of the device)
+  std::unique_ptr<ShmPump> pump;  // the clients' shared-memory queues (a hook of the device; lane 0's)
+  std::vector<std::unique_ptr<ShmPump>> lane_pumps;  // lanes 1.. (lane k's at k - 1)
+  // Lanes > 1: where each CQ and SRQ is (changed inside run()).
+  std::map<uint32_t, QueueLane> cq_lanes, srq_lanes;
   std::string ip_text;            // as configured ("10.0.0.1/24")
   uint32_t sessions = 0;          // clients that opened it
   // Policy justitia: the reference flow from this device to ref_peer (a hook of
@@ -89,6 +110,19 @@ struct DeviceEntry {
   const std::string& name() const { return driver->config().name; }
   const dataplane::DeviceConfig& config() const { return driver->config(); }
   transport::Engine& engine() { return driver->engine(); }
+  size_t lanes() const { return driver->lanes(); }
+  transport::Engine& lane_engine(size_t k) { return driver->lane_engine(k); }
+  ShmPump& lane_pump(size_t k) { return k == 0 ? *pump : *lane_pumps[k - 1]; }
+  size_t qp_lane(uint32_t qpn) const { return driver->lane_of_qpn(qpn); }
+  transport::Engine& qp_engine(uint32_t qpn) { return lane_engine(qp_lane(qpn)); }
+  ShmPump& qp_pump(uint32_t qpn) { return lane_pump(qp_lane(qpn)); }
+  // The lane of a CQ / SRQ (lane 0 with one lane or while it has no QP).
+  size_t cq_lane(uint32_t cq) const { return lane_or_0(cq_lanes, cq); }
+  size_t srq_lane(uint32_t srq) const { return lane_or_0(srq_lanes, srq); }
+  static size_t lane_or_0(const std::map<uint32_t, QueueLane>& m, uint32_t h) {
+    auto it = m.find(h);
+    return it == m.end() || it->second.lane < 0 ? 0 : static_cast<size_t>(it->second.lane);
+  }
   // Runs fn on the device's executor.
   template <typename F>
   void run(F&& fn) {

@@ -7,10 +7,13 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_pdump.h>
+
+#include <algorithm>
 #include <net/if.h>
 #include <unistd.h>
 
 #include "ctrl/doorbell.h"
+#include "ctrl/dpdk_driver.h"
 #include "ctrl/log.h"
 #include "dataplane/dpdk/kernel_fds.h"
 #include "transport/verbs/mtu.h"
@@ -22,81 +25,6 @@ int worker_main(void* arg) {
   static_cast<dataplane::Worker*>(arg)->run();
   return 0;
 }
-
-
-std::string mac_text(const wire::MacAddr& m) {
-  char buf[18];
-  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-  return buf;
-}
-
-// A DPDK device polled by a worker lcore; engine calls go over the worker's ring.
-class DpdkDriver final : public DeviceDriver, public Executor {
- public:
-  explicit DpdkDriver(std::unique_ptr<dataplane::Device> dev) : dev_(std::move(dev)) {}
-  void set_worker(dataplane::Worker* w, unsigned index, DoorbellPage* bell) {
-    worker_ = w;
-    worker_index_ = index;
-    bell_ = bell;
-  }
-  unsigned worker_index() const override { return worker_index_; }
-
-  void call(const std::function<void(sched::Picos)>& fn) override { worker_->call(fn); }
-  const dataplane::DeviceConfig& config() const override { return dev_->config(); }
-  Executor& executor() override { return *this; }
-  transport::Engine& engine() override { return dev_->engine(); }
-  bool neighbor_known(const wire::IpAddr& ip, bool solicit) override {
-    // The device's own address: the engine loops those frames back
-    // (same-device loopback); the CM agent's MADs to itself need no ARP.
-    if (ip == dev_->config().ip) return true;
-    bool known = dev_->net().lookup(ip).has_value();
-    if (known || solicit) known = dev_->resolve(ip);
-    return known;
-  }
-  bool reconfigure(const dataplane::DeviceConfig& c, std::string* error) override { return dev_->reconfigure(c, error); }
-  void add_hook(dataplane::DeviceHook* h) override { dev_->add_hook(h); }
-  void remove_hook(dataplane::DeviceHook* h) override { dev_->remove_hook(h); }
-  json port_json() override {
-    rte_eth_link link{};
-    rte_eth_link_get_nowait(dev_->port().port_id(), &link);
-    return {{"port", dev_->port().port_id()},
-            {"devargs", dev_->config().devargs},
-            {"driver", dev_->port().driver()},
-            {"mac", mac_text(dev_->port().mac())},
-            {"link_up", link.link_status == RTE_ETH_LINK_UP},
-            {"neighbors", dev_->net().neighbors().size()}};
-  }
-  json port_stats() override {
-    const auto& p = dev_->port().counters();
-    const auto& n = dev_->net().counters();
-    return {{"port", {{"rx_packets", p.rx_packets}, {"rx_bytes", p.rx_bytes}, {"tx_packets", p.tx_packets},
-                      {"tx_bytes", p.tx_bytes}, {"tx_dropped", p.tx_dropped}, {"no_mbuf", p.no_mbuf}}},
-            {"net", {{"arp_requests_answered", n.arp_requests_answered},
-                     {"arp_replies_received", n.arp_replies_received},
-                     {"nd_solicits_answered", n.nd_solicits_answered},
-                     {"nd_adverts_received", n.nd_adverts_received},
-                     {"echo_answered", n.echo_answered}, {"solicits_sent", n.solicits_sent},
-                     {"solicits_refused", n.solicits_refused}, {"resolutions_expired", n.resolutions_expired},
-                     {"neighbors_refused", n.neighbors_refused}, {"pending", dev_->net().pending()},
-                     {"neighbors", dev_->net().neighbors().size()}, {"dropped", n.dropped}}}};
-  }
-  dataplane::Device* dpdk() override { return dev_.get(); }
-  int doorbell_page_fd() const override { return bell_ ? bell_->client_fd() : -1; }
-  void add_doorbell(int fd) override { worker_->add_doorbell(fd); }
-  void remove_doorbell(int fd) override { worker_->remove_doorbell(fd); }
-  bool add_membarrier_user() override {
-    if (!worker_->membarrier()) return false;
-    worker_->add_membarrier_user();
-    return true;
-  }
-  void remove_membarrier_user() override { worker_->remove_membarrier_user(); }
-
- private:
-  std::unique_ptr<dataplane::Device> dev_;
-  dataplane::Worker* worker_ = nullptr;
-  unsigned worker_index_ = 0;
-  DoorbellPage* bell_ = nullptr;
-};
 
 }  // namespace
 
@@ -180,7 +108,7 @@ namespace {
 // Plugs vdev `devargs` and opens it as a port; nullptr and *error on failure
 // (the vdev unplugged again).
 std::unique_ptr<dataplane::Port> plug(const std::string& port_name, const std::string& devargs, uint32_t mtu,
-                                      std::string* error) {
+                                      uint16_t lanes, std::string* error) {
   const std::string name = devargs.substr(0, devargs.find(','));
   const std::string args = devargs.find(',') == std::string::npos ? "" : devargs.substr(devargs.find(',') + 1);
   if (int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str()); rc != 0) {
@@ -195,7 +123,8 @@ std::unique_ptr<dataplane::Port> plug(const std::string& port_name, const std::s
   }
   // A second try (the fallback) makes its own pool.
   auto port = dataplane::Port::open(port_name + (devargs.rfind("net_af_xdp", 0) == 0 ? "x" : ""), pid,
-                                    max_frame_bytes(mtu), af_packet_data_room(devargs, mtu), roce_ip_mtu(mtu), error);
+                                    max_frame_bytes(mtu), af_packet_data_room(devargs, mtu), roce_ip_mtu(mtu), error,
+                                    lanes);
   if (port == nullptr) {
     (void)rte_eth_dev_close(pid);
     (void)rte_eal_hotplug_remove("vdev", name.c_str());
@@ -217,6 +146,11 @@ std::unique_ptr<dataplane::Port> DeviceSet::open_interface(const std::string& po
   if (pc.mtu > kAfXdpMaxMtu) {
     log(LogLevel::kInfo, "{}: interface {} through AF_PACKET: mtu {} needs frames larger than DPDK's AF_XDP driver"
         " holds (mtu {} at most)", port_name, iface, pc.mtu, kAfXdpMaxMtu);
+  } else if (pc.lanes > 1) {
+    // docs/isoroced.md, "Lanes": with lanes, AF_XDP on a veth lost most frames
+    // in our runs (cause not found yet); AF_PACKET carried them.
+    log(LogLevel::kInfo, "{}: interface {} through AF_PACKET: {} lanes are not used with AF_XDP yet", port_name, iface,
+        pc.lanes);
   } else if (xdp_prog != 0) {
     // DPDK's AF_XDP driver would detach that program when it gives up.
     log(LogLevel::kWarning, "{}: interface {} already has an XDP program (id {}: another AF_XDP user?); using AF_PACKET",
@@ -224,7 +158,7 @@ std::unique_ptr<dataplane::Port> DeviceSet::open_interface(const std::string& po
   } else {
     *devargs = interface_devargs(iface, pc.mtu, true);
     std::string why;
-    if (auto port = plug(port_name, *devargs, pc.mtu, &why)) {
+    if (auto port = plug(port_name, *devargs, pc.mtu, static_cast<uint16_t>(pc.lanes), &why)) {
       log(LogLevel::kInfo, "{}: interface {} through AF_XDP ({}; zero-copy where its driver has it, copy mode otherwise)",
           port_name, iface, *devargs);
       return port;
@@ -233,7 +167,7 @@ std::unique_ptr<dataplane::Port> DeviceSet::open_interface(const std::string& po
         iface, *devargs, why);
   }
   *devargs = interface_devargs(iface, pc.mtu, false);
-  auto port = plug(port_name, *devargs, pc.mtu, error);
+  auto port = plug(port_name, *devargs, pc.mtu, static_cast<uint16_t>(pc.lanes), error);
   if (port != nullptr) log(LogLevel::kInfo, "{}: interface {} through AF_PACKET ({})", port_name, iface, *devargs);
   return port;
 }
@@ -258,6 +192,9 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     // QPNs unique across the daemon's devices (isoroce-ctl qp/set-rate name a QP
     // by number): device i starts at i * 2^20 + 16, a million QPNs apart.
     dc.first_qpn = static_cast<uint32_t>((i << 20) + 16);
+    // Lanes (dataplane/dpdk/lanes.h): lane k gives out first_qpn + k + j * lanes.
+    dc.lanes = pc.lanes;
+    dc.qpn_stride = pc.lanes;
     std::unique_ptr<dataplane::Port> port;
     if (is_interface_port(pc.devargs)) {
       port = open_interface(dc.name, pc, &dc.devargs, error);
@@ -268,11 +205,11 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
         *error = "interface " + iface + " already has an XDP program (id " + std::to_string(prog) +
                  "): another AF_XDP user holds it; stop that one, or use net_af_packet on it";
       } else {
-        port = plug(dc.name, pc.devargs, pc.mtu, error);
+        port = plug(dc.name, pc.devargs, pc.mtu, static_cast<uint16_t>(pc.lanes), error);
       }
     } else {
       port = dataplane::Port::open(dc.name, ids[i], max_frame_bytes(pc.mtu), af_packet_data_room(pc.devargs, pc.mtu),
-                                   roce_ip_mtu(pc.mtu), error);
+                                   roce_ip_mtu(pc.mtu), error, static_cast<uint16_t>(pc.lanes));
     }
     if (port == nullptr) {
       *error = "port[" + std::to_string(i) + "] (" + pc.devargs + "): " + *error;
@@ -281,10 +218,26 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     if (port->driver() == "net_af_xdp")
       log(LogLevel::kInfo, "{}: AF_XDP socket bound in {} mode", dc.name, port->zero_copy() ? "zero-copy" : "copy");
     kernel_path_hint(dc.name, pc, *port);
+    const bool own_tx = port->tx_queues() >= pc.lanes;
     auto dev = dataplane::Device::create(dc, std::move(port), error);
     if (dev == nullptr) return false;
+    std::unique_ptr<dataplane::PortLanes> lanes;
+    std::vector<std::unique_ptr<dataplane::Device>> extra;
+    if (pc.lanes > 1) {
+      lanes = dataplane::PortLanes::create(dc.name, pc.lanes, dc.first_qpn, own_tx, error);
+      if (lanes == nullptr) return false;
+      dev->set_lanes(lanes.get());
+      for (unsigned k = 1; k < pc.lanes; ++k) {
+        auto lane = dataplane::Device::create_lane(lane_config(dc, dc.first_qpn, k), *dev, k, error);
+        if (lane == nullptr) return false;
+        extra.push_back(std::move(lane));
+      }
+      log(LogLevel::kInfo, "{}: {} lanes, each with 1/{} of {} Gb/s; {}", dc.name, pc.lanes, pc.lanes,
+          static_cast<double>(dc.link_bps) / 1e9,
+          own_tx ? "a Tx queue each" : "lanes 1.. hand their frames to lane 0's Tx queue (the driver has one)");
+    }
     auto e = std::make_unique<DeviceEntry>();
-    e->driver = std::make_unique<DpdkDriver>(std::move(dev));
+    e->driver = std::make_unique<DpdkDriver>(std::move(dev), std::move(lanes), std::move(extra), *clock_);
     e->ip_text = pc.ip_text;
     e->ref_peer_ip = pc.ref_peer;
     e->pump = std::make_unique<ShmPump>(e->engine());
@@ -292,6 +245,14 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     e->pump->set_tsc(clock_->start_tsc(), clock_->hz());
 #endif
     e->driver->add_hook(e->pump.get());
+    for (size_t k = 1; k < e->lanes(); ++k) {
+      auto pump = std::make_unique<ShmPump>(e->lane_engine(k));
+#if defined(__x86_64__)
+      pump->set_tsc(clock_->start_tsc(), clock_->hz());
+#endif
+      e->driver->add_lane_hook(k, pump.get());
+      e->lane_pumps.push_back(std::move(pump));
+    }
     out->push_back(std::move(e));
   }
   return launch_workers(*out, error);
@@ -318,10 +279,25 @@ void DeviceSet::kernel_path_hint(const std::string& name, const PortConfig& pc, 
 }
 
 bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entries, std::string* error) {
-  // Devices spread round robin over the worker lcores.
-  const size_t nw = std::min(worker_lcores_.size(), entries.size());
+  // Lanes of devices spread over the worker lcores round robin, in order
+  // (device 0's lanes, then device 1's, ...): one device's lanes are on
+  // different workers while there are as many, lane k of devices with as many
+  // lanes as workers on worker k (a frame between two such ports of one
+  // daemon, lane k to lane k, stays on its worker), and one lane each is
+  // round robin over the devices as before lanes.
+  size_t units = 0;
+  std::vector<size_t> first_unit;
+  for (const auto& e : entries) first_unit.push_back(units), units += e->lanes();
+  const size_t nw = std::min(worker_lcores_.size(), units);
+  auto worker_of = [&](size_t i, size_t k) { return (first_unit[i] + k) % nw; };
   std::vector<std::vector<dataplane::Device*>> groups(nw);
-  for (size_t i = 0; i < entries.size(); ++i) groups[i % nw].push_back(entries[i]->driver->dpdk());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto& drv = static_cast<DpdkDriver&>(*entries[i]->driver);
+    if (entries[i]->lanes() > nw)
+      log(LogLevel::kWarning, "{}: {} lanes but {} worker lcore(s): some lanes share a worker (--lcores)",
+          entries[i]->name(), entries[i]->lanes(), nw);
+    for (size_t k = 0; k < entries[i]->lanes(); ++k) groups[worker_of(i, k)].push_back(&drv.lane_device(k));
+  }
   dataplane::IdleConfig idle;
   idle.max_sleep = sched::Picos{config_.idle_sleep_us} * 1'000'000;
   idle.spin_time = sched::Picos{config_.idle_spin_us} * 1'000'000;
@@ -343,11 +319,14 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
     log(LogLevel::kInfo,
         "worker {} (lcore {}): idle, it blocks on {} port socket(s), its eventfd and its clients' doorbells, at most {} us",
         w, worker_lcores_[w], worker->wait_fds(), config_.idle_sleep_us);
-    for (size_t i = w; i < entries.size(); i += nw)
-      static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(worker.get(), static_cast<unsigned>(w), bell.get());
+    for (size_t i = 0; i < entries.size(); ++i)
+      for (size_t k = 0; k < entries[i]->lanes(); ++k)
+        if (worker_of(i, k) == w)
+          static_cast<DpdkDriver&>(*entries[i]->driver).set_worker(k, worker.get(), static_cast<unsigned>(w), bell.get());
     doorbells_.push_back(std::move(bell));
     workers_.push_back(std::move(worker));
   }
+  for (auto& e : entries) static_cast<DpdkDriver&>(*e->driver).settle_workers();
   for (size_t w = 0; w < nw; ++w) {
     if (rte_eal_remote_launch(worker_main, workers_[w].get(), worker_lcores_[w]) != 0) {
       *error = "cannot launch the worker on lcore " + std::to_string(worker_lcores_[w]);
@@ -365,7 +344,8 @@ nlohmann::json DeviceSet::workers_view() const {
   for (size_t i = 0; i < workers_.size(); ++i) {
     const dataplane::WorkerStats st = workers_[i]->stats();
     json devs = json::array();
-    for (const auto* d : workers_[i]->devices()) devs.push_back(d->config().name);
+    for (const auto* d : workers_[i]->devices())
+      devs.push_back(d->lane() == 0 ? d->config().name : d->config().name + "." + std::to_string(d->lane()));
     workers.push_back({{"lcore", worker_lcores_[i]}, {"devices", devs}, {"passes", st.passes},
                        {"busy_passes", st.busy_passes}, {"sleeps", st.sleeps}, {"commands", st.commands},
                        {"busy_ns", st.busy_ns},

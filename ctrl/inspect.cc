@@ -42,12 +42,13 @@ json engine_counters(const transport::EngineCounters& c) {
 json Control::qp_json(DeviceEntry& d, uint32_t qpn) {
   json j;
   d.run([&](sched::Picos) {
-    const transport::Engine& e = d.engine();
+    const transport::Engine& e = d.qp_engine(qpn);
     const verbs::Qp* q = e.query_qp(wire::Qpn(qpn));
     const transport::QpCounters* c = e.qp_counters(wire::Qpn(qpn));
     if (q == nullptr || c == nullptr) return;
     j = {{"device", d.name()},
          {"qpn", qpn},
+         {"lane", d.qp_lane(qpn)},
          {"type", q->type() == IBV_QPT_RC ? "RC" : q->type() == IBV_QPT_UD ? "UD" : "other"},
          {"state", state_name(q->state())},
          {"dest_qpn", q->dest_qpn().value()},
@@ -83,7 +84,7 @@ json Control::device_view(DeviceEntry& d) {
   size_t qps = 0;
   json j;
   d.run([&](sched::Picos) {
-    qps = d.engine().qp_numbers().size();
+    for (size_t k = 0; k < d.lanes(); ++k) qps += d.lane_engine(k).qp_numbers().size();
     j = d.driver->port_json();
   });
   j["name"] = c.name;
@@ -95,6 +96,7 @@ json Control::device_view(DeviceEntry& d) {
   j["policy"] = c.policy;
   j["dcqcn"] = c.dcqcn.enabled;
   j["qps"] = qps;
+  j["lanes"] = d.lanes();
   j["clients"] = d.sessions;
   return j;
 }
@@ -109,7 +111,10 @@ json Control::qps_view(const Session* viewer) {
   json list = json::array();
   for (auto& d : devices_) {
     std::vector<wire::Qpn> qpns;
-    d->run([&](sched::Picos) { qpns = d->engine().qp_numbers(); });
+    d->run([&](sched::Picos) {
+      for (size_t k = 0; k < d->lanes(); ++k)
+        for (wire::Qpn q : d->lane_engine(k).qp_numbers()) qpns.push_back(q);
+    });
     for (wire::Qpn q : qpns) {
       if (viewer != nullptr && !may_see(*viewer, *d, q.value())) continue;
       json j = qp_json(*d, q.value());
@@ -150,6 +155,17 @@ json Control::stats_view() {
       j["shm"] = {{"send_wqes", sc.send_wqes}, {"recv_wqes", sc.recv_wqes}, {"cqes", sc.cqes},
                   {"wakeups", sc.wakeups}, {"bad_wqes", sc.bad_wqes}};
       if (d->cm) j["cm"] = cm_counters(d->cm->stats());
+      // Lanes: each one's engine, pump and hand-off counters (lane 0's are above too).
+      if (d->lanes() > 1) {
+        json lanes = d->driver->lanes_json();
+        for (size_t k = 0; k < d->lanes() && k < lanes.size(); ++k) {
+          lanes[k]["engine"] = engine_counters(d->lane_engine(k).counters());
+          const ShmCounters& lc = d->lane_pump(k).counters();
+          lanes[k]["shm"] = {{"send_wqes", lc.send_wqes}, {"recv_wqes", lc.recv_wqes}, {"cqes", lc.cqes},
+                             {"wakeups", lc.wakeups}, {"bad_wqes", lc.bad_wqes}};
+        }
+        j["lanes"] = std::move(lanes);
+      }
     });
     out[d->name()] = j;
   }
@@ -163,11 +179,13 @@ json Control::sched_view() {
     size_t qps = 0, limited = 0;
     std::string fault;  // a plugin's policy that was replaced by fifo
     d->run([&](sched::Picos) {
-      const transport::Engine& e = d->engine();
-      fault = e.scheduler().fault();
-      for (wire::Qpn q : e.qp_numbers()) {
-        ++qps;
-        if (e.qp_rate(q) != 0) ++limited;
+      fault = d->engine().scheduler().fault();
+      for (size_t k = 0; k < d->lanes(); ++k) {
+        const transport::Engine& e = d->lane_engine(k);
+        for (wire::Qpn q : e.qp_numbers()) {
+          ++qps;
+          if (e.qp_rate(q) != 0) ++limited;
+        }
       }
     });
     json dcqcn = json::object();
@@ -175,6 +193,7 @@ json Control::sched_view() {
     out[c.name] = {{"policy", c.policy},
                    {"dcqcn", dcqcn},
                    {"link_gbps", static_cast<double>(c.link_bps) / 1e9},
+                   {"lanes", d->lanes()},
                    {"lookahead_us", static_cast<double>(c.lookahead) / 1e6},
                    {"qps", qps},
                    {"rate_limited_qps", limited},
@@ -197,7 +216,7 @@ json Control::tenants_json(DeviceEntry& d) {
     for (const auto& [qpn, tenant] : qps) {
       auto& [n, bytes] = by[tenant];
       ++n;
-      if (const transport::QpCounters* c = d.engine().qp_counters(wire::Qpn(qpn))) bytes += c->tx_bytes;
+      if (const transport::QpCounters* c = d.qp_engine(qpn).qp_counters(wire::Qpn(qpn))) bytes += c->tx_bytes;
     }
   });
   uint64_t total = 0;

@@ -74,6 +74,10 @@ int main(int argc, char** argv) {
                  "load a policy plugin (shared object, sched/policy_api.h) before anything names its policy; repeat");
   app.add_option("--lcores", lcores, "EAL lcore list: the first serves the control socket, the others poll ports, spread round robin (default 0,1); "
                  "LCORE@CPU entries place lcores on CPUs (EAL --lcores), e.g. 0@0,1@1,2@0");
+  uint32_t lanes_per_port = 0;
+  app.add_option("--lanes-per-port", lanes_per_port,
+                 "engines per port, each on its own worker lcore, each with 1/N of the link rate (default 1; "
+                 "docs/isoroced.md, Lanes)");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
   app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");
   std::vector<std::string> dcqcn;
@@ -135,6 +139,10 @@ int main(int argc, char** argv) {
     for (ctrl::PortConfig& p : c.ports) p.ref_peer_text.clear();  // the flag wins over [[port]] ref_peer
   }
   if (!lcores.empty()) c.lcores = lcores;
+  if (lanes_per_port != 0) {
+    c.lanes_per_port = lanes_per_port;
+    for (ctrl::PortConfig& p : c.ports) p.lanes = 0;  // the flag wins over the file's [[port]] lanes
+  }
   if (!log_level.empty()) c.log_level = log_level;
   if (!file_prefix.empty()) c.file_prefix = file_prefix;
   if (loopback) c.loopback = true;

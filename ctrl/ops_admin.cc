@@ -44,7 +44,7 @@ json set_rate(OpContext& c) {
   auto bps = field_u64(c.req, "bps");
   if (!bps) return op_fail(EINVAL, "set_rate: \"bps\" missing (0 removes the limit)");
   int rc = 0;
-  d->run([&](sched::Picos now) { rc = d->engine().set_qp_rate(now, wire::Qpn(qpn), *bps); });
+  d->run([&](sched::Picos now) { rc = d->qp_engine(qpn).set_qp_rate(now, wire::Qpn(qpn), *bps); });
   if (rc != 0) return op_fail(rc, "set_rate");
   return op_ok({{"device", d->name()}, {"qpn", qpn}, {"qp", qp_label(*d, qpn)}, {"bps", *bps}});
 }
@@ -62,7 +62,7 @@ json set_class(OpContext& c) {
     return op_fail(EPERM, "set_class: QP " + qp_label(*d, qpn) + " is the justitia reference flow's");
   const uint64_t app = info ? info->app : 0;
   int rc = 0;
-  d->run([&](sched::Picos now) { rc = d->engine().set_qp_class(now, wire::Qpn(qpn), fc, app_id(app), 1); });
+  d->run([&](sched::Picos now) { rc = d->qp_engine(qpn).set_qp_class(now, wire::Qpn(qpn), fc, app_id(app), 1); });
   if (rc != 0) return op_fail(rc, "set_class");
   c.ctl.registry().set_class(d, qpn, cls);
   return op_ok({{"device", d->name()}, {"qpn", qpn}, {"qp", qp_label(*d, qpn)}, {"class", cls}, {"app", app}});
@@ -98,7 +98,7 @@ json set_tenant(OpContext& c) {
   const uint32_t id = c.ctl.tenants().id(tenant);
   const uint32_t w = c.ctl.tenants().weight(tenant);
   int rc = 0;
-  d->run([&](sched::Picos now) { rc = d->engine().set_qp_tenant(now, wire::Qpn(qpn), id, w); });
+  d->run([&](sched::Picos now) { rc = d->qp_engine(qpn).set_qp_tenant(now, wire::Qpn(qpn), id, w); });
   if (rc != 0) return op_fail(rc, "set_tenant");
   c.ctl.registry().set_tenant(d, qpn, tenant);
   const bool enforced = !note_tenant_ignored(c.ctl, *d, qpn, tenant);
@@ -146,6 +146,16 @@ json apply_engine_settings(Control& ctl, DeviceEntry& dev, const dataplane::Devi
     pump->set_tsc(d->pump->tsc_start(), d->pump->tsc_hz());
     d->pump = std::move(pump);
     d->driver->add_hook(d->pump.get());
+    d->cq_lanes.clear();  // the old engines' objects are gone with them
+    d->srq_lanes.clear();
+    for (size_t k = 1; k < d->lanes(); ++k) {
+      auto& lp = d->lane_pumps[k - 1];
+      d->driver->remove_lane_hook(k, lp.get());
+      auto fresh = std::make_unique<ShmPump>(d->lane_engine(k));
+      fresh->set_tsc(lp->tsc_start(), lp->tsc_hz());
+      lp = std::move(fresh);
+      d->driver->add_lane_hook(k, lp.get());
+    }
   });
   ctl.resume_cm(*d);
   for (DeviceEntry* e : restart) ctl.start_reference_flow(*e);

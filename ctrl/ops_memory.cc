@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "ctrl/control.h"
+#include "ctrl/lane_objects.h"
 #include "ctrl/log.h"
 
 namespace isoroce::ctrl {
@@ -14,7 +15,7 @@ json alloc_pd(OpContext& c) {
     return op_fail(ENOMEM, "alloc_pd: " + e);
   verbs::Result<transport::PdHandle> r = verbs::Result<transport::PdHandle>::error(EIO);
   d.run([&](sched::Picos) {
-    r = d.engine().alloc_pd();
+    r = lanes_alloc_pd(d);
     if (r.ok()) c.s.objs.pds.insert(r.value());
   });
   if (!r.ok()) return op_fail(r.err(), "alloc_pd");
@@ -27,7 +28,7 @@ json dealloc_pd(OpContext& c) {
   if (!pd) return op_fail(EINVAL, "dealloc_pd: not a PD of this client");
   int rc = 0;
   d.run([&](sched::Picos) {
-    rc = d.engine().dealloc_pd(*pd);
+    rc = lanes_dealloc_pd(d, *pd);
     if (rc == 0) c.s.objs.pds.erase(*pd);
   });
   if (rc) return op_fail(rc, "dealloc_pd");
@@ -59,7 +60,7 @@ json reg_mr(OpContext& c) {
   m.length = *length;
   verbs::Result<verbs::MrKeys> r = verbs::Result<verbs::MrKeys>::error(EIO);
   d.run([&](sched::Picos) {
-    r = d.engine().reg_mr(*pd, m.addr, *length, iova, access);
+    r = lanes_reg_mr(d, *pd, m.addr, *length, iova, access);
     if (r.ok()) o.mrs[r.value().lkey] = std::move(m);
   });
   if (!r.ok()) {
@@ -81,7 +82,7 @@ json dereg_mr(OpContext& c) {
   int rc = 0;
   Mapping m;
   d.run([&](sched::Picos) {
-    rc = d.engine().dereg_mr(key);
+    rc = lanes_dereg_mr(d, key);
     if (rc != 0) return;
     m = std::move(it->second);
     o.mrs.erase(it);
@@ -99,6 +100,10 @@ json alloc_mw(OpContext& c) {
   DeviceEntry& d = c.dev();
   auto pd = own_handle(c.s.objs.pds, c.req, "pd");
   if (!pd) return op_fail(EINVAL, "alloc_mw: not a PD of this client");
+  // A window is bound by a work request of one QP, in that QP's lane only.
+  if (d.lanes() > 1)
+    return op_fail(EOPNOTSUPP, "alloc_mw: memory windows need lanes_per_port = 1 (this port has " +
+                                   std::to_string(d.lanes()) + " lanes; docs/isoroced.md, \"Lanes\")");
   if (auto e = Control::over("max_mrs", c.s.objs.mws.size(), 1, c.ctl.limits().max_mrs); !e.empty())
     return op_fail(ENOMEM, "alloc_mw: " + e);
   const int type = static_cast<int>(field_u64_or(c.req, "type", IBV_MW_TYPE_2));

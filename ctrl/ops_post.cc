@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "ctrl/control.h"
+#include "ctrl/lane_objects.h"
 #include "ctrl/wire_json.h"
 
 namespace isoroce::ctrl {
@@ -23,7 +24,7 @@ json post_send(OpContext& c) {
   if (int rc = check_send_wr(c.s.objs, *qp, w, sges, InlineSource::kClientMemory, &why))
     return op_fail(rc, std::string("post_send: ") + why);
   int rc = 0;
-  d.run([&](sched::Picos now) { rc = d.engine().post_send(now, wire::Qpn(*qp), w); });
+  d.run([&](sched::Picos now) { rc = d.qp_engine(*qp).post_send(now, wire::Qpn(*qp), w); });
   return rc ? op_fail(rc, "post_send") : op_ok();
 }
 
@@ -49,7 +50,8 @@ json post_recv(OpContext& c) {
   w.sg_list = sges;
   int rc = 0;
   d.run([&](sched::Picos) {
-    rc = srq ? d.engine().post_srq_recv(*srq, w) : d.engine().post_recv(wire::Qpn(*qp), w);
+    rc = srq ? d.lane_engine(srq_lane_for_post(d, c.s, *srq)).post_srq_recv(*srq, w)
+             : d.qp_engine(*qp).post_recv(wire::Qpn(*qp), w);
   });
   return rc ? op_fail(rc, c.op) : op_ok();
 }

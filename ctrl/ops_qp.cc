@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "ctrl/control.h"
+#include "ctrl/lane_objects.h"
 #include "ctrl/log.h"
 #include "ctrl/wire_json.h"
 
@@ -39,7 +40,7 @@ json create_ah(OpContext& c) {
     return op_fail(EHOSTUNREACH, "create_ah: no ARP/ND answer from " + c.req.value("dgid", ""));
   verbs::Result<transport::AhHandle> r = verbs::Result<transport::AhHandle>::error(EIO);
   d.run([&](sched::Picos) {
-    r = d.engine().create_ah(*pd, a);
+    r = lanes_create_ah(d, *pd, a);
     if (r.ok()) s.objs.ahs.insert(r.value());
   });
   if (!r.ok()) return op_fail(r.err(), "create_ah");
@@ -53,7 +54,7 @@ json destroy_ah(OpContext& c) {
   if (!ah) return op_fail(EINVAL, "destroy_ah: not an AH of this client");
   int rc = 0;
   d.run([&](sched::Picos) {
-    rc = d.engine().destroy_ah(*ah);
+    rc = lanes_destroy_ah(d, *ah);
     if (rc == 0) s.objs.ahs.erase(*ah);
   });
   if (rc) return op_fail(rc, "destroy_ah");
@@ -100,7 +101,7 @@ bool qp_create_from(OpContext& c, transport::QpCreate* q, std::string* cls, json
 void undo_qp(OpContext& c, uint32_t qpn) {
   DeviceEntry& d = c.dev();
   d.run([&](sched::Picos) {
-    d.engine().destroy_qp(wire::Qpn(qpn));
+    d.qp_engine(qpn).destroy_qp(wire::Qpn(qpn));
     c.s.objs.qps.erase(qpn);
   });
   c.ctl.registry().erase(&d, qpn);
@@ -122,8 +123,9 @@ json add_qp_rings(OpContext& c, uint32_t qpn, const transport::QpCreate& q) {
     return op_fail(ENOMEM, "create_qp: " + err);
   }
   d.run([&](sched::Picos) {
-    d.pump->add_sq(qpn, sq.get(), cap.max_send_sge, cap.max_inline_data, &s.objs);
-    if (rq) d.pump->add_rq(qpn, rq.get(), cap.max_recv_sge, &s.objs);
+    ShmPump& pump = d.qp_pump(qpn);
+    pump.add_sq(qpn, sq.get(), cap.max_send_sge, cap.max_inline_data, &s.objs);
+    if (rq) pump.add_rq(qpn, rq.get(), cap.max_recv_sge, &s.objs);
   });
   json reply = {{"qpn", qpn}, {"sq", ring_json(*sq)}};
   s.reply_fds.push_back(dup(sq->fd()));
@@ -169,15 +171,25 @@ json create_qp(OpContext& c) {
   const uint32_t tenant_weight = tenant.empty() ? 1 : c.ctl.tenants().weight(tenant);
   verbs::Result<wire::Qpn> r = verbs::Result<wire::Qpn>::error(EIO);
   int class_rc = 0;
+  std::string lane_error;
   d.run([&](sched::Picos now) {
-    r = d.engine().create_qp(q);
+    // Lanes: the lane of its CQs/SRQ, else the one with the fewest QPs.
+    const int lane = place_qp(d, q, &lane_error);
+    if (lane < 0) return;
+    transport::Engine& e = d.lane_engine(static_cast<size_t>(lane));
+    r = e.create_qp(q);
     if (!r.ok()) return;
-    class_rc = d.engine().set_qp_class(now, r.value(), fc, app_id(s.id), 1);
+    class_rc = e.set_qp_class(now, r.value(), fc, app_id(s.id), 1);
     if (class_rc == 0 && tenant_id != sched::kNoTenant)
-      class_rc = d.engine().set_qp_tenant(now, r.value(), tenant_id, tenant_weight);
-    if (class_rc != 0) d.engine().destroy_qp(r.value());
-    else s.objs.qps.insert(r.value().value());
+      class_rc = e.set_qp_tenant(now, r.value(), tenant_id, tenant_weight);
+    if (class_rc != 0) {
+      e.destroy_qp(r.value());
+      return;
+    }
+    s.objs.qps.insert(r.value().value());
+    bind_queues(d, s, q, static_cast<size_t>(lane));
   });
+  if (!lane_error.empty()) return op_fail(EINVAL, "create_qp: " + lane_error);
   if (!r.ok()) return op_fail(r.err(), "create_qp");
   if (class_rc != 0) return op_fail(class_rc, "create_qp: set_qp_class");
   const uint32_t qpn = r.value().value();
@@ -212,8 +224,8 @@ json modify_qp(OpContext& c) {
   }
   int rc = 0;
   d.run([&](sched::Picos) {
-    rc = d.engine().modify_qp(wire::Qpn(*qp), a, mask);
-    if (rc == 0 && (mask & IBV_QP_STATE) && a.qp_state == IBV_QPS_RESET && d.pump) d.pump->reset_rq(*qp);
+    rc = d.qp_engine(*qp).modify_qp(wire::Qpn(*qp), a, mask);
+    if (rc == 0 && (mask & IBV_QP_STATE) && a.qp_state == IBV_QPS_RESET && d.pump) d.qp_pump(*qp).reset_rq(*qp);
   });
   return rc ? op_fail(rc, "modify_qp") : op_ok();
 }
@@ -224,7 +236,7 @@ json query_qp(OpContext& c) {
   if (!qp) return op_fail(EINVAL, "query_qp: not a QP of this client");
   json out;
   d.run([&](sched::Picos) {
-    if (const verbs::Qp* q = d.engine().query_qp(wire::Qpn(*qp))) out = qp_attr_to_json(q->attr());
+    if (const verbs::Qp* q = d.qp_engine(*qp).query_qp(wire::Qpn(*qp))) out = qp_attr_to_json(q->attr());
   });
   return op_ok({{"attr", out}});
 }
@@ -236,9 +248,9 @@ json destroy_qp(OpContext& c) {
   if (!qp) return op_fail(EINVAL, "destroy_qp: not a QP of this client");
   int rc = 0;
   d.run([&](sched::Picos) {
-    rc = d.engine().destroy_qp(wire::Qpn(*qp));
+    rc = d.qp_engine(*qp).destroy_qp(wire::Qpn(*qp));
     if (rc != 0) return;
-    d.pump->remove_qp(*qp);
+    d.qp_pump(*qp).remove_qp(*qp);
     s.objs.qps.erase(*qp);
   });
   if (rc) return op_fail(rc, "destroy_qp");

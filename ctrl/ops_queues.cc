@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ctrl/control.h"
+#include "ctrl/lane_objects.h"
 #include "ctrl/wire_json.h"
 
 namespace isoroce::ctrl {
@@ -34,7 +35,7 @@ json create_cq(OpContext& c) {
   if (!e.empty()) return op_fail(ENOMEM, "create_cq: " + e);
   verbs::Result<transport::CqHandle> r = verbs::Result<transport::CqHandle>::error(EIO);
   d.run([&](sched::Picos) {
-    r = d.engine().create_cq(cqe);
+    r = lanes_create_cq(d, cqe);
     if (r.ok()) s.objs.cqs.insert(r.value());
   });
   if (!r.ok()) return op_fail(r.err(), "create_cq");
@@ -50,12 +51,13 @@ json create_cq(OpContext& c) {
   }
   if (!ring) {
     d.run([&](sched::Picos) {
-      d.engine().destroy_cq(r.value());
+      lanes_destroy_cq(d, r.value());
       s.objs.cqs.erase(r.value());
     });
     return op_fail(ENOMEM, "create_cq: " + err);
   }
-  d.run([&](sched::Picos) { d.pump->add_cq(r.value(), ring.get(), evfd); });
+  // With lanes the ring joins a pump when the CQ's first QP gives it a lane.
+  if (d.lanes() == 1) d.run([&](sched::Picos) { d.pump->add_cq(r.value(), ring.get(), evfd); });
   hand_over(s, *ring);
   if (evfd >= 0) {
     s.reply_fds.push_back(dup(evfd));
@@ -75,9 +77,10 @@ json destroy_cq(OpContext& c) {
   if (!cq) return op_fail(EINVAL, "destroy_cq: not a CQ of this client");
   int rc = 0;
   d.run([&](sched::Picos) {
-    rc = d.engine().destroy_cq(*cq);
+    const size_t lane = d.cq_lane(*cq);
+    rc = lanes_destroy_cq(d, *cq);
     if (rc != 0) return;
-    d.pump->remove_cq(*cq);
+    d.lane_pump(lane).remove_cq(*cq);
     s.objs.cqs.erase(*cq);
   });
   if (rc) return op_fail(rc, "destroy_cq");
@@ -116,9 +119,12 @@ json resize_cq(OpContext& c) {
   int rc = 0;
   uint32_t outstanding = 0;
   d.run([&](sched::Picos) {
-    outstanding = ring ? d.pump->cq_ring_count(*cq) : 0;
-    rc = d.engine().resize_cq(*cq, static_cast<int>(*cqe), outstanding);
-    if (rc == 0 && ring) rc = d.pump->replace_cq(*cq, ring.get());  // cannot fail: checked above
+    ShmPump& pump = d.lane_pump(d.cq_lane(*cq));
+    outstanding = ring ? pump.cq_ring_count(*cq) : 0;
+    rc = lanes_resize_cq(d, *cq, static_cast<int>(*cqe), outstanding);
+    // Cannot fail (checked above); a CQ of a port with lanes that has no QP
+    // yet is in no pump: its new ring is simply the one to add later.
+    if (rc == 0 && ring && (d.lanes() == 1 || d.cq_lanes[*cq].lane >= 0)) rc = pump.replace_cq(*cq, ring.get());
   });
   if (rc)
     return op_fail(rc, "resize_cq: cqe " + std::to_string(*cqe) + " is below the completions not polled yet (" +
@@ -137,7 +143,7 @@ json poll_cq(OpContext& c) {
   if (!cq) return op_fail(EINVAL, "poll_cq: not a CQ of this client");
   std::vector<ibv_wc> wc(std::clamp<uint64_t>(field_u64_or(c.req, "max", 16), 1, 1024));
   int n = 0;
-  d.run([&](sched::Picos) { n = d.engine().poll_cq(*cq, wc); });
+  d.run([&](sched::Picos) { n = d.lane_engine(d.cq_lane(*cq)).poll_cq(*cq, wc); });
   if (n < 0) return op_fail(-n, "poll_cq");
   json list = json::array();
   for (int i = 0; i < n; ++i) list.push_back(wc_to_json(wc[static_cast<size_t>(i)]));
@@ -161,7 +167,7 @@ json create_srq(OpContext& c) {
   a.srq_limit = static_cast<uint32_t>(field_u64_or(c.req, "srq_limit", 0));
   verbs::Result<transport::SrqHandle> r = verbs::Result<transport::SrqHandle>::error(EIO);
   d.run([&](sched::Picos) {
-    r = d.engine().create_srq(*pd, a);
+    r = lanes_create_srq(d, *pd, a);
     if (r.ok()) s.objs.srqs.insert(r.value());
   });
   if (!r.ok()) return op_fail(r.err(), "create_srq");
@@ -170,12 +176,12 @@ json create_srq(OpContext& c) {
   auto ring = ShmQueue::create(std::max(a.max_wr, 1u), shm::recv_wqe_bytes(a.max_sge), false, &err);
   if (!ring) {
     d.run([&](sched::Picos) {
-      d.engine().destroy_srq(r.value());
+      lanes_destroy_srq(d, r.value());
       s.objs.srqs.erase(r.value());
     });
     return op_fail(ENOMEM, "create_srq: " + err);
   }
-  d.run([&](sched::Picos) { d.pump->add_srq(r.value(), ring.get(), a.max_sge, &s.objs); });
+  if (d.lanes() == 1) d.run([&](sched::Picos) { d.pump->add_srq(r.value(), ring.get(), a.max_sge, &s.objs); });
   hand_over(s, *ring);
   json reply = {{"srq", r.value()}, {"rq", ring_json(*ring)}};
   s.srq_rings[r.value()] = std::move(ring);
@@ -194,7 +200,7 @@ json modify_srq(OpContext& c) {
     return op_fail(EINVAL, "modify_srq: max_wr is over limits.max_wr (" + std::to_string(c.ctl.limits().max_wr) + ")");
   if (auto v = field_u64(c.req, "srq_limit")) a.srq_limit = static_cast<uint32_t>(*v), mask |= IBV_SRQ_LIMIT;
   int rc = 0;
-  d.run([&](sched::Picos) { rc = d.engine().modify_srq(*srq, a, mask); });
+  d.run([&](sched::Picos) { rc = lanes_modify_srq(d, *srq, a, mask); });
   return rc ? op_fail(rc, "modify_srq") : op_ok();
 }
 
@@ -205,9 +211,10 @@ json destroy_srq(OpContext& c) {
   if (!srq) return op_fail(EINVAL, "destroy_srq: not an SRQ of this client");
   int rc = 0;
   d.run([&](sched::Picos) {
-    rc = d.engine().destroy_srq(*srq);
+    const size_t lane = d.srq_lane(*srq);
+    rc = lanes_destroy_srq(d, *srq);
     if (rc != 0) return;
-    d.pump->remove_srq(*srq);
+    d.lane_pump(lane).remove_srq(*srq);
     s.objs.srqs.erase(*srq);
   });
   if (rc) return op_fail(rc, "destroy_srq");

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/dpdk/lanes.h"
 #include "dataplane/dpdk/net_stack.h"
 #include "dataplane/dpdk/port.h"
 #include "transport/engine/engine.h"
@@ -30,6 +31,10 @@ struct DeviceConfig {
   uint64_t key_seed = 1;
   uint32_t qpn_seed = 1;
   uint32_t first_qpn = 0;  // see transport::EngineConfig::first_qpn
+  uint32_t qpn_stride = 1;  // see transport::EngineConfig::qpn_stride
+  // The port's lanes (dataplane/dpdk/lanes.h): each lane's engine schedules
+  // link_bps / lanes. 1: one engine for the port.
+  uint32_t lanes = 1;
   uint32_t max_qps = 4096;
   dcqcn::Params dcqcn;
   sched::JustitiaParams justitia;  // policy justitia only
@@ -59,10 +64,19 @@ class Device {
   // nullptr and *error if the engine rejects the configuration.
   static std::unique_ptr<Device> create(const DeviceConfig& config, std::unique_ptr<Port> port,
                                         std::string* error);
+  // Lanes (dataplane/dpdk/lanes.h): lane 0 is a device made by create() and
+  // then given the lanes (set_lanes); lane k >= 1 shares lane 0's port and
+  // has no stack of its own (ARP/ND/ping stay with lane 0).
+  void set_lanes(PortLanes* lanes);
+  static std::unique_ptr<Device> create_lane(const DeviceConfig& config, Device& lane0, unsigned lane,
+                                             std::string* error);
+  unsigned lane() const { return lane_; }
+  PortLanes* lanes() { return lanes_; }
+  const PortLanes* lanes() const { return lanes_; }
 
   const DeviceConfig& config() const { return config_; }
-  Port& port() { return *port_; }
-  const Port& port() const { return *port_; }
+  Port& port() { return *port_ptr_; }
+  const Port& port() const { return *port_ptr_; }
   NetStack& net() { return net_; }
   const NetStack& net() const { return net_; }
   transport::Engine& engine() { return *engine_; }
@@ -72,6 +86,13 @@ class Device {
   unsigned poll(sched::Picos now);
   // When the engine next needs a pass (sched::kNever: only when frames arrive).
   sched::Picos next_deadline() const;
+  // What the idle worker blocks on for this device's frames: the port's
+  // sockets (lane 0), none for lane k >= 1 (lane 0 wakes it).
+  std::span<const int> rx_wait_fds() const;
+  // Frames reach the idle worker by a wakeup: a port with sockets, or a lane >= 1.
+  bool rx_signalled() const { return lane_ != 0 || !port_ptr_->rx_wait_fds().empty(); }
+  // Frames wait in a lane ring for this device (checked before sleeping).
+  bool input_pending() const;
   // Every hook is signalled() (the port's own fds are the worker's business).
   bool signalled() const {
     for (const DeviceHook* h : hooks_)
@@ -99,11 +120,25 @@ class Device {
  private:
   Device(const DeviceConfig& config, std::unique_ptr<Port> port,
          std::unique_ptr<transport::Engine> engine);
+  Device(const DeviceConfig& config, Device& lane0, unsigned lane, std::unique_ptr<transport::Engine> engine);
   void sync_neighbors();
+  unsigned poll_lane(sched::Picos now);  // lane k >= 1
+  // Lane 0 with lanes: the frames lanes handed over for the port, and
+  // one received frame to its lane (false: it is lane 0's).
+  unsigned take_handed_over();
+  bool steer(rte_mbuf* m, std::span<const uint8_t> frame, uint32_t* woken);
+  unsigned receive_loop(sched::Picos now);
+  // Engine::LoopOut: a same-device loopback frame for another lane's QP.
+  static bool loop_out(void* self, std::span<const uint8_t> frame);
+  void hook_engine();
 
   DeviceConfig config_;
-  std::unique_ptr<Port> port_;
+  std::unique_ptr<Port> port_;  // lane 0's; null in lane k >= 1
+  Port* port_ptr_ = nullptr;    // the port (lane 0's)
   NetStack net_;
+  PortLanes* lanes_ = nullptr;  // owned by the driver; null with one lane
+  unsigned lane_ = 0;
+  std::unique_ptr<LaneTx> lane_tx_;  // lane k >= 1
   std::unique_ptr<transport::Engine> engine_;
   std::vector<uint8_t> reply_;
   std::vector<DeviceHook*> hooks_;

@@ -96,13 +96,15 @@ bool frame_fits(const rte_eth_dev_info& info, const std::string& driver, uint32_
 Port::Port(std::string name, uint16_t port_id) : name_(std::move(name)), port_id_(port_id) {}
 
 std::unique_ptr<Port> Port::open(const std::string& name, uint16_t port_id, uint32_t max_frame,
-                                 uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error) {
+                                 uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error,
+                                 uint16_t tx_queues) {
   std::unique_ptr<Port> p(new Port(name, port_id));
-  if (!p->setup(max_frame, min_data_room, kernel_ip_mtu, error)) return nullptr;
+  if (!p->setup(max_frame, min_data_room, kernel_ip_mtu, tx_queues, error)) return nullptr;
   return p;
 }
 
-bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error) {
+bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_mtu, uint16_t tx_queues,
+                 std::string* error) {
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(port_id_, &info); rc != 0) {
     *error = dpdk_error("rte_eth_dev_info_get", rc);
@@ -110,7 +112,10 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_
   }
   driver_ = info.driver_name ? info.driver_name : "";
   // Enough mbufs for the RX and TX rings, the TX queue and the per-lcore caches.
-  const unsigned n_mbufs = 2 * (kRxDesc + kTxDesc) + 2 * kPoolCache + 1023;
+  // (and lanes: their Tx queues, their rings, their lcores' caches).
+  const unsigned lanes = std::max<uint16_t>(tx_queues, 1);
+  const unsigned n_mbufs = 2 * (kRxDesc + kTxDesc) + 2 * kPoolCache + 1023 +
+                           (lanes - 1) * (2 * kTxDesc + 2 * kPoolCache + 4096 + 256);
   // net_af_xdp receives into the mbufs themselves, behind the XDP headroom.
   if (driver_ == "net_af_xdp") min_data_room = std::max(min_data_room, max_frame + kXdpHeadroom);
   const uint32_t room = RTE_PKTMBUF_HEADROOM + std::max({max_frame, min_data_room, 2048u});
@@ -130,7 +135,13 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_
   // net_af_packet reports 1518-byte frames whatever its slots hold; its frame
   // size is its framesz devarg (ctrl sizes it from the MTU).
   if (mtu > RTE_ETHER_MTU && mtu <= info.max_mtu && driver_ != "net_af_packet") conf.rxmode.mtu = mtu;
-  if (int rc = rte_eth_dev_configure(port_id_, 1, 1, &conf); rc != 0) {
+  // Several Tx queues only on a NIC's driver: a vdev's extra queues are
+  // sockets (af_packet's fanout, af_xdp's NIC queues) or rings a peer must
+  // poll too (ring, memif).
+  static const std::set<std::string> kOneQueue = {"net_ring", "net_memif", "net_af_packet", "net_af_xdp",
+                                                  "net_tap", "net_pcap", "net_vhost", "net_virtio_user"};
+  tx_queues_ = tx_queues > 1 && !kOneQueue.count(driver_) && info.max_tx_queues >= tx_queues ? tx_queues : 1;
+  if (int rc = rte_eth_dev_configure(port_id_, 1, tx_queues_, &conf); rc != 0) {
     *error = dpdk_error("rte_eth_dev_configure", rc);
     return false;
   }
@@ -150,9 +161,11 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_
                 " while its peer's MTU fits a page, about 3500)";
     return false;
   }
-  if (int rc = rte_eth_tx_queue_setup(port_id_, 0, txd, socket, nullptr); rc != 0) {
-    *error = dpdk_error("rte_eth_tx_queue_setup", rc);
-    return false;
+  for (uint16_t q = 0; q < tx_queues_; ++q) {
+    if (int rc = rte_eth_tx_queue_setup(port_id_, q, txd, socket, nullptr); rc != 0) {
+      *error = dpdk_error("rte_eth_tx_queue_setup", rc);
+      return false;
+    }
   }
   if (int rc = rte_eth_dev_start(port_id_); rc != 0) {
     *error = dpdk_error("rte_eth_dev_start", rc);

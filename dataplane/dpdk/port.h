@@ -45,7 +45,8 @@ class Port final : public transport::TxSink {
   // must carry IP packets of `kernel_ip_mtu` bytes (the largest RoCE packet;
   // 0: max_frame less the Ethernet header and a VLAN tag).
   static std::unique_ptr<Port> open(const std::string& name, uint16_t port_id, uint32_t max_frame,
-                                    uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error);
+                                    uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error,
+                                    uint16_t tx_queues = 1);
   // Creates two ring-backed ethdevs whose TX feeds the other's RX.
   static bool make_ring_pair(const std::string& a, const std::string& b, uint16_t* port_a,
                              uint16_t* port_b, std::string* error);
@@ -69,7 +70,15 @@ class Port final : public transport::TxSink {
   // net_af_xdp, net_tap) when it was opened; 0 if there is none.
   uint32_t kernel_mtu() const { return kernel_mtu_; }
 
+  // Tx queues set up: the tx_queues asked of open() when the driver has that
+  // many and is a NIC's (the vdevs' queues are separate sockets or rings the
+  // peer must poll too: lanes hand their frames to queue 0 there), else 1.
+  uint16_t tx_queues() const { return tx_queues_; }
+  rte_mempool* pool() { return pool_; }
+
   uint16_t rx_burst(rte_mbuf** pkts, uint16_t n);
+  // Queues a frame built elsewhere (another lane's) for queue 0; frees it if full.
+  bool send_mbuf(rte_mbuf* m) { return queue(m); }
   // Queues a copy of `frame` for transmission (ARP/ICMP replies, solicitations).
   bool send_copy(std::span<const uint8_t> frame);
   // Hands the queued frames to the PMD; what it refuses stays queued for the
@@ -83,7 +92,8 @@ class Port final : public transport::TxSink {
 
  private:
   Port(std::string name, uint16_t port_id);
-  bool setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_mtu, std::string* error);
+  bool setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_mtu, uint16_t tx_queues,
+             std::string* error);
   bool queue(rte_mbuf* m);
 
   std::string name_;
@@ -100,6 +110,7 @@ class Port final : public transport::TxSink {
   std::vector<int> rx_wait_fds_;
   bool zero_copy_ = false;
   uint32_t kernel_mtu_ = 0;
+  uint16_t tx_queues_ = 1;
 };
 
 }  // namespace isoroce::dataplane

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <mutex>
 
 namespace isoroce::dataplane {
 namespace {
@@ -50,7 +51,7 @@ bool Worker::init(std::string* error) {
   }
   fds_.push_back({wake_fd_, POLLIN, 0});
   for (Device* d : devices_)
-    for (int fd : d->port().rx_wait_fds()) fds_.push_back({fd, POLLIN, 0});
+    for (int fd : d->rx_wait_fds()) fds_.push_back({fd, POLLIN, 0});
   port_fds_ = fds_.size() - 1;
   return true;
 }
@@ -71,7 +72,7 @@ void Worker::remove_doorbell(int fd) {
 
 bool Worker::all_signalled() const {
   for (const Device* d : devices_)
-    if (d->port().rx_wait_fds().empty() || !d->signalled()) return false;
+    if (!d->rx_signalled() || !d->signalled()) return false;
   return true;
 }
 
@@ -116,15 +117,46 @@ void Worker::set_slice() {
   (void)syscall(SYS_sched_setattr, 0, &attr, 0);
 }
 
-void Worker::call(const std::function<void(sched::Picos)>& fn) {
-  Command cmd;
-  cmd.fn = &fn;
+void Worker::enqueue(Command* cmd) {
   // The ring is small and commands are quick: wait for room rather than fail.
-  while (rte_ring_mp_enqueue(ring_, &cmd) != 0) {
+  while (rte_ring_mp_enqueue(ring_, cmd) != 0) {
     timespec ts{0, 10'000};
     nanosleep(&ts, nullptr);
   }
   wake();
+}
+
+void Worker::call_stopped(const std::vector<Worker*>& workers, const TscClock& clock,
+                          const std::function<void(sched::Picos)>& fn) {
+  // One at a time: two callers stopping the same workers in different
+  // orders would each hold one and wait for the other's.
+  static std::mutex one_at_a_time;
+  std::lock_guard lock(one_at_a_time);
+  std::atomic<unsigned> parked{0};
+  std::atomic<bool> go{false};
+  const std::function<void(sched::Picos)> wait_here = [&](sched::Picos) {
+    parked.fetch_add(1, std::memory_order_acq_rel);
+    parked.notify_all();
+    while (!go.load(std::memory_order_acquire)) go.wait(false, std::memory_order_acquire);
+  };
+  std::vector<Command> cmds(workers.size());
+  for (size_t i = 0; i < workers.size(); ++i) {
+    cmds[i].fn = &wait_here;
+    workers[i]->enqueue(&cmds[i]);
+    // Pairs with the worker's fetch_add: what it did before is visible here.
+    for (unsigned n; (n = parked.load(std::memory_order_acquire)) < i + 1;) parked.wait(n, std::memory_order_acquire);
+  }
+  fn(clock.now());
+  go.store(true, std::memory_order_release);
+  go.notify_all();
+  for (Command& c : cmds)
+    while (!c.done.load(std::memory_order_acquire)) c.done.wait(false, std::memory_order_acquire);
+}
+
+void Worker::call(const std::function<void(sched::Picos)>& fn) {
+  Command cmd;
+  cmd.fn = &fn;
+  enqueue(&cmd);
   // Pairs with the release store in run_commands().
   while (!cmd.done.load(std::memory_order_acquire)) cmd.done.wait(false, std::memory_order_acquire);
 }
@@ -224,6 +256,12 @@ void Worker::idle_wait(sched::Picos now) {
     asleep_->store(0, std::memory_order_relaxed);
     return;
   }
+  // Frames another lane's worker queued for ours before it saw the flag.
+  for (const Device* d : devices_)
+    if (d->input_pending()) {
+      asleep_->store(0, std::memory_order_relaxed);
+      return;
+    }
   if (doorbells_.load(std::memory_order_relaxed) != 0) {
     // The last look at the rings, after the flag is visible.
     unsigned work = 0;

@@ -85,6 +85,12 @@ class Worker {
   // Runs fn on the worker's thread with the current time and waits for it.
   // From any thread except the worker's own; the loop must be running.
   void call(const std::function<void(sched::Picos now)>& fn);
+  // Runs fn on the calling thread while every worker of `workers` (distinct,
+  // running) waits inside a command: the engines of a port's lanes, on
+  // several workers, change together (docs/design.md, "Lanes"). One such
+  // call at a time in the process; the workers are stopped in order.
+  static void call_stopped(const std::vector<Worker*>& workers, const TscClock& clock,
+                           const std::function<void(sched::Picos now)>& fn);
 
   // The poll loop; returns after stop().
   void run();
@@ -136,6 +142,7 @@ class Worker {
     std::atomic<bool> done{false};
   };
   unsigned run_commands();
+  void enqueue(Command* cmd);
   void idle_wait(sched::Picos now);
   // A pass from start to end did work: the governor learns the gap before it.
   void found_work(sched::Picos start, sched::Picos end);

@@ -435,8 +435,11 @@ std::span<uint8_t> EngineImpl::loop_buffer(size_t len) {
 // A frame that makes the responder answer a frame to the port again is sent
 // by a later transmit(), through the scheduler, like any response.
 void EngineImpl::deliver_looped(Picos now) {
-  for (size_t i = 0; i < loop_lens_.size(); ++i)
-    receive(now, std::span<uint8_t>(loop_frames_[i].data(), loop_lens_[i]));
+  for (size_t i = 0; i < loop_lens_.size(); ++i) {
+    std::span<uint8_t> frame(loop_frames_[i].data(), loop_lens_[i]);
+    if (loop_out_ != nullptr && loop_out_(loop_ctx_, frame)) continue;  // another lane's QP
+    receive(now, frame);
+  }
   loop_lens_.clear();
 }
 

@@ -1,5 +1,6 @@
 // Objects and verbs: what the application calls. Errnos follow libibverbs and
 // rxe (rxe_verbs.c) unless transport/verbs/README.md says otherwise.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -75,6 +76,15 @@ bool EngineImpl::resolve_peer(const AhAttr& ah, Peer* peer) const {
 
 // ---- PD, MR --------------------------------------------------------------
 
+uint32_t EngineImpl::take_handle() {
+  if (forced_handle_ == 0) return next_handle_++;
+  const uint32_t h = forced_handle_;
+  forced_handle_ = 0;
+  if (cqs_.count(h) || srqs_.count(h) || ahs_.count(h)) return 0;
+  if (h >= next_handle_) next_handle_ = h + 1;
+  return h;
+}
+
 Result<PdHandle> EngineImpl::alloc_pd() { return pds_.alloc(config_.device); }
 
 int EngineImpl::dealloc_pd(PdHandle pd) { return pds_.dealloc(pd); }
@@ -125,7 +135,8 @@ const verbs::Mr* EngineImpl::rkey_mr(uint32_t rkey) const {
 Result<CqHandle> EngineImpl::create_cq(int cqe) {
   auto cq = verbs::Cq::create(config_.device, cqe);
   if (!cq.ok()) return Result<CqHandle>::error(cq.err());
-  const CqHandle h = next_handle_++;
+  const CqHandle h = take_handle();
+  if (h == 0) return Result<CqHandle>::error(EEXIST);
   cqs_.emplace(h, std::make_unique<CqCtx>(CqCtx{cq.value(), Ring<ibv_wc>(cq.value().capacity())}));
   return h;
 }
@@ -242,7 +253,8 @@ Result<SrqHandle> EngineImpl::create_srq(PdHandle pd, const ibv_srq_attr& attr) 
   if (!pds_.exists(pd)) return Result<SrqHandle>::error(EINVAL);
   auto srq = verbs::Srq::create(config_.device, attr);
   if (!srq.ok()) return Result<SrqHandle>::error(srq.err());
-  const SrqHandle h = next_handle_++;
+  const SrqHandle h = take_handle();
+  if (h == 0) return Result<SrqHandle>::error(EEXIST);
   srqs_.emplace(h, std::make_unique<SrqCtx>(SrqCtx{srq.value(), pd, Ring<RecvWqe>(attr.max_wr)}));
   pds_.get(pd);
   return h;
@@ -274,7 +286,8 @@ Result<AhHandle> EngineImpl::create_ah(PdHandle pd, const AhAttr& attr) {
   if (ahs_.size() >= config_.device.max_ah) return Result<AhHandle>::error(ENOMEM);
   Peer peer;
   if (!resolve_peer(attr, &peer)) return Result<AhHandle>::error(EHOSTUNREACH);
-  const AhHandle h = next_handle_++;
+  const AhHandle h = take_handle();
+  if (h == 0) return Result<AhHandle>::error(EEXIST);
   ahs_.emplace(h, AhCtx{pd, peer});
   pds_.get(pd);
   return h;
@@ -346,11 +359,12 @@ Result<wire::Qpn> EngineImpl::create_qp(const QpCreate& c) {
     if (slot_by_qpn_.count(c.qpn)) return R::error(EEXIST);
     qpn = c.qpn;
   } else {
-    while (qpn < 2 || slot_by_qpn_.count(qpn)) qpn = (qpn + 1) & 0xffffff;
+    const uint32_t step = std::max(1u, config_.qpn_stride);
+    while (qpn < 2 || slot_by_qpn_.count(qpn)) qpn = (qpn + step) & 0xffffff;
   }
   auto qp = verbs::Qp::create(config_.device, wire::Qpn(qpn), init);
   if (!qp.ok()) return R::error(qp.err());
-  if (c.qpn == 0) next_qpn_ = (qpn + 1) & 0xffffff;
+  if (c.qpn == 0) next_qpn_ = (qpn + std::max(1u, config_.qpn_stride)) & 0xffffff;
 
   const uint32_t slot = free_slots_.back();
   free_slots_.pop_back();

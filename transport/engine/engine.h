@@ -55,6 +55,10 @@ struct EngineConfig {
   uint64_t key_seed = 1;         // MR keys (verbs::MrKeyGen)
   uint32_t qpn_seed = 1;         // first QPN is derived from it; QPNs are never 0 or 1
   uint32_t first_qpn = 0;        // if not 0, the first QPN (a daemon keeps its devices' QPNs apart)
+  // The step between the QPNs this engine gives out (1: consecutive). A port
+  // split into N lanes (docs/design.md, "Lanes") gives lane k first_qpn + k
+  // and stride N, so a QPN names its lane without a table.
+  uint32_t qpn_stride = 1;
   std::string policy = "fifo";   // a registered policy (sched/policy_registry.h)
   uint64_t link_bps = 100'000'000'000;
   Picos sched_lookahead = 0;     // see sched::Config::lookahead
@@ -258,6 +262,21 @@ class Engine {
   // "Same-device loopback"), so a QP reaches any QP of its own port.
   virtual void set_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) = 0;
 
+  // ---- lanes (docs/design.md, "Lanes"): the engines of one port's lanes
+  // hold the same PDs, MRs, CQs, SRQs and AHs under the same handles and
+  // keys. The next alloc_pd() takes handle pd; the next create_cq(),
+  // create_srq() or create_ah() takes handle h; the next reg_mr() takes these
+  // keys (each once; EEXIST from that call if the handle or a key is taken).
+  // The lane engines other than the first make none of their own.
+  virtual void set_next_pd(PdHandle pd) = 0;
+  virtual void set_next_handle(uint32_t h) = 0;
+  virtual void set_next_mr_keys(verbs::MrKeys keys) = 0;
+  // Frames this engine sends to its own address (same-device loopback) go to
+  // `out` first: it returns true if it took the frame (its QPN lives in
+  // another lane's engine), false to receive it here. Null: all received here.
+  using LoopOut = bool (*)(void* ctx, std::span<const uint8_t> frame);
+  virtual void set_loop_out(LoopOut out, void* ctx) = 0;
+
   // ---- verbs -----------------------------------------------------------
   virtual Result<PdHandle> alloc_pd() = 0;
   virtual int dealloc_pd(PdHandle pd) = 0;
@@ -265,6 +284,8 @@ class Engine {
                                        uint32_t access) = 0;
   // EINVAL while a memory window is bound to the MR (as rxe).
   virtual int dereg_mr(uint32_t lkey) = 0;
+  // MRs registered now (status views).
+  virtual size_t mr_count() const = 0;
   // Memory windows (IBTA 10.6.7, docs/engine.md): ibv_alloc_mw() gives the
   // window's R_Key (type 1 or 2); ibv_dealloc_mw(). A window is bound by an
   // IBV_WR_BIND_MW work request (SendWr::bind) and a type 2 one invalidated by

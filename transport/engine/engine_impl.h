@@ -26,11 +26,19 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   explicit EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Scheduler> sched);
 
   void set_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) override;
+  void set_next_pd(PdHandle pd) override { pds_.set_next(pd); }
+  void set_next_handle(uint32_t h) override { forced_handle_ = h; }
+  void set_next_mr_keys(verbs::MrKeys keys) override { mrs_.set_next_keys(keys); }
+  void set_loop_out(LoopOut out, void* ctx) override {
+    loop_out_ = out;
+    loop_ctx_ = ctx;
+  }
   Result<PdHandle> alloc_pd() override;
   int dealloc_pd(PdHandle pd) override;
   Result<verbs::MrKeys> reg_mr(PdHandle pd, void* addr, uint64_t length, uint64_t iova,
                                uint32_t access) override;
   int dereg_mr(uint32_t lkey) override;
+  size_t mr_count() const override { return mrs_.size(); }
   Result<uint32_t> alloc_mw(PdHandle pd, int type) override;
   int dealloc_mw(uint32_t rkey) override;
   Result<CqHandle> create_cq(int cqe) override;
@@ -318,6 +326,12 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   std::vector<AsyncEvent> events_;
   uint32_t next_qpn_;
   uint32_t next_handle_ = 1;
+  uint32_t forced_handle_ = 0;  // set_next_handle (0: none)
+  // The next CQ/SRQ/AH handle: forced_handle_ once, else next_handle_; 0 if
+  // the forced one is taken.
+  uint32_t take_handle();
+  LoopOut loop_out_ = nullptr;
+  void* loop_ctx_ = nullptr;
   uint16_t ip_id_ = 0;
 
   // Timers: (deadline, slot, generation), lazily deleted.

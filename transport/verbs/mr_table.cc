@@ -29,6 +29,8 @@ uint32_t MrTable::fresh_key() {
 Result<MrKeys> MrTable::reg(const Device& dev, PdTable& pds, PdHandle pd, uint64_t addr,
                             uint64_t length, uint64_t iova, uint32_t access) {
   using R = Result<MrKeys>;
+  const bool forced = forced_set_;  // set_next_keys applies to this call only, whatever it returns
+  forced_set_ = false;
   if (int err = check_mr_access(access)) return R::error(err);
   if (!pds.exists(pd)) return R::error(EINVAL);
   if (length == 0 || length > dev.max_mr_size) return R::error(EINVAL);
@@ -41,10 +43,18 @@ Result<MrKeys> MrTable::reg(const Device& dev, PdTable& pds, PdHandle pd, uint64
   if (addr + (length - 1) < addr || iova + (length - 1) < iova) return R::error(EINVAL);
   if (by_lkey_.size() >= dev.max_mr) return R::error(ENOMEM);
 
-  uint32_t lkey = fresh_key();
-  uint32_t rkey;
-  do rkey = fresh_key();
-  while (rkey == lkey);
+  uint32_t lkey, rkey;
+  if (forced) {
+    lkey = forced_.lkey;
+    rkey = forced_.rkey;
+    if (lkey == rkey || by_lkey_.count(lkey) || by_lkey_.count(rkey) || lkey_by_rkey_.count(lkey) ||
+        lkey_by_rkey_.count(rkey))
+      return R::error(EEXIST);
+  } else {
+    lkey = fresh_key();
+    do rkey = fresh_key();
+    while (rkey == lkey);
+  }
   forget_lookups();
   by_lkey_.emplace(lkey, Mr{pd, addr, iova, length, access, lkey, rkey, next_id_++});
   lkey_by_rkey_.emplace(rkey, lkey);

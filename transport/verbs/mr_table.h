@@ -61,6 +61,8 @@ class MrTable {
   // learns is useless to it.
   Result<MrKeys> reg(const Device& dev, PdTable& pds, PdHandle pd, uint64_t addr,
                      uint64_t length, uint64_t iova, uint32_t access);
+  // The next reg() uses these keys (EEXIST if either is taken), once.
+  void set_next_keys(MrKeys keys) { forced_ = keys; forced_set_ = true; }
   // ibv_dereg_mr(): 0 or EINVAL for an unknown lkey.
   int dereg(PdTable& pds, uint32_t lkey);
 
@@ -132,6 +134,8 @@ class MrTable {
   const Mr* find_rkey_slow(uint32_t rkey) const;
 
   MrKeyGen keys_;
+  MrKeys forced_{};
+  bool forced_set_ = false;
   uint64_t next_id_ = 1;
   uint64_t deregs_ = 0;
   std::unordered_map<uint32_t, Mr> by_lkey_;

@@ -25,6 +25,8 @@ class PdTable {
   void put(PdHandle pd) { --uses_.at(pd); }
   uint32_t uses(PdHandle pd) const { return exists(pd) ? uses_.at(pd) : 0; }
   size_t size() const { return uses_.size(); }
+  // The next alloc() gives pd if it is free (Engine::set_next_pd).
+  void set_next(PdHandle pd) { next_ = pd; }
 
  private:
   std::unordered_map<PdHandle, uint32_t> uses_;
