@@ -36,7 +36,9 @@ class Lanes : public ::testing::Test {
                                  "tassel", "--link-gbps", "10"});
   }
   static void TearDownTestSuite() {
-    if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    }
     delete daemon_;
     daemon_ = nullptr;
   }

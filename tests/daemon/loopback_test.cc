@@ -42,7 +42,9 @@ class Loopback : public ::testing::Test {
     daemon_ = new DaemonProcess({"--loopback", "--policy", "tassel", "--link-gbps", "10", "--dcqcn", "enabled=true"});
   }
   static void TearDownTestSuite() {
-    if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    }
     delete daemon_;
     daemon_ = nullptr;
   }

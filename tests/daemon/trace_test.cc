@@ -41,7 +41,9 @@ class LiveTrace : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { daemon_ = new DaemonProcess({"--loopback", "--policy", "fifo", "--link-gbps", "10"}); }
   static void TearDownTestSuite() {
-    if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    }
     delete daemon_;
   }
   void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }

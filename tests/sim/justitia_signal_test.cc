@@ -29,7 +29,9 @@ Scenario load(const std::string& file) {
 Scenario with(Scenario s, const std::string& policy, const std::string& param = "") {
   for (auto& h : s.hosts) {
     h.policy = policy;
-    if (!param.empty()) EXPECT_TRUE(sched::set(h.justitia, param)) << param;
+    if (!param.empty()) {
+      EXPECT_TRUE(sched::set(h.justitia, param)) << param;
+    }
   }
   return s;
 }

@@ -19,7 +19,9 @@ class LanesTools : public ::testing::Test {
     daemon_ = new DaemonProcess({"--loopback", "--lanes-per-port", "2", "--lcores", "0@0,1@1,2@0"});
   }
   static void TearDownTestSuite() {
-    if (daemon_) EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
+    }
     delete daemon_;
     daemon_ = nullptr;
   }

@@ -77,7 +77,9 @@ TEST(EngineTrace, SendOfThreePacketsGivesItsEventsInOrder) {
   EXPECT_EQ(R[10].b, static_cast<uint64_t>(IBV_WC_SEND));
   EXPECT_EQ(R[10].time, R[8].time);  // written by the receive of the ACK
   for (size_t i = 1; i < R.size(); ++i)
-    if (R[i].event != Event::kFrameTx) EXPECT_GE(R[i].time, R[i - 1].time) << i;
+    if (R[i].event != Event::kFrameTx) {
+      EXPECT_GE(R[i].time, R[i - 1].time) << i;
+    }
 }
 
 // The size the scheduler is told for each packet (frame_len(): each opcode's header
