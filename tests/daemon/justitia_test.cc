@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 
 namespace isoroce::test {
@@ -88,22 +89,14 @@ TEST(JustitiaConfig, BadSettingsExitWithAMessageNamingThem) {
   unlink(path.c_str());
 }
 
-class JustitiaLoopback : public ::testing::Test {
+class JustitiaLoopback : public DaemonSuite {
  protected:
   static void SetUpTestSuite() {
     // Target99 of 10 ns: no probe meets it, so a latency QP is admitted with the
     // target missed (soft admission raises the event) and SafeUtil halves.
-    daemon_ = new DaemonProcess({"--loopback", "--policy", "justitia", "--link-gbps", "10", "--justitia",
+    start({"--loopback", "--policy", "justitia", "--link-gbps", "10", "--justitia",
                                  "target99_us=0.01", "--justitia", "ref_period_us=250"});
   }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
 
   json sched() {
     int st;
@@ -116,9 +109,7 @@ class JustitiaLoopback : public ::testing::Test {
     return run_cmd(bin_path("isoroce-ctl") + " --socket " + daemon_->socket() + " " + args, st);
   }
 
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* JustitiaLoopback::daemon_ = nullptr;
 
 TEST_F(JustitiaLoopback, ReferenceFlowProbesEveryPeriod) {
   json s0 = sched();

@@ -16,6 +16,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 
 namespace isoroce::test {
@@ -28,21 +29,13 @@ void fill(uint8_t* p, size_t n, uint32_t seed) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(rng());
 }
 
-class Lanes : public ::testing::Test {
+class Lanes : public DaemonSuite {
  protected:
   static void SetUpTestSuite() {
     // Two workers on this 2-CPU machine: lcore 1 on CPU 1, lcore 2 on CPU 0.
-    daemon_ = new DaemonProcess({"--loopback", "--lanes-per-port", "2", "--lcores", "0@0,1@1,2@0", "--policy",
+    start({"--loopback", "--lanes-per-port", "2", "--lcores", "0@0,1@1,2@0", "--policy",
                                  "tassel", "--link-gbps", "10"});
   }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
 
   // The lane of each QP the qps view lists (device/qpn -> lane).
   static std::map<std::pair<std::string, uint32_t>, uint32_t> lanes_of(Verbs& v) {
@@ -109,9 +102,7 @@ class Lanes : public ::testing::Test {
     EXPECT_EQ(std::memcmp(ba->data + 400000, bb->data + 300000, 50000), 0) << "READ";
   }
 
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* Lanes::daemon_ = nullptr;
 
 TEST_F(Lanes, StatusShowsTwoLanesOnTwoWorkersWithSplitRate) {
   Verbs v(daemon_->socket(), "isoroce0");

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 
 namespace isoroce::test {
@@ -36,19 +37,11 @@ void fill(uint8_t* p, size_t n, uint32_t seed) {
   for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(rng());
 }
 
-class Loopback : public ::testing::Test {
+class Loopback : public DaemonSuite {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess({"--loopback", "--policy", "tassel", "--link-gbps", "10", "--dcqcn", "enabled=true"});
+    start({"--loopback", "--policy", "tassel", "--link-gbps", "10", "--dcqcn", "enabled=true"});
   }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
 
   // A connected RC pair: a on isoroce0, b on isoroce1.
   struct Pair {
@@ -73,9 +66,7 @@ class Loopback : public ::testing::Test {
     return p;
   }
 
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* Loopback::daemon_ = nullptr;
 
 TEST_F(Loopback, DevicesLookLikeRoceV2Nics) {
   Verbs v(daemon_->socket(), "isoroce0");

@@ -11,6 +11,7 @@
 #include "ctrl/rxe_layout.h"
 #include "ctrl/shm_abi.h"
 #include "tests/daemon/rxe_wqe_c.h"
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/shm_client.h"
 
 namespace isoroce::test {
@@ -49,24 +50,15 @@ TEST(ShmLayout, CxxStructsHaveTheOffsetsCComputes) {
   EXPECT_EQ(shm::recv_wqe_bytes(3), 40u + 3 * 16);
 }
 
-class ShmCLayout : public ::testing::Test {
+class ShmCLayout : public DaemonSuite {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess({"--loopback"}); }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
+  static void SetUpTestSuite() { start({"--loopback"}); }
   static void publish(Ring& r) {
     const uint32_t prod = shm::producer(r.base).load(std::memory_order_relaxed);
     shm::producer(r.base).store((prod + 1) & r.mask(), std::memory_order_release);
   }
   static uint8_t* next(Ring& r) { return r.at(shm::producer(r.base).load(std::memory_order_relaxed)); }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* ShmCLayout::daemon_ = nullptr;
 
 // Regression (issue 16, item 7): the daemon read SGEs and inline data 8 bytes
 // after where C code puts them (the C++ sizeof(rxe_send_wqe), 216).

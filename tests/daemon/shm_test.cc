@@ -14,28 +14,20 @@
 #include <thread>
 
 #include "ctrl/shm_abi.h"
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/shm_client.h"
 
 namespace isoroce::test {
 namespace {
 
-class Shm : public ::testing::Test {
+class Shm : public DaemonSuite {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess({"--loopback", "--policy", "tassel"}); }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
+  static void SetUpTestSuite() { start({"--loopback", "--policy", "tassel"}); }
   void connect(ShmEnd& a, ShmEnd& b) {
     ASSERT_TRUE(a.v->connect_rc(a.qpn, "10.0.0.2", b.qpn, 10, 20)["ok"].get<bool>());
     ASSERT_TRUE(b.v->connect_rc(b.qpn, "10.0.0.1", a.qpn, 20, 10)["ok"].get<bool>());
   }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* Shm::daemon_ = nullptr;
 
 TEST_F(Shm, WriteAndSendThroughTheRingsWithoutSystemCalls) {
   ShmEnd a = make_end(daemon_->socket(), "isoroce0");

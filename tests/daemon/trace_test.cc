@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "sched/trace.h"
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 #include "tools/rperf/breakdown.h"
 
@@ -37,16 +38,9 @@ std::vector<trace::Record> read_raw(const std::string& path) {
   return rs;
 }
 
-class LiveTrace : public ::testing::Test {
+class LiveTrace : public DaemonSuite {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess({"--loopback", "--policy", "fifo", "--link-gbps", "10"}); }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
+  static void SetUpTestSuite() { start({"--loopback", "--policy", "fifo", "--link-gbps", "10"}); }
   std::string ctl() const { return bin_path("isoroce-ctl") + " --socket " + daemon_->socket() + " trace "; }
 
   // n SENDs of 256 B from isoroce0 to isoroce1, one at a time, while `cmd` runs.
@@ -76,9 +70,7 @@ class LiveTrace : public ::testing::Test {
     return ids;
   }
 
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* LiveTrace::daemon_ = nullptr;
 
 TEST_F(LiveTrace, APingpongHasEachMessagesStagesWithNonDecreasingTimes) {
   const std::string raw = daemon_->socket() + ".trace", json_out = daemon_->socket() + ".json";

@@ -29,6 +29,7 @@
 #include <tuple>
 
 #include "ctrl/client.h"
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 
 namespace isoroce::test {
@@ -66,20 +67,12 @@ TEST(CmSymbols, EveryLibrdmacmNameIsOursWithItsVersion) {
     EXPECT_TRUE(system.count(s)) << std::get<0>(s) << "@" << std::get<1>(s) << " is not a librdmacm name";
 }
 
-class CmApi : public ::testing::Test {
+class CmApi : public DaemonSuite {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess({"--loopback"});
+    start({"--loopback"});
     setenv("ISOROCE_SOCKET", daemon_->socket().c_str(), 1);
   }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
   void TearDown() override {
     if (HasFailure()) std::printf("daemon log:\n%s\n", daemon_->log().c_str());
   }
@@ -112,9 +105,7 @@ class CmApi : public ::testing::Test {
     rdma_cm_event* e = nullptr;
     return rdma_get_cm_event(ch, &e) == 0 ? e : nullptr;
   }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* CmApi::daemon_ = nullptr;
 
 TEST_F(CmApi, EventChannelWorksWithPollEpollBlockingAndNonBlocking) {
   rdma_event_channel* ch = rdma_create_event_channel();

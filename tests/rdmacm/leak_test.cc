@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ctrl/client.h"
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 
 namespace isoroce::test {
@@ -66,7 +67,7 @@ DaemonCounts counts(const DaemonProcess& d) {
   return c;
 }
 
-class CmLeak : public ::testing::Test {
+class CmLeak : public DaemonSuite {
  protected:
   static void SetUpTestSuite() {
     // A worker that sleeps at most 50 us when idle (default 1 ms): each of the
@@ -77,24 +78,14 @@ class CmLeak : public ::testing::Test {
       std::fputs("loopback = true\nidle_sleep_us = 50\n", f);
       std::fclose(f);
     }
-    daemon_ = new DaemonProcess({"--config", conf});
+    start({"--config", conf});
     std::remove(conf.c_str());
     setenv("ISOROCE_SOCKET", daemon_->socket().c_str(), 1);
   }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
   void TearDown() override {
     if (HasFailure()) std::printf("daemon log:\n%s\n", daemon_->log().c_str());
   }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* CmLeak::daemon_ = nullptr;
 
 ibv_qp_init_attr qp_attr() {
   ibv_qp_init_attr a{};

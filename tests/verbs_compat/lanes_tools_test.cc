@@ -7,25 +7,18 @@
 
 #include <string>
 
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 #include "tests/verbs_compat/tool_runner.h"
 
 namespace isoroce::test {
 namespace {
 
-class LanesTools : public ::testing::Test {
+class LanesTools : public DaemonSuite {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess({"--loopback", "--lanes-per-port", "2", "--lcores", "0@0,1@1,2@0"});
+    start({"--loopback", "--lanes-per-port", "2", "--lcores", "0@0,1@1,2@0"});
   }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
 
   static json lane(const std::string& dev, int k) {
     Verbs v(daemon_->socket(), dev);
@@ -40,9 +33,7 @@ class LanesTools : public ::testing::Test {
       expect_perftest_result(client, 2000);
     }
   }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* LanesTools::daemon_ = nullptr;
 
 TEST_F(LanesTools, PerftestBetweenQpsOfDifferentLanes) {
   // A QP held on isoroce1's lane 0: perftest's server QP goes to lane 1, its

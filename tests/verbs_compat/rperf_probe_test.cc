@@ -19,23 +19,16 @@
 #include <thread>
 
 #include "sched/trace.h"
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 #include "tests/verbs_compat/tool_runner.h"
 
 namespace isoroce::test {
 namespace {
 
-class RperfProbe : public ::testing::Test {
+class RperfProbe : public DaemonSuite {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess({"--loopback"}); }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
+  static void SetUpTestSuite() { start({"--loopback"}); }
 
   static ToolResult probe(const std::string& args) {
     return run_tool(daemon_->socket(), bin_path("isoroce-rperf-probe") + " " + args);
@@ -107,9 +100,7 @@ class RperfProbe : public ::testing::Test {
     EXPECT_LT(std::abs(j["rtt"]["p50_us"].get<double>()), j["t_l"]["p50_us"].get<double>() / 2) << j.dump();
     return j;
   }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* RperfProbe::daemon_ = nullptr;
 
 TEST_F(RperfProbe, PairsOfWireAndLoopbackSends) { run_checked(300, ""); }
 

@@ -5,23 +5,16 @@
 #include <string>
 #include <utility>
 
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 #include "tests/verbs_compat/tool_runner.h"
 
 namespace isoroce::test {
 namespace {
 
-class Tools : public ::testing::Test {
+class Tools : public DaemonSuite {
  protected:
-  static void SetUpTestSuite() { daemon_ = new DaemonProcess({"--loopback"}); }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
+  static void SetUpTestSuite() { start({"--loopback"}); }
 
   // Server on isoroce1, client on isoroce0 (they exchange QP numbers over TCP).
   std::pair<ToolResult, ToolResult> pair(const std::string& prog, const std::string& args,
@@ -49,9 +42,7 @@ class Tools : public ::testing::Test {
     expect_perftest_result(client, iters);
     if (srv.out.find("#bytes") != std::string::npos) expect_perftest_result(srv, iters);
   }
-  static DaemonProcess* daemon_;
 };
-DaemonProcess* Tools::daemon_ = nullptr;
 
 TEST_F(Tools, IbvDevicesListsBothDevices) {
   ToolResult r = run_tool(daemon_->socket(), "ibv_devices");

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 
 namespace isoroce::test {
@@ -48,20 +49,12 @@ struct DevOptions {
   bool channel = false;
 };
 
-class VerbsTest : public ::testing::Test {
+class VerbsTest : public DaemonSuite {
  protected:
   static void SetUpTestSuite() {
-    daemon_ = new DaemonProcess({"--loopback"});
+    start({"--loopback"});
     setenv("ISOROCE_SOCKET", daemon_->socket().c_str(), 1);
   }
-  static void TearDownTestSuite() {
-    if (daemon_) {
-      EXPECT_EQ(daemon_->stop(), 0) << daemon_->log();
-    }
-    delete daemon_;
-    daemon_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(daemon_->ok()) << daemon_->log(); }
 
   static ibv_context* open(const char* name) {
     int n = 0;
@@ -166,7 +159,6 @@ class VerbsTest : public ::testing::Test {
     return wc.size() == 1 ? wc[0].status : IBV_WC_RESP_TIMEOUT_ERR;
   }
 
-  inline static DaemonProcess* daemon_ = nullptr;  // per suite (suites run one after another)
 };
 
 }  // namespace isoroce::test
