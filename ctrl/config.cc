@@ -443,8 +443,9 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
   if (!mtus.count(c->mtu)) return ConfigError{"mtu", "must be 256, 512, 1024, 2048 or 4096"};
   const std::set<std::string> levels = {"error", "warning", "info", "debug"};
   if (!levels.count(c->log_level)) return ConfigError{"log_level", "must be error, warning, info or debug"};
-  if (c->file_prefix.empty() || c->file_prefix.find('/') != std::string::npos)
-    return ConfigError{"file_prefix", "must be a non-empty name without '/'"};
+  if (c->file_prefix.empty() || c->file_prefix == "." || c->file_prefix == ".." ||
+      c->file_prefix.find('/') != std::string::npos)
+    return ConfigError{"file_prefix", "must be a non-empty name without '/' (and not . or ..)"};
   if (c->idle_sleep_us < 10 || c->idle_sleep_us > 100'000)
     return ConfigError{"idle_sleep_us", "must be in 10..100000"};
   if (c->idle_spin_us > 100'000) return ConfigError{"idle_spin_us", "must be in 0..100000"};

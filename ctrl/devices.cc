@@ -8,9 +8,13 @@
 #include <rte_lcore.h>
 #include <rte_pdump.h>
 
-#include <algorithm>
+#include <dirent.h>
 #include <net/if.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
 
 #include "ctrl/doorbell.h"
 #include "ctrl/dpdk_driver.h"
@@ -26,13 +30,40 @@ int worker_main(void* arg) {
   return 0;
 }
 
+// DPDK 22.11 leaves its runtime directory (/var/run/dpdk/PREFIX) behind at
+// exit: `config` and the `fbarray_*` memory maps (over 10 MB with --no-huge)
+// beside its sockets, so every run of a daemon with a prefix of its own (each
+// test's) would keep its share of the disk for good. As the primary process that is exiting, the
+// daemon removes the files EAL makes there and then the directory if it is
+// empty (anything else in it stays). `dir` must end in the daemon's prefix.
+void remove_runtime_dir(const std::string& dir, const std::string& prefix) {
+  const size_t slash = dir.rfind('/');
+  if (prefix.empty() || prefix == "." || prefix == ".." || slash == std::string::npos ||
+      dir.compare(slash + 1, std::string::npos, prefix) != 0)
+    return;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* e = readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name == "config" || name == "hugepage_info" || name.starts_with("fbarray_") ||
+        name.starts_with("mp_socket") || name.starts_with("dpdk_telemetry"))
+      (void)unlink((dir + "/" + std::string(name)).c_str());
+  }
+  closedir(d);
+  (void)rmdir(dir.c_str());
+}
+
 }  // namespace
 
 DeviceSet::~DeviceSet() {
   stop_workers();
   workers_.clear();
   if (pdump_ready_) rte_pdump_uninit();
-  if (eal_ready_) rte_eal_cleanup();
+  if (eal_ready_) {
+    const std::string runtime_dir = rte_eal_get_runtime_dir();
+    rte_eal_cleanup();
+    remove_runtime_dir(runtime_dir, config_.file_prefix);
+  }
 }
 
 void DeviceSet::stop_workers() {

@@ -46,6 +46,18 @@ TEST(Hardening, A70000DeepIdIsRefusedAndTheDaemonCarriesOn) {
   EXPECT_EQ(d.stop(), 0);
 }
 
+// EAL's runtime directory (config, fbarray_* maps of 10+ MB with --no-huge)
+// is removed when the daemon exits: one left per run filled this project's disk.
+TEST(Hardening, AStoppedDaemonLeavesNoRuntimeDirectoryBehind) {
+  DaemonProcess d({"--loopback"});
+  ASSERT_TRUE(d.ok()) << d.log();
+  const std::string dir = "/var/run/dpdk/" + d.prefix();
+  struct stat st{};
+  ASSERT_EQ(stat((dir + "/config").c_str(), &st), 0) << dir << " while the daemon runs";
+  ASSERT_EQ(d.stop(), 0) << d.log();
+  EXPECT_NE(stat(dir.c_str(), &st), 0) << dir << " is still there after the daemon exited";
+}
+
 TEST(Hardening, AClientThatNeverReadsIsDisconnectedAndOthersAreServed) {
   DaemonProcess d({"--loopback"});
   ASSERT_TRUE(d.ok()) << d.log();
