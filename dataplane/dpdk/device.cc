@@ -107,10 +107,9 @@ bool Device::loop_out(void* self, std::span<const uint8_t> frame) {
   return true;
 }
 
-unsigned Device::receive_loop(sched::Picos now) {
+unsigned Device::receive_ring(sched::Picos now, rte_ring* ring) {
   rte_mbuf* burst[Port::kBurst];
-  const unsigned n = rte_ring_sc_dequeue_burst(lanes_->loop(lane_), reinterpret_cast<void**>(burst), Port::kBurst,
-                                               nullptr);
+  const unsigned n = rte_ring_sc_dequeue_burst(ring, reinterpret_cast<void**>(burst), Port::kBurst, nullptr);
   for (unsigned i = 0; i < n; ++i) {
     engine_->receive(now, std::span<uint8_t>(rte_pktmbuf_mtod(burst[i], uint8_t*), burst[i]->data_len));
     rte_pktmbuf_free(burst[i]);
@@ -123,15 +122,7 @@ unsigned Device::poll_lane(sched::Picos now) {
   now_ = now;
   unsigned work = 0;
   for (DeviceHook* h : hooks_) work += h->poll(now);
-  rte_mbuf* burst[Port::kBurst];
-  const unsigned n = rte_ring_sc_dequeue_burst(lanes_->rx(lane_), reinterpret_cast<void**>(burst), Port::kBurst,
-                                               nullptr);
-  for (unsigned i = 0; i < n; ++i) {
-    engine_->receive(now, std::span<uint8_t>(rte_pktmbuf_mtod(burst[i], uint8_t*), burst[i]->data_len));
-    rte_pktmbuf_free(burst[i]);
-  }
-  if (n) lanes_->counters(lane_).rx_frames.fetch_add(n, std::memory_order_relaxed);
-  work += n + receive_loop(now);
+  work += receive_ring(now, lanes_->rx(lane_)) + receive_ring(now, lanes_->loop(lane_));
   engine_->advance(now);
   const size_t sent = engine_->transmit(now, *lane_tx_, Port::kBurst);
   const bool left = lane_tx_->flush();
@@ -176,7 +167,7 @@ unsigned Device::poll(sched::Picos now) {
   for (DeviceHook* h : hooks_) hook_work += h->poll(now);
   uint32_t woken = 0;  // lanes that got frames (bit k)
   unsigned own = 0;    // frames lane 0's engine received
-  if (lanes_ != nullptr) hook_work += take_handed_over() + receive_loop(now);
+  if (lanes_ != nullptr) hook_work += take_handed_over() + receive_ring(now, lanes_->loop(lane_));
   rte_mbuf* burst[Port::kBurst];
   const uint16_t n = port_->rx_burst(burst, Port::kBurst);
   for (uint16_t i = 0; i < n; ++i) {

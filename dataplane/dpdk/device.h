@@ -127,7 +127,8 @@ class Device {
   // one received frame to its lane (false: it is lane 0's).
   unsigned take_handed_over();
   bool steer(rte_mbuf* m, std::span<const uint8_t> frame, uint32_t* woken);
-  unsigned receive_loop(sched::Picos now);
+  // A lane ring's frames (steered, or looped from another lane) into this engine.
+  unsigned receive_ring(sched::Picos now, rte_ring* ring);
   // Engine::LoopOut: a same-device loopback frame for another lane's QP.
   static bool loop_out(void* self, std::span<const uint8_t> frame);
   void hook_engine();
