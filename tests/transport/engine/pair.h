@@ -273,4 +273,15 @@ struct RcPair {
   Side s[2];
 };
 
+// Side 0 posts an RDMA WRITE of `sge` into side 1's buffer; post_send's result.
+inline int post_write_to_peer(RcPair& p, const Sge& sge, uint64_t wr_id) {
+  SendWr wr;
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = std::span(&sge, 1);
+  wr.remote_addr = p.s[1].iova;
+  wr.rkey = p.s[1].keys.rkey;
+  return p.net[0].post_send(p.net.now(), p.s[0].qpn, wr);
+}
+
 }  // namespace isoroce::transport::testing

@@ -118,13 +118,7 @@ TEST(EnginePostPath, WrThatLosesItsMrMidMessageAfterTheQueueEmptiedStillFails) {
   auto mr = q.net[0].reg_mr(q.s[0].pd, src.data(), src.size(), iova, IBV_ACCESS_LOCAL_WRITE);
   ASSERT_TRUE(mr.ok());
   Sge sge{iova, 8 * 1024, mr.value().lkey};
-  SendWr wr;
-  wr.wr_id = 20;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = std::span(&sge, 1);
-  wr.remote_addr = q.s[1].iova;
-  wr.rkey = q.s[1].keys.rkey;
-  ASSERT_EQ(q.net[0].post_send(q.net.now(), q.s[0].qpn, wr), 0);
+  ASSERT_EQ(post_write_to_peer(q, sge, 20), 0);
   const size_t sent0 = q.net.sent(0).size();
   for (int i = 0; i < 10'000 && q.net.sent(0).size() < sent0 + 2; ++i) q.net.run_until(q.net.now() + 10'000);
   const size_t sent_at_dereg = q.net.sent(0).size() - sent0;
