@@ -454,10 +454,6 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     PortConfig& p = c->ports[i];
     if (p.lanes == 0) p.lanes = c->lanes_per_port;
     if (p.lanes > 16) return ConfigError{"port[" + std::to_string(i) + "].lanes", "must be in 1..16"};
-    if (p.lanes > 1 && is_af_xdp(p.devargs))
-      return ConfigError{"port[" + std::to_string(i) + "].lanes",
-                         "net_af_xdp takes lanes = 1 only for now (with lanes it lost most frames in our runs; "
-                         "net_af_packet, or the interface by name, carries lanes: docs/isoroced.md, \"Lanes\")"};
   }
   if (c->worker_slice_us != 0 && (c->worker_slice_us < 100 || c->worker_slice_us > 100'000))
     return ConfigError{"worker_slice_us", "must be 0 (the kernel's default) or in 100..100000 (the kernel's bounds)"};

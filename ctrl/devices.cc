@@ -177,11 +177,6 @@ std::unique_ptr<dataplane::Port> DeviceSet::open_interface(const std::string& po
   if (pc.mtu > kAfXdpMaxMtu) {
     log(LogLevel::kInfo, "{}: interface {} through AF_PACKET: mtu {} needs frames larger than DPDK's AF_XDP driver"
         " holds (mtu {} at most)", port_name, iface, pc.mtu, kAfXdpMaxMtu);
-  } else if (pc.lanes > 1) {
-    // docs/isoroced.md, "Lanes": with lanes, AF_XDP on a veth lost most frames
-    // in our runs (cause not found yet); AF_PACKET carried them.
-    log(LogLevel::kInfo, "{}: interface {} through AF_PACKET: {} lanes are not used with AF_XDP yet", port_name, iface,
-        pc.lanes);
   } else if (xdp_prog != 0) {
     // DPDK's AF_XDP driver would detach that program when it gives up.
     log(LogLevel::kWarning, "{}: interface {} already has an XDP program (id {}: another AF_XDP user?); using AF_PACKET",

@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     for (ctrl::PortConfig& p : c.ports) p.ref_peer_text.clear();  // the flag wins over [[port]] ref_peer
   }
   if (!lcores.empty()) c.lcores = lcores;
-  if (lanes_per_port != 0) {
+  if (app.count("--lanes-per-port") != 0) {  // 0 given is refused by the check below
     c.lanes_per_port = lanes_per_port;
     for (ctrl::PortConfig& p : c.ports) p.lanes = 0;  // the flag wins over the file's [[port]] lanes
   }

@@ -1,5 +1,7 @@
 #include "dataplane/dpdk/port.h"
 
+#include "dataplane/dpdk/xdp_pool.h"
+
 #include <rte_eth_ring.h>
 #include <rte_ring.h>
 
@@ -123,15 +125,25 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_
     *error = "frame size " + std::to_string(max_frame) + " does not fit an mbuf";
     return false;
   }
-  pool_ = rte_pktmbuf_pool_create((name_ + "_pool").c_str(), n_mbufs, kPoolCache, 0,
-                                  static_cast<uint16_t>(room), rte_eth_dev_socket_id(port_id_));
-  if (pool_ == nullptr) {
-    *error = dpdk_error("mbuf pool (is -m large enough?)", rte_errno);
-    return false;
-  }
-  rte_eth_conf conf{};
   const uint32_t mtu = max_frame > 18 ? max_frame - 18 : RTE_ETHER_MTU;  // Ethernet header + VLAN
   if (!frame_fits(info, driver_, max_frame, kernel_ip_mtu != 0 ? kernel_ip_mtu : mtu, &kernel_mtu_, error)) return false;
+  if (driver_ == "net_af_xdp") {
+    // Its mbufs are the UMEM: page-sized, back to back (xdp_pool.h says why).
+    if (room > xdp_pool_data_room()) {
+      *error = "frame size " + std::to_string(max_frame) + " does not fit an AF_XDP UMEM chunk";
+      return false;
+    }
+    pool_ = make_xdp_pool(name_ + "_pool", n_mbufs, kPoolCache, rte_eth_dev_socket_id(port_id_), error);
+    if (pool_ == nullptr) return false;
+  } else {
+    pool_ = rte_pktmbuf_pool_create((name_ + "_pool").c_str(), n_mbufs, kPoolCache, 0,
+                                    static_cast<uint16_t>(room), rte_eth_dev_socket_id(port_id_));
+    if (pool_ == nullptr) {
+      *error = dpdk_error("mbuf pool (is -m large enough?)", rte_errno);
+      return false;
+    }
+  }
+  rte_eth_conf conf{};
   // net_af_packet reports 1518-byte frames whatever its slots hold; its frame
   // size is its framesz devarg (ctrl sizes it from the MTU).
   if (mtu > RTE_ETHER_MTU && mtu <= info.max_mtu && driver_ != "net_af_packet") conf.rxmode.mtu = mtu;
