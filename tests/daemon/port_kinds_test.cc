@@ -44,11 +44,15 @@ class PortKinds : public ::testing::Test {
     a_ = {};
     b_ = {};
     for (auto* d : {&daemon_a_, &daemon_b_, &extra_}) {
-      if (*d) EXPECT_EQ((*d)->stop(), 0) << (*d)->log();
+      if (*d) {
+        EXPECT_EQ((*d)->stop(), 0) << (*d)->log();
+      }
       d->reset();
     }
     std::string why;
-    if (net_) EXPECT_TRUE(net_->destroy(&why)) << why;
+    if (net_) {
+      EXPECT_TRUE(net_->destroy(&why)) << why;
+    }
   }
 
   void set_veth_mtu(uint32_t mtu) {
