@@ -263,7 +263,7 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
         if (lane == nullptr) return false;
         extra.push_back(std::move(lane));
       }
-      log(LogLevel::kInfo, "{}: {} lanes, each with 1/{} of {} Gb/s; {}", dc.name, pc.lanes, pc.lanes,
+      log(LogLevel::kInfo, "{}: {} lanes sharing {} Gb/s by their backlog; {}", dc.name, pc.lanes,
           static_cast<double>(dc.link_bps) / 1e9,
           own_tx ? "a Tx queue each" : "lanes 1.. hand their frames to lane 0's Tx queue (the driver has one)");
     }

@@ -88,7 +88,10 @@ class DpdkDriver final : public DeviceDriver, public Executor {
                      {"tx_queue", lanes_->own_tx_queues() ? k : 0},
                      {"rx_frames", ld(c.rx_frames)}, {"steered", ld(c.steered)},
                      {"steer_dropped", ld(c.steer_dropped)}, {"tx_frames", ld(c.tx_frames)},
-                     {"tx_no_room", ld(c.tx_no_room)}, {"looped_out", ld(c.looped_out)}});
+                     {"tx_no_room", ld(c.tx_no_room)}, {"looped_out", ld(c.looped_out)},
+                     // Its share of the link now, and the backlogged QPs it last published (lane_share.h).
+                     {"link_bps", lanes_->share().rate(static_cast<unsigned>(k))},
+                     {"backlog", lanes_->share().demand(static_cast<unsigned>(k))}});
     }
     return out;
   }

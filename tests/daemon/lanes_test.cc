@@ -114,6 +114,12 @@ TEST_F(Lanes, StatusShowsTwoLanesOnTwoWorkersWithSplitRate) {
   ASSERT_EQ(l.size(), 2u) << l.dump();
   EXPECT_NE(l[0]["worker"], l[1]["worker"]) << "one port's lanes on one worker";
   EXPECT_EQ(l[1]["tx_queue"], 0) << "net_ring has one Tx queue: lane 1 hands its frames to lane 0";
+  // Each lane's share of the 10 Gb/s link (lane_share.h): idle, each has
+  // the rate it would get busy, never above the link.
+  for (int k : {0, 1}) {
+    EXPECT_GT(l[k]["link_bps"].get<uint64_t>(), 0u) << l.dump();
+    EXPECT_LE(l[k]["link_bps"].get<uint64_t>(), 10'000'000'000u) << l.dump();
+  }
   json s = v.call({{"op", "sched"}})["sched"]["isoroce0"];
   EXPECT_EQ(s["lanes"], 2);
 }
