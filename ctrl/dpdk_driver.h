@@ -74,6 +74,7 @@ class DpdkDriver final : public DeviceDriver, public Executor {
   size_t lanes() const override { return 1 + extra_.size(); }
   transport::Engine& lane_engine(size_t k) override { return lane_device(k).engine(); }
   size_t lane_of_qpn(uint32_t qpn) const override { return lanes_ ? lanes_->owner(qpn) : 0; }
+  unsigned lane_worker_index(size_t k) const override { return lane_worker_index_[k]; }
   void add_lane_hook(size_t k, dataplane::DeviceHook* h) override { lane_device(k).add_hook(h); }
   void remove_lane_hook(size_t k, dataplane::DeviceHook* h) override { lane_device(k).remove_hook(h); }
   json lanes_json() override {
