@@ -145,11 +145,25 @@ class DpdkDriver final : public DeviceDriver, public Executor {
                      {"neighbors", dev_->net().neighbors().size()}, {"dropped", n.dropped}}}};
   }
   dataplane::Device* dpdk() override { return dev_.get(); }
-  // Lanes: a client's QPs may be on several workers, one page says whether
-  // one sleeps: no doorbell (the workers poll the rings, as without a page).
-  int doorbell_page_fd() const override { return bell_ && extra_.empty() ? bell_->client_fd() : -1; }
-  void add_doorbell(int fd) override { worker_->add_doorbell(fd); }
-  void remove_doorbell(int fd) override { worker_->remove_doorbell(fd); }
+  // Lanes: a client's QPs may be on several workers, so the port has a page
+  // of its own that all its lanes' workers share (Worker::add_shared_asleep:
+  // its word is nonzero while any of them sleeps), and the client's eventfd
+  // is in every one's wait set (added and removed with them all stopped).
+  // Without membarrier: those workers do not issue it for this page.
+  void set_lane_bell(std::unique_ptr<DoorbellPage> bell) { lane_bell_ = std::move(bell); }
+  const std::vector<dataplane::Worker*>& lane_workers() const { return stop_set_; }
+  int doorbell_page_fd() const override {
+    if (!extra_.empty()) return lane_bell_ ? lane_bell_->client_fd() : -1;
+    return bell_ ? bell_->client_fd() : -1;
+  }
+  void add_doorbell(int fd) override {
+    if (extra_.empty()) return worker_->add_doorbell(fd);
+    for (dataplane::Worker* w : stop_set_) w->add_doorbell(fd);
+  }
+  void remove_doorbell(int fd) override {
+    if (extra_.empty()) return worker_->remove_doorbell(fd);
+    for (dataplane::Worker* w : stop_set_) w->remove_doorbell(fd);
+  }
   bool add_membarrier_user() override {
     if (!extra_.empty() || !worker_->membarrier()) return false;
     worker_->add_membarrier_user();
@@ -167,6 +181,7 @@ class DpdkDriver final : public DeviceDriver, public Executor {
   dataplane::Worker* worker_ = nullptr;
   unsigned worker_index_ = 0;
   DoorbellPage* bell_ = nullptr;
+  std::unique_ptr<DoorbellPage> lane_bell_;  // with lanes: the port's own page
 };
 
 }  // namespace isoroce::ctrl
