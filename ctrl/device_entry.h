@@ -70,6 +70,8 @@ class DeviceDriver {
   virtual size_t lanes() const { return 1; }
   virtual transport::Engine& lane_engine(size_t /*k*/) { return engine(); }
   virtual size_t lane_of_qpn(uint32_t /*qpn*/) const { return 0; }
+  // The worker_index() of lane k's worker (lane 0: worker_index()).
+  virtual unsigned lane_worker_index(size_t /*k*/) const { return worker_index(); }
   virtual void add_lane_hook(size_t /*k*/, dataplane::DeviceHook* h) { add_hook(h); }
   virtual void remove_lane_hook(size_t /*k*/, dataplane::DeviceHook* h) { remove_hook(h); }
   // Each lane's worker and counters (the stats view); empty with one lane.

@@ -258,7 +258,7 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
         if (lane == nullptr) return false;
         extra.push_back(std::move(lane));
       }
-      log(LogLevel::kInfo, "{}: {} lanes, each with 1/{} of {} Gb/s; {}", dc.name, pc.lanes, pc.lanes,
+      log(LogLevel::kInfo, "{}: {} lanes sharing {} Gb/s by their backlog; {}", dc.name, pc.lanes,
           static_cast<double>(dc.link_bps) / 1e9,
           own_tx ? "a Tx queue each" : "lanes 1.. hand their frames to lane 0's Tx queue (the driver has one)");
     }
@@ -353,6 +353,25 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
     workers_.push_back(std::move(worker));
   }
   for (auto& e : entries) static_cast<DpdkDriver&>(*e->driver).settle_workers();
+  // A port with lanes: a doorbell page its lanes' workers share, worker w
+  // setting bit w (mod 32) while it sleeps (DpdkDriver::set_lane_bell).
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i]->lanes() < 2) continue;
+    auto& drv = static_cast<DpdkDriver&>(*entries[i]->driver);
+    std::string bell_error;
+    auto bell = DoorbellPage::create(static_cast<uint32_t>(worker_of(i, 0)), &bell_error);
+    if (!bell) {
+      log(LogLevel::kWarning, "{}: no doorbell for clients ({}): their posts wait for the lanes' polling",
+          entries[i]->name(), bell_error);
+      continue;
+    }
+    bell->flags()->store(0, std::memory_order_relaxed);  // no membarrier for this page's clients
+    const std::vector<dataplane::Worker*>& ws = drv.lane_workers();
+    for (size_t w = 0; w < nw; ++w)
+      if (std::find(ws.begin(), ws.end(), workers_[w].get()) != ws.end())
+        workers_[w]->add_shared_asleep(bell->asleep(), 1u << (w % 32), ws);
+    drv.set_lane_bell(std::move(bell));
+  }
   for (size_t w = 0; w < nw; ++w) {
     if (rte_eal_remote_launch(worker_main, workers_[w].get(), worker_lcores_[w]) != 0) {
       *error = "cannot launch the worker on lcore " + std::to_string(worker_lcores_[w]);

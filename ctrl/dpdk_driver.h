@@ -74,6 +74,7 @@ class DpdkDriver final : public DeviceDriver, public Executor {
   size_t lanes() const override { return 1 + extra_.size(); }
   transport::Engine& lane_engine(size_t k) override { return lane_device(k).engine(); }
   size_t lane_of_qpn(uint32_t qpn) const override { return lanes_ ? lanes_->owner(qpn) : 0; }
+  unsigned lane_worker_index(size_t k) const override { return lane_worker_index_[k]; }
   void add_lane_hook(size_t k, dataplane::DeviceHook* h) override { lane_device(k).add_hook(h); }
   void remove_lane_hook(size_t k, dataplane::DeviceHook* h) override { lane_device(k).remove_hook(h); }
   json lanes_json() override {
@@ -88,7 +89,10 @@ class DpdkDriver final : public DeviceDriver, public Executor {
                      {"tx_queue", lanes_->own_tx_queues() ? k : 0},
                      {"rx_frames", ld(c.rx_frames)}, {"steered", ld(c.steered)},
                      {"steer_dropped", ld(c.steer_dropped)}, {"tx_frames", ld(c.tx_frames)},
-                     {"tx_no_room", ld(c.tx_no_room)}, {"looped_out", ld(c.looped_out)}});
+                     {"tx_no_room", ld(c.tx_no_room)}, {"looped_out", ld(c.looped_out)},
+                     // Its share of the link now, and the backlogged QPs it last published (lane_share.h).
+                     {"link_bps", lanes_->share().rate(static_cast<unsigned>(k))},
+                     {"backlog", lanes_->share().demand(static_cast<unsigned>(k))}});
     }
     return out;
   }
@@ -141,11 +145,25 @@ class DpdkDriver final : public DeviceDriver, public Executor {
                      {"neighbors", dev_->net().neighbors().size()}, {"dropped", n.dropped}}}};
   }
   dataplane::Device* dpdk() override { return dev_.get(); }
-  // Lanes: a client's QPs may be on several workers, one page says whether
-  // one sleeps: no doorbell (the workers poll the rings, as without a page).
-  int doorbell_page_fd() const override { return bell_ && extra_.empty() ? bell_->client_fd() : -1; }
-  void add_doorbell(int fd) override { worker_->add_doorbell(fd); }
-  void remove_doorbell(int fd) override { worker_->remove_doorbell(fd); }
+  // Lanes: a client's QPs may be on several workers, so the port has a page
+  // of its own that all its lanes' workers share (Worker::add_shared_asleep:
+  // its word is nonzero while any of them sleeps), and the client's eventfd
+  // is in every one's wait set (added and removed with them all stopped).
+  // Without membarrier: those workers do not issue it for this page.
+  void set_lane_bell(std::unique_ptr<DoorbellPage> bell) { lane_bell_ = std::move(bell); }
+  const std::vector<dataplane::Worker*>& lane_workers() const { return stop_set_; }
+  int doorbell_page_fd() const override {
+    if (!extra_.empty()) return lane_bell_ ? lane_bell_->client_fd() : -1;
+    return bell_ ? bell_->client_fd() : -1;
+  }
+  void add_doorbell(int fd) override {
+    if (extra_.empty()) return worker_->add_doorbell(fd);
+    for (dataplane::Worker* w : stop_set_) w->add_doorbell(fd);
+  }
+  void remove_doorbell(int fd) override {
+    if (extra_.empty()) return worker_->remove_doorbell(fd);
+    for (dataplane::Worker* w : stop_set_) w->remove_doorbell(fd);
+  }
   bool add_membarrier_user() override {
     if (!extra_.empty() || !worker_->membarrier()) return false;
     worker_->add_membarrier_user();
@@ -163,6 +181,7 @@ class DpdkDriver final : public DeviceDriver, public Executor {
   dataplane::Worker* worker_ = nullptr;
   unsigned worker_index_ = 0;
   DoorbellPage* bell_ = nullptr;
+  std::unique_ptr<DoorbellPage> lane_bell_;  // with lanes: the port's own page
 };
 
 }  // namespace isoroce::ctrl

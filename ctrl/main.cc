@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
                  "LCORE@CPU entries place lcores on CPUs (EAL --lcores), e.g. 0@0,1@1,2@0");
   uint32_t lanes_per_port = 0;
   app.add_option("--lanes-per-port", lanes_per_port,
-                 "engines per port, each on its own worker lcore, each with 1/N of the link rate (default 1; "
+                 "engines per port, each on its own worker lcore, sharing the link by their backlog (default 1; "
                  "docs/isoroced.md, Lanes)");
   app.add_option("--log-level", log_level, "error, warning, info or debug");
   app.add_option("--file-prefix", file_prefix, "EAL --file-prefix; dpdk-telemetry.py -f uses it (default isoroced)");

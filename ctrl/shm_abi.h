@@ -68,7 +68,8 @@
 // The doorbell (shared-memory ABI 2): "open" with "doorbell": true returns,
 // after the async eventfd, two more descriptors: a read-only memfd of
 // kDoorbellPageBytes holding the DoorbellPage of the worker that polls the
-// device (the daemon writes it; the file is sealed against writable mappings
+// device (on a port with lanes, the port's page, whose asleep word is
+// nonzero while any of its lanes' workers sleeps; the daemon writes it; the file is sealed against writable mappings
 // and passed opened O_RDONLY), and an eventfd of this client's own
 // (EFD_NONBLOCK) that the worker adds to the set it blocks on. The worker
 // stores asleep = 1, issues a seq_cst fence, looks at every ring once more,

@@ -45,11 +45,13 @@ std::unique_ptr<TraceSession> TraceSession::start(Control& ctl, uint64_t owner, 
   auto& devs = ctl.devices();
   for (std::size_t i = 0; i < devs.size(); ++i) {
     if (!opt.device.empty() && devs[i]->name() != opt.device) continue;
-    const unsigned worker = devs[i]->driver->worker_index();
-    auto it = std::find_if(t->rings_.begin(), t->rings_.end(), [&](const Ring& r) { return r.worker == worker; });
-    if (it == t->rings_.end())
-      it = t->rings_.insert(t->rings_.end(), {worker, std::make_unique<dataplane::TraceRing>(opt.ring_records, opt.qp)});
-    t->traced_.push_back({devs[i].get(), static_cast<uint16_t>(i), static_cast<std::size_t>(it - t->rings_.begin())});
+    for (std::size_t k = 0; k < devs[i]->lanes(); ++k) {
+      const unsigned worker = devs[i]->driver->lane_worker_index(k);
+      auto it = std::find_if(t->rings_.begin(), t->rings_.end(), [&](const Ring& r) { return r.worker == worker; });
+      if (it == t->rings_.end())
+        it = t->rings_.insert(t->rings_.end(), {worker, std::make_unique<dataplane::TraceRing>(opt.ring_records, opt.qp)});
+      t->traced_.push_back({devs[i].get(), k, lane_port(i, k), static_cast<std::size_t>(it - t->rings_.begin())});
+    }
   }
   if (t->traced_.empty()) {
     *err = ENODEV;
@@ -61,11 +63,12 @@ std::unique_ptr<TraceSession> TraceSession::start(Control& ctl, uint64_t owner, 
     return *error = std::string("memfd_create: ") + std::strerror(errno), nullptr;
   }
   // Attach last: from here on the workers produce. Each attach is a message to
-  // the device's worker, which owns the engine (never touched from here).
+  // the device's worker, which owns the engine (never touched from here; on a
+  // port with lanes the message stops every lane's worker).
   for (Traced& tr : t->traced_) {
     DeviceEntry& d = *tr.dev;
     trace::Sink* sink = t->rings_[tr.ring].ring.get();
-    d.run([&](sched::Picos) { d.engine().attach_trace(sink, opt.mask, tr.port); });
+    d.run([&](sched::Picos) { d.lane_engine(tr.lane).attach_trace(sink, opt.mask, tr.port); });
   }
   t->active_ = true;
   log(LogLevel::kInfo, "trace started by client {}: {} device(s), {} s, events {}", owner, t->traced_.size(),
@@ -115,7 +118,7 @@ void TraceSession::finish() {
   if (!active_) return;
   for (Traced& tr : traced_) {
     DeviceEntry& d = *tr.dev;
-    d.run([&](sched::Picos) { d.engine().attach_trace(nullptr, 0, 0); });
+    d.run([&](sched::Picos) { d.lane_engine(tr.lane).attach_trace(nullptr, 0, 0); });
   }
   for (Ring& rg : rings_) rg.dropped_at_finish = rg.ring->dropped();
   active_ = false;  // the workers no longer produce: the last drain is complete
@@ -140,7 +143,8 @@ json TraceSession::summary() const {
   uint64_t dropped = 0;
   for (const json& r : rings) dropped += r["dropped"].get<uint64_t>();
   for (const Traced& tr : traced_)
-    devs.push_back({{"port", tr.port}, {"name", tr.dev->name()}, {"worker", rings_[tr.ring].worker}});
+    devs.push_back({{"port", tr.port}, {"name", tr.dev->name()}, {"lane", tr.lane}, {"lanes", tr.dev->lanes()},
+                    {"worker", rings_[tr.ring].worker}});
   return {{"active", active_},     {"devices", devs},         {"rings", rings},  {"records", written_},
           {"dropped", dropped},    {"truncated", truncated_}, {"write_errors", write_errors_},
           {"events", event_names(opt_.mask)}, {"qp", opt_.qp},  {"device", opt_.device}, {"seconds", opt_.seconds},

@@ -3,7 +3,8 @@
 // in time and size.
 //
 // Each worker that runs a traced device gets one dataplane::TraceRing, attached
-// to each of its traced devices' engines by a message to the worker
+// to each of its traced devices' engines (every lane's, on a port with lanes:
+// each lane's engine to the ring of the worker that runs it) by a message to the worker
 // (Executor::call: the worker is the ring's only producer, and nothing else
 // touches the engine). One ring per worker, not per device, keeps the records
 // of one worker's devices in the order the worker made them: records of one
@@ -11,7 +12,10 @@
 // in the same pass must stay in that order. The control thread
 // drains the rings (drain(), every few milliseconds while the session runs)
 // into a memfd that the client received when the session started, as raw
-// 40-byte trace::Records; the client turns them into a trace file. A ring that
+// 40-byte trace::Records; the client turns them into a trace file (sorted by
+// time: the rings are drained one after another). A record's port is the
+// device's index, plus 256 x the lane on lane k >= 1 of a port with lanes
+// (lane_port()), so each lane is its own track. A ring that
 // is full drops the record and counts it; the memfd takes at most
 // max_records, the rest is counted as truncated. Neither ever blocks a worker.
 #pragma once
@@ -41,6 +45,11 @@ struct TraceOptions {
   uint64_t max_records = 4u << 20;               // in the memfd; beyond: truncated
 };
 
+// The port field of lane `lane`'s records of device `index`: index alone for lane 0.
+inline constexpr uint16_t lane_port(std::size_t index, std::size_t lane) {
+  return static_cast<uint16_t>(index + (lane << 8));
+}
+
 inline constexpr double kMaxTraceSeconds = 600;
 inline constexpr std::size_t kMaxTraceRingRecords = std::size_t{1} << 22;  // 160 MiB per worker
 inline constexpr uint64_t kMaxTraceRecords = uint64_t{1} << 24;          // 640 MiB in the memfd
@@ -66,7 +75,7 @@ class TraceSession {
   uint64_t owner() const { return owner_; }
   // A duplicate of the memfd (the caller sends and closes it), or -1.
   int dup_fd() const;
-  // {active, devices: [{port, name, worker}], rings: [{worker, ports,
+  // {active, devices: [{port, name, lane, lanes, worker}] (one per lane), rings: [{worker, ports,
   //  ring_records, recorded, dropped}], records, dropped, truncated, events,
   //  qp, seconds, record_bytes, time_unit}
   nlohmann::json summary() const;
@@ -79,7 +88,8 @@ class TraceSession {
   };
   struct Traced {
     DeviceEntry* dev;
-    uint16_t port;
+    std::size_t lane;
+    uint16_t port;  // lane_port()
     std::size_t ring;  // index in rings_
   };
   TraceSession() = default;

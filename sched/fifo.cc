@@ -28,6 +28,12 @@ bool FifoScheduler::enqueue_control(Picos, QpId qp, std::uint32_t bytes) {
   return control_.push(qp, bytes);
 }
 
+void FifoScheduler::set_link_bps(Picos, std::uint64_t bps) {
+  if (bps == 0) return;
+  config_.link_bps = bps;
+  link_.set_bps(bps);
+}
+
 void FifoScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   if (qp >= qps_.size()) return;
   qps_[qp].rate_bps_ = bps;

@@ -628,6 +628,13 @@ bool JustitiaScheduler::enqueue_control(Picos, QpId qp, std::uint32_t bytes) {
   return control_.push(qp, bytes);
 }
 
+// The token rate (max_rate_) stays as configured: the link model paces below it.
+void JustitiaScheduler::set_link_bps(Picos, std::uint64_t bps) {
+  if (bps == 0) return;
+  config_.link_bps = bps;
+  link_.set_bps(bps);
+}
+
 // As tassel: the limit applies from the QP's next packet; a faster one also shortens
 // the wait still ahead (scaled by new / old packet time); none releases a waiting QP.
 void JustitiaScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {

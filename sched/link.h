@@ -32,6 +32,13 @@ class LinkModel {
   // Nothing can start before `t`.
   void idle_until(Picos t) { free_ = std::max(free_, t); }
   Picos duration_of(std::uint32_t bytes) const { return duration(bytes, cost_); }
+  // The link's rate from the next packet on (bps > 0; the packet on the link
+  // keeps the departure it has).
+  void set_bps(std::uint64_t bps) {
+    cost_ = byte_cost(bps);
+    last_bytes_ = 0;
+    last_duration_ = 0;
+  }
 
  private:
   Picos free_ = 0;

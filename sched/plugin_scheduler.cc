@@ -147,6 +147,14 @@ bool PluginScheduler::enqueue_control(Picos now, QpId qp, std::uint32_t bytes) {
   return control_.push(qp, bytes);
 }
 
+// The plugin keeps the link rate it was configured with (isoroce_policy_config):
+// the host's link model paces its grants.
+void PluginScheduler::set_link_bps(Picos, std::uint64_t bps) {
+  if (bps == 0) return;
+  config_.link_bps = bps;
+  link_.set_bps(bps);
+}
+
 void PluginScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   if (qp >= rates_.size()) return;
   rates_[qp] = bps;

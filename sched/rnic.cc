@@ -46,6 +46,12 @@ bool RnicScheduler::enqueue_control(Picos, QpId qp, std::uint32_t bytes) {
   return control_.push(qp, bytes);
 }
 
+void RnicScheduler::set_link_bps(Picos, std::uint64_t bps) {
+  if (bps == 0) return;
+  config_.link_bps = bps;
+  link_.set_bps(bps);
+}
+
 void RnicScheduler::set_rate(Picos, QpId qp, std::uint64_t bps) {
   if (qp < qps_.size()) qps_[qp].rate_bps_ = bps;
 }

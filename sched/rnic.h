@@ -37,6 +37,8 @@ class RnicScheduler final : public Scheduler {
   void activate(Picos now, QpId qp, Packet pkt) override;
   bool enqueue_control(Picos now, QpId qp, std::uint32_t bytes) override;
   void set_rate(Picos now, QpId qp, std::uint64_t bps) override;
+  void set_link_bps(Picos now, std::uint64_t bps) override;
+  std::uint64_t link_bps() const override { return config_.link_bps; }
   std::uint64_t rate(QpId qp) const override;
   void deactivate(Picos now, QpId qp) override;
   std::size_t dequeue(Picos now, std::span<Grant> out, PacketSource& src) override;

@@ -100,6 +100,12 @@ class Scheduler {
   virtual void set_rate(Picos now, QpId qp, std::uint64_t bps) = 0;
   virtual std::uint64_t rate(QpId qp) const = 0;
 
+  // The link's rate from now on, in bits per second (0 is ignored): packets
+  // granted after the call occupy the link model for their size at `bps`. A
+  // port's lanes share its link so (dataplane/dpdk/lane_share.h).
+  virtual void set_link_bps(Picos now, std::uint64_t bps) = 0;
+  virtual std::uint64_t link_bps() const = 0;  // the rate the link model has now
+
   // Forgets `qp`'s ready packet (the QP is being reset or destroyed). Its control
   // packets already queued still leave.
   virtual void deactivate(Picos now, QpId qp) = 0;

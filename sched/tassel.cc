@@ -183,6 +183,14 @@ void TasselScheduler::remove_from_queue(QpId qp) {
   }
 }
 
+void TasselScheduler::set_link_bps(Picos now, std::uint64_t bps) {
+  if (bps == 0 || bps == config_.link_bps) return;
+  sync(now);  // system time so far ran at the old rate's sigma
+  config_.link_bps = bps;
+  link_.set_bps(bps);
+  update_sigma();
+}
+
 void TasselScheduler::set_rate(Picos now, QpId qp, std::uint64_t bps) {
   if (qp >= qps_.size()) return;
   sync(now);

@@ -16,7 +16,7 @@ transport::EngineConfig engine_config(const DeviceConfig& config, const wire::Ma
   ec.first_qpn = config.first_qpn;
   ec.qpn_stride = config.qpn_stride;
   ec.policy = config.policy;
-  ec.link_bps = config.link_bps / std::max(1u, config.lanes);
+  ec.link_bps = config.link_bps;  // with lanes, each lane's scheduler then takes its share (Device::share_link)
   ec.sched_lookahead = config.lookahead;
   ec.max_qps = config.max_qps;
   ec.active_mtu = config.mtu;
@@ -67,7 +67,11 @@ void Device::set_lanes(PortLanes* lanes) {
 }
 
 void Device::hook_engine() {
-  if (lanes_ != nullptr) engine_->set_loop_out(&Device::loop_out, this);
+  if (lanes_ == nullptr) return;
+  engine_->set_loop_out(&Device::loop_out, this);
+  // A new engine models the whole link: the next pass gives it its share.
+  if (rate_ == nullptr) rate_ = std::make_unique<LaneRate>(lanes_->share(), lane_, config_.link_bps);
+  rate_->set_link_bps(config_.link_bps);
 }
 
 std::span<const int> Device::rx_wait_fds() const {
@@ -124,6 +128,7 @@ unsigned Device::poll_lane(sched::Picos now) {
   for (DeviceHook* h : hooks_) work += h->poll(now);
   work += receive_ring(now, lanes_->rx(lane_)) + receive_ring(now, lanes_->loop(lane_));
   engine_->advance(now);
+  share_link(now);
   const size_t sent = engine_->transmit(now, *lane_tx_, Port::kBurst);
   const bool left = lane_tx_->flush();
   return work + static_cast<unsigned>(sent) + (left ? 1u : 0u);
@@ -198,6 +203,7 @@ unsigned Device::poll(sched::Picos now) {
     if (own) lanes_->counters(0).rx_frames.fetch_add(own, std::memory_order_relaxed);
   }
   engine_->advance(now);
+  share_link(now);
   const size_t sent = engine_->transmit(now, *port_, Port::kBurst);
   port_->flush();
   return hook_work + n + static_cast<unsigned>(sent) + (port_->tx_pending() ? 1u : 0u);

@@ -33,7 +33,7 @@ struct DeviceConfig {
   uint32_t first_qpn = 0;  // see transport::EngineConfig::first_qpn
   uint32_t qpn_stride = 1;  // see transport::EngineConfig::qpn_stride
   // The port's lanes (dataplane/dpdk/lanes.h): each lane's engine schedules
-  // link_bps / lanes. 1: one engine for the port.
+  // the share of link_bps its backlog earns (lane_share.h). 1: one engine for the port.
   uint32_t lanes = 1;
   uint32_t max_qps = 4096;
   dcqcn::Params dcqcn;
@@ -132,6 +132,12 @@ class Device {
   // Engine::LoopOut: a same-device loopback frame for another lane's QP.
   static bool loop_out(void* self, std::span<const uint8_t> frame);
   void hook_engine();
+  // With lanes: the lane's scheduler takes its share of the link (once per LaneRate::kPeriod).
+  void share_link(sched::Picos now) {
+    if (rate_ == nullptr) return;
+    if (const uint64_t r = rate_->tick(now, static_cast<uint32_t>(engine_->scheduler().active_qps()))) [[unlikely]]
+      engine_->set_link_bps(now, r);
+  }
 
   DeviceConfig config_;
   std::unique_ptr<Port> port_;  // lane 0's; null in lane k >= 1
@@ -140,6 +146,7 @@ class Device {
   PortLanes* lanes_ = nullptr;  // owned by the driver; null with one lane
   unsigned lane_ = 0;
   std::unique_ptr<LaneTx> lane_tx_;  // lane k >= 1
+  std::unique_ptr<LaneRate> rate_;   // with lanes: this lane's share of the link
   std::unique_ptr<transport::Engine> engine_;
   std::vector<uint8_t> reply_;
   std::vector<DeviceHook*> hooks_;

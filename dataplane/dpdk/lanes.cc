@@ -62,6 +62,7 @@ std::unique_ptr<PortLanes> PortLanes::create(const std::string& name, unsigned n
   l->loop_.assign(n, nullptr);
   l->workers_.assign(n, nullptr);
   l->counters_ = std::make_unique<LaneCounters[]>(n);
+  l->share_ = std::make_unique<LaneShare>(n);
   for (unsigned k = 0; k < n; ++k) {
     const std::string tag = name + "_" + std::to_string(k);
     if (k != 0) {

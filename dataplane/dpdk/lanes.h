@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/dpdk/lane_share.h"
 #include "transport/engine/engine.h"
 
 namespace isoroce::dataplane {
@@ -65,6 +66,9 @@ class PortLanes {
   rte_ring* tx(unsigned k) { return tx_[k]; }      // lane k -> lane 0 (k >= 1; null with own queues)
   rte_ring* loop(unsigned k) { return loop_[k]; }  // any lane -> lane k
   LaneCounters& counters(unsigned k) { return counters_[k]; }
+  // The lanes' demands and rates: how they share the link (lane_share.h).
+  LaneShare& share() { return *share_; }
+  const LaneShare& share() const { return *share_; }
   const LaneCounters& counters(unsigned k) const { return counters_[k]; }
 
   // The worker of each lane (before the workers start).
@@ -79,6 +83,7 @@ class PortLanes {
   std::vector<rte_ring*> rx_, tx_, loop_;
   std::vector<Worker*> workers_;
   std::unique_ptr<LaneCounters[]> counters_;
+  std::unique_ptr<LaneShare> share_;
 };
 
 // Lane k's transmit side (k >= 1): the engine builds frames into mbufs of the

@@ -86,6 +86,21 @@ void Worker::drain_doorbells() {
     if (fds_[i].revents & POLLIN) (void)!preadv2(fds_[i].fd, &v, 1, -1, RWF_NOWAIT);
 }
 
+void Worker::add_shared_asleep(std::atomic<uint32_t>* word, uint32_t bit, std::vector<Worker*> peers) {
+  shared_asleep_.push_back({word, bit});
+  for (Worker* p : peers)
+    if (p != this && std::find(bell_peers_.begin(), bell_peers_.end(), p) == bell_peers_.end()) bell_peers_.push_back(p);
+}
+
+void Worker::set_asleep(bool on) {
+  asleep_->store(on ? 1 : 0, std::memory_order_relaxed);
+  // Ordered before the last look at the rings by the fence in idle_wait().
+  for (const SharedAsleep& s : shared_asleep_) {
+    if (on) s.word->fetch_or(s.bit, std::memory_order_relaxed);
+    else s.word->fetch_and(~s.bit, std::memory_order_relaxed);
+  }
+}
+
 void Worker::wake() {
   // Pairs with the fence in idle_wait(): either the worker sees what the
   // caller queued before it sleeps, or the caller sees it asleep and kicks.
@@ -233,7 +248,7 @@ void Worker::idle_wait(sched::Picos now) {
       signalled ? idle_.max_sleep : std::clamp((now - last_work_) / 4, idle_.min_sleep, idle_.max_sleep);
   const sched::Picos sleep = std::min(deadline - now, bound);
   if (sleep < 2'000'000) return;  // under 2 us a sleep costs more than it saves
-  asleep_->store(1, std::memory_order_relaxed);
+  set_asleep(true);
   // Pairs with wake() and with the library's fence after it publishes a post:
   // from here on either we see the post (below) or the poster sees us asleep.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -249,17 +264,17 @@ void Worker::idle_wait(sched::Picos now) {
       syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) [[unlikely]] {
     // Clients fence again once they see the word clear; until then keep polling.
     membarrier_flag_->store(0, std::memory_order_relaxed);
-    asleep_->store(0, std::memory_order_relaxed);
+    set_asleep(false);
     return;
   }
   if (rte_ring_count(ring_) != 0 || stop_.load(std::memory_order_acquire)) {
-    asleep_->store(0, std::memory_order_relaxed);
+    set_asleep(false);
     return;
   }
   // Frames another lane's worker queued for ours before it saw the flag.
   for (const Device* d : devices_)
     if (d->input_pending()) {
-      asleep_->store(0, std::memory_order_relaxed);
+      set_asleep(false);
       return;
     }
   if (doorbells_.load(std::memory_order_relaxed) != 0) {
@@ -267,7 +282,7 @@ void Worker::idle_wait(sched::Picos now) {
     unsigned work = 0;
     for (Device* d : devices_) work += d->poll(now);
     if (work != 0) {
-      asleep_->store(0, std::memory_order_relaxed);
+      set_asleep(false);
       busy_passes_.fetch_add(1, std::memory_order_relaxed);
       found_work(now, clock_.now());
       return;
@@ -275,7 +290,7 @@ void Worker::idle_wait(sched::Picos now) {
   }
   const timespec ts{static_cast<time_t>(sleep / 1'000'000'000'000), static_cast<long>(sleep / 1000 % 1'000'000'000)};
   const int ready = ppoll(fds_.data(), fds_.size(), &ts, nullptr);
-  asleep_->store(0, std::memory_order_relaxed);
+  set_asleep(false);
   sleeps_.fetch_add(1, std::memory_order_relaxed);
   if (signalled) signalled_sleeps_.fetch_add(1, std::memory_order_relaxed);
   if (ready > 0) {
@@ -289,6 +304,9 @@ void Worker::idle_wait(sched::Picos now) {
     if (rung) {
       doorbell_wakeups_.fetch_add(1, std::memory_order_relaxed);
       drain_doorbells();
+      // A shared page's client rang for some worker of the page: perhaps
+      // not this one, whose read may have taken the wakeup from it.
+      for (Worker* p : bell_peers_) p->wake();
     }
   }
 }

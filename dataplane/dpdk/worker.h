@@ -116,6 +116,13 @@ class Worker {
     asleep_ = flag;
     membarrier_flag_ = membarrier_flag;
   }
+  // A doorbell page this worker shares with others (a port with lanes, whose
+  // clients' QPs are on several workers: ctrl/dpdk_driver.h): while it
+  // sleeps the worker sets `bit` in `word` (a client rings when any bit is
+  // set), and after it drained a client's doorbell it wakes `peers`, the
+  // page's other workers (the client's eventfd is in every one's set, and
+  // the first to read it must pass the wakeup on). Before run().
+  void add_shared_asleep(std::atomic<uint32_t>* word, uint32_t bit, std::vector<Worker*> peers);
   // A client's doorbell eventfd joins / leaves the set the worker blocks on.
   // On the worker's thread only (inside call()); the worker reads it without
   // blocking whatever flags the client sets on it, and never closes it.
@@ -149,6 +156,8 @@ class Worker {
   // Every device's port has wait fds and every hook is signalled.
   bool all_signalled() const;
   void drain_doorbells();
+  // The asleep flag, and this worker's bit in every shared page.
+  void set_asleep(bool on);
   void set_slice();
 
   unsigned id_;
@@ -166,6 +175,12 @@ class Worker {
   std::atomic<uint32_t> own_asleep_{0};
   std::atomic<uint32_t>* asleep_ = &own_asleep_;  // 1 while the worker blocks (or is about to)
   std::atomic<uint32_t>* membarrier_flag_ = nullptr;  // nonzero: membarrier after storing *asleep_
+  struct SharedAsleep {
+    std::atomic<uint32_t>* word;
+    uint32_t bit;
+  };
+  std::vector<SharedAsleep> shared_asleep_;  // add_shared_asleep
+  std::vector<Worker*> bell_peers_;           // woken after a doorbell wakeup
   std::atomic<uint32_t> membarrier_users_{0};         // written on the worker's thread; read by status
   std::vector<pollfd> fds_;          // wake_fd_, then the ports' sockets, then the doorbells
   size_t port_fds_ = 0;

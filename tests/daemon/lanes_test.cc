@@ -12,10 +12,13 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <thread>
 
+#include "sched/trace.h"
 #include "tests/daemon/daemon_suite.h"
 #include "tests/daemon/harness.h"
 
@@ -114,6 +117,12 @@ TEST_F(Lanes, StatusShowsTwoLanesOnTwoWorkersWithSplitRate) {
   ASSERT_EQ(l.size(), 2u) << l.dump();
   EXPECT_NE(l[0]["worker"], l[1]["worker"]) << "one port's lanes on one worker";
   EXPECT_EQ(l[1]["tx_queue"], 0) << "net_ring has one Tx queue: lane 1 hands its frames to lane 0";
+  // Each lane's share of the 10 Gb/s link (lane_share.h): idle, each has
+  // the rate it would get busy, never above the link.
+  for (int k : {0, 1}) {
+    EXPECT_GT(l[k]["link_bps"].get<uint64_t>(), 0u) << l.dump();
+    EXPECT_LE(l[k]["link_bps"].get<uint64_t>(), 10'000'000'000u) << l.dump();
+  }
   json s = v.call({{"op", "sched"}})["sched"]["isoroce0"];
   EXPECT_EQ(s["lanes"], 2);
 }
@@ -275,6 +284,69 @@ TEST_F(Lanes, FramesToAbsentQpnsAreSteeredByQpnAndCountedInTheirLane) {
   EXPECT_GE(lane_stats(b, "isoroce1")[0]["steered"].get<uint64_t>(), steered + 3);
   // The port's own stack still answers on lane 0 and the daemon serves on.
   EXPECT_TRUE(b.call({{"op", "devices"}})["ok"].get<bool>());
+}
+
+// The live trace (`isoroce-ctl trace`, docs/profiling.md) records every
+// lane: a WRITE, SEND and READ between the lane-1 QPs of the two ports appear
+// under each lane's port (device index + 256 x lane), and the JSON file has a
+// process per lane, named so, with the QP's track.
+TEST_F(Lanes, TheLiveTraceRecordsEveryLane) {
+  Verbs a(daemon_->socket(), "isoroce0"), b(daemon_->socket(), "isoroce1");
+  auto qa = qp_per_lane(a, "isoroce0");
+  auto qb = qp_per_lane(b, "isoroce1");
+  Buffer* ba = a.reg(1 << 20, kAll);
+  Buffer* bb = b.reg(1 << 20, kAll);
+  ASSERT_TRUE(ba && bb);
+  ASSERT_TRUE(a.connect_rc(qa[1].qp, "10.0.0.2", qb[1].qp, 100, 5000)["ok"].get<bool>());
+  ASSERT_TRUE(b.connect_rc(qb[1].qp, "10.0.0.1", qa[1].qp, 5000, 100)["ok"].get<bool>());
+  auto traced = [&](const std::string& args, uint32_t seed) {
+    std::string out;
+    std::thread tracer([&] {
+      const std::string cmd = bin_path("isoroce-ctl") + " --socket " + daemon_->socket() + " trace " + args + " 2>&1";
+      FILE* f = popen(cmd.c_str(), "r");
+      char buf[512];
+      while (f && fgets(buf, sizeof buf, f)) out += buf;
+      if (f) pclose(f);
+    });
+    for (int i = 0; i < 500 && !a.call({{"op", "trace_status"}}).value("active", false); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    verbs_between(a, qa[1], ba, b, qb[1], bb, seed);
+    tracer.join();
+    return out;
+  };
+  const std::string raw = daemon_->socket() + ".lanes.trace", json_path = daemon_->socket() + ".lanes.json";
+  std::string out = traced("--seconds 1.5 --raw --out " + raw, 40);
+  EXPECT_NE(out.find("isoroce0 lane 1"), std::string::npos) << "the rings' summary names the lanes: " << out;
+  std::ifstream in(raw, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<trace::Record> rs(text.size() / sizeof(trace::Record));
+  std::memcpy(rs.data(), text.data(), rs.size() * sizeof(trace::Record));
+  std::map<std::pair<uint16_t, std::string>, int> seen;  // (port, event) of the two QPs' records
+  for (const trace::Record& r : rs)
+    if (r.qp == qa[1].qp || r.qp == qb[1].qp)
+      ++seen[{r.port, std::string(trace::name(r.event))}];
+  const uint16_t a1 = 0 + 256, b1 = 1 + 256;  // isoroce0 lane 1, isoroce1 lane 1
+  EXPECT_GT((seen[{a1, "post"}]), 0) << out;
+  EXPECT_GT((seen[{a1, "frame_tx"}]), 0) << out;
+  EXPECT_GT((seen[{a1, "completion"}]), 0) << out;
+  EXPECT_GT((seen[{b1, "frame_rx"}]), 0) << out;
+  EXPECT_GT((seen[{b1, "frame_tx"}]), 0) << "the READ's responses and the ACKs: " << out;
+  for (const auto& [key, n] : seen) EXPECT_GE(key.first, 256) << "a lane-1 QP's record under lane 0: " << key.second;
+  std::remove(raw.c_str());
+
+  out = traced("--seconds 1.5 --out " + json_path, 41);
+  std::ifstream jin(json_path);
+  const auto j = nlohmann::json::parse(jin, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  bool named = false, on_track = false;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("ph", "") == "M" && e.value("name", "") == "process_name" && e["pid"] == a1 + 1)
+      named = e["args"]["name"] == "isoroce0 lane 1";
+    if (e.value("ph", "") == "i" && e["pid"] == a1 + 1 && e["tid"] == qa[1].qp) on_track = true;
+  }
+  EXPECT_TRUE(named) << "no process 'isoroce0 lane 1'";
+  EXPECT_TRUE(on_track) << "no record on the lane-1 QP's track";
+  std::remove(json_path.c_str());
 }
 
 // One lane: the stats view has no lanes, the devices view says 1 (every other

@@ -328,5 +328,41 @@ TEST_F(VerbsDoorbell, OpenFlagsOfTheWrongTypeAreRefusedAndLeaveNothingBehind) {
   EXPECT_TRUE(r.value("ok", false)) << r.dump();
 }
 
+// A port with lanes (docs/isoroced.md, "Lanes"): the port has a doorbell page
+// its two lanes' workers share (its word is set while either sleeps) and a
+// client's eventfd is in both workers' sets, so a post to a QP of either
+// lane after a quiet spell ends the sleep of the worker it needs, which
+// otherwise polls the rings only every quarter of its quiet time (75 ms).
+class VerbsDoorbellLanes : public VerbsDoorbell {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string conf = "/tmp/isoroce-test-doorbell-lanes-" + std::to_string(getpid()) + ".toml";
+    std::ofstream(conf) << "idle_sleep_us = 100000\n";
+    daemon_ = new DaemonProcess({"--loopback", "--lanes-per-port", "2", "--lcores", "0@0,1@1,2@0", "--config", conf});
+    std::remove(conf.c_str());
+    setenv("ISOROCE_SOCKET", daemon_->socket().c_str(), 1);
+  }
+};
+
+TEST_F(VerbsDoorbellLanes, APostToAQpOfEitherLaneWakesItsWorker) {
+  unsetenv("ISOROCE_VERBS_DOORBELL");
+  VerbsDev a0, b0, a1, b1;  // the first QPs of each port go to lane 0, the next to lane 1
+  ASSERT_NO_FATAL_FAILURE(pair(a0, b0));
+  ASSERT_NO_FATAL_FAILURE(pair(a1, b1));
+  EXPECT_EQ(a0.qp->qp_num % 2, b0.qp->qp_num % 2);
+  EXPECT_NE(a0.qp->qp_num % 2, a1.qp->qp_num % 2) << "both pairs in one lane";
+  const WorkerTotals before = totals();
+  EXPECT_EQ(before.doorbells, 8u) << "each of the 4 contexts' eventfds in both lanes' workers' sets";
+  for (const std::pair<VerbsDev*, VerbsDev*> p : {std::pair{&a0, &b0}, std::pair{&a1, &b1}}) {
+    const WorkerTotals t0 = totals();
+    const auto median = quiet_writes(*p.first, *p.second, 5, std::chrono::milliseconds(300));
+    const WorkerTotals t1 = totals();
+    const long long us = std::chrono::duration_cast<std::chrono::microseconds>(median).count();
+    std::printf("lane of QP %u: median WRITE after 300 ms quiet: %lld us\n", p.first->qp->qp_num, us);
+    EXPECT_GE(t1.doorbell_wakeups - t0.doorbell_wakeups, 3u);
+    EXPECT_LT(median, std::chrono::milliseconds(40)) << us << " us";
+  }
+}
+
 }  // namespace
 }  // namespace isoroce::test

@@ -89,7 +89,11 @@ int run_live_trace(const LiveTraceArgs& a) {
   meta.source = "isoroced";
   meta.dropped = r.value("dropped", uint64_t{0});
   meta.truncated = r.value("truncated", uint64_t{0});
-  for (const json& d : r["devices"]) meta.port_names[d["port"].get<uint16_t>()] = d["name"].get<std::string>();
+  // One process per lane on a port with lanes ("isoroce0 lane 1"; its records' port is index + 256 x lane).
+  for (const json& d : r["devices"])
+    meta.port_names[d["port"].get<uint16_t>()] =
+        d["name"].get<std::string>() +
+        (d.value("lanes", 1u) > 1 ? " lane " + std::to_string(d.value("lane", 0u)) : std::string());
   if (a.raw) out.write(reinterpret_cast<const char*>(rs.data()), static_cast<std::streamsize>(rs.size() * sizeof(trace::Record)));
   else write_chrome_trace(out, rs, meta);
   out.close();
@@ -101,12 +105,14 @@ int run_live_trace(const LiveTraceArgs& a) {
   if (a.json) {
     fmt::print("{}\n", r.dump(2));
   } else {
-    fmt::print("{} records from {} device(s) in {}\n", rs.size(), r["devices"].size(), a.out);
+    size_t devices = 0;  // lane 0 of each (devices lists every lane)
+    for (const json& d : r["devices"]) devices += d.value("lane", 0u) == 0;
+    fmt::print("{} records from {} device(s) in {}\n", rs.size(), devices, a.out);
     for (const json& g : r["rings"]) {
       std::string names;
       for (const json& port : g["ports"])
-        for (const json& d : r["devices"])
-          if (d["port"] == port) names += (names.empty() ? "" : ", ") + d["name"].get<std::string>();
+        if (auto it = meta.port_names.find(port.get<uint16_t>()); it != meta.port_names.end())
+          names += (names.empty() ? "" : ", ") + it->second;
       fmt::print("  worker {} ({}): {} recorded, {} dropped (ring of {})\n", g["worker"].get<unsigned>(), names,
                  g["recorded"].get<uint64_t>(), g["dropped"].get<uint64_t>(), g["ring_records"].get<uint64_t>());
     }

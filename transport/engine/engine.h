@@ -354,6 +354,10 @@ class Engine {
   virtual void add_reference_latency(Picos now, Picos latency) = 0;
   // The port's scheduler (telemetry: sched::Scheduler::justitia_stats()).
   virtual const sched::Scheduler& scheduler() const = 0;
+  // The port's link rate from now on (sched::Scheduler::set_link_bps; 0 is
+  // ignored): a port's lanes share its link so (dataplane/dpdk/lane_share.h).
+  // EngineConfig::link_bps stays the port's rate (DCQCN's line rate).
+  virtual void set_link_bps(Picos now, uint64_t bps) = 0;
 
   // ---- data path ---------------------------------------------------------
   // One received Ethernet frame (mutable: the ICRC check masks fields in place;

@@ -70,6 +70,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   int set_qp_tenant(Picos now, wire::Qpn qpn, uint32_t tenant, uint32_t weight) override;
   void add_reference_latency(Picos now, Picos latency) override;
   const sched::Scheduler& scheduler() const override { return *sched_; }
+  void set_link_bps(Picos now, uint64_t bps) override { sched_->set_link_bps(now, bps); }
 
   void receive(Picos now, std::span<uint8_t> frame) override;
   void advance(Picos now) override;
