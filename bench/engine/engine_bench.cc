@@ -482,7 +482,9 @@ void BM_MemcpyFrames(benchmark::State& state) {
 }
 
 void sizes(benchmark::internal::Benchmark* b) {
-  for (int64_t n : {64, 4096, 1 << 20}) b->Arg(n);
+  // 64 KB: ib_write_bw's message (16 packets, source and destination in L2); 1 MB
+  // (256 packets, beyond L2).
+  for (int64_t n : {64, 4096, 65536, 1 << 20}) b->Arg(n);
 }
 
 BENCHMARK_CAPTURE(BM_Engine, write, IBV_WR_RDMA_WRITE, false)->Apply(sizes);
