@@ -47,6 +47,13 @@ inline uint32_t packets_for(uint64_t len, uint32_t mtu) {
   return static_cast<uint32_t>((len + mtu - 1) / mtu);
 }
 
+// The packet of a message that starts at byte `bytes` (a multiple of mtu): bytes /
+// mtu, a shift for the power-of-two path MTUs (a READ's progress, per response).
+inline uint32_t packet_index(uint64_t bytes, uint32_t mtu) {
+  if (std::has_single_bit(mtu)) [[likely]] return static_cast<uint32_t>(bytes >> std::countr_zero(mtu));
+  return static_cast<uint32_t>(bytes / mtu);
+}
+
 struct Peer {
   wire::IpAddr ip{};
   wire::MacAddr mac{};
