@@ -175,11 +175,12 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
   if (icrc_pending && !read_response_copy_and_check(now, q, pkt, frame, &copied)) return;
   if (copied && !pkt.op->is_last() && pkt.psn == q.comp.psn) {
     // A READ response other than the last, copied into the oldest WR (a READ) at the
-    // PSN that WR expects, which is also the oldest unacknowledged one: the steps
-    // would pass the state and PSN checks (read_response_copy_and_check made them),
-    // and comp_read_response's retire_acked(psn - 1) would change nothing (the READ
-    // owes this very PSN and is the head). What is left of them: the progress, and
-    // the timer restarted (9.7.6.1.3).
+    // PSN that WR expects, which is also the oldest unacknowledged one (always so
+    // while that READ is the oldest WR; tested because what follows relies on it):
+    // the steps would pass the state and PSN checks (read_response_copy_and_check
+    // made them), and comp_read_response's retire_acked(psn - 1) would change nothing
+    // (the READ owes this very PSN and is the head). What is left of them: the
+    // progress, and the timer restarted (9.7.6.1.3).
     if (q.comp.timed) rtt_sample(now, q, pkt);
     q.sq.front().read_done += pkt.payload_len;
     q.comp.read_retry_pending = false;
