@@ -367,8 +367,9 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
     for (size_t i = 0; i < n; ++i) {
       const sched::Grant& g = grants[i];
       QpCtx* q = slots_[g.qp].get();
-      TxDesc d;
-      if (g.kind == sched::GrantKind::kData) d = granted_[next_desc++];
+      // granted_ does not change until the next dequeue (no copy of the descriptor).
+      static const TxDesc kControl{};
+      const TxDesc& d = g.kind == sched::GrantKind::kData ? granted_[next_desc++] : kControl;
       if (q == nullptr) continue;
       // A control grant is the QP's CNP if one is queued and the grant has its size.
       const bool cnp = g.kind == sched::GrantKind::kControl && q->cnp_queued && g.bytes == cnp_frame_bytes();

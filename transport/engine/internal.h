@@ -136,6 +136,12 @@ struct RespResource {
   // Transmission of the response: next packet index, or npkts when sent.
   uint32_t sent = 0;
   bool queued = false;
+  // READ of an MR's key: that MR, once build_response checked the whole [va, va +
+  // length) against it; valid while MrTable::deregs() equals mr_deregs (an MR's PD,
+  // access and range never change while it is registered), so the later packets
+  // need no lookup. UINT64_MAX: not checked (every packet checks its own range).
+  const verbs::Mr* mr = nullptr;
+  uint64_t mr_deregs = UINT64_MAX;
 };
 
 enum class TxKind : uint8_t { kNone, kRequest, kResponse, kUdSend };

@@ -536,6 +536,7 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
       r.va = reth.va;
       r.rkey = reth.rkey;
       r.length = reth.dma_len;
+      r.mr_deregs = UINT64_MAX;  // another range, maybe another key: checked again
       if (r.queued) {
         r.sent = 0;
         return;
@@ -660,7 +661,7 @@ void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
 }
 
 size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
-  const RespResource& r = q.resp.resources[d.resource];
+  RespResource& r = q.resp.resources[d.resource];
   wire::FrameSpec& spec = rc_spec(q, d.opcode, d.psn, true);
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
   if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
@@ -670,11 +671,23 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
     // Checked again for every packet: the region may have been deregistered
     // since the request. Then the rest of the READ is a Remote Access Error
     // (9.7.5.2, 9.9.3; rxe read_reply() answers a lost MR the same way).
-    const verbs::Mr* mr = nullptr;  // an MR's key: the MR the check found (a window's: looked up after)
-    if (check_rkey(q, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ, &mr) !=
-        verbs::MrCheck::kOk) [[unlikely]] {
-      if (!q.resp.failed) fatal_nak(tx_now_, q, NakCode::kRemoteAccessError, d.psn);
-      return 0;
+    const verbs::Mr* mr = r.mr;  // an MR's key: the MR the check found (a window's: looked up after)
+    if (r.mr_deregs != mrs_.deregs()) {
+      mr = nullptr;
+      if (check_rkey(q, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ, &mr) !=
+          verbs::MrCheck::kOk) [[unlikely]] {
+        if (!q.resp.failed) fatal_nak(tx_now_, q, NakCode::kRemoteAccessError, d.psn);
+        return 0;
+      }
+      // The whole READ in that MR (as its request's check found): the packets after
+      // this one need no check while no MR is deregistered.
+      const verbs::Mr* whole = nullptr;
+      if (mr != nullptr &&
+          check_rkey(q, r.rkey, r.va, r.length, IBV_ACCESS_REMOTE_READ, &whole) == verbs::MrCheck::kOk &&
+          whole == mr) {
+        r.mr = mr;
+        r.mr_deregs = mrs_.deregs();
+      }
     }
     payload_scratch_.emplace_back(mr_ptr(mr != nullptr ? *mr : *rkey_mr(r.rkey), r.va + d.offset), d.length);
   }
