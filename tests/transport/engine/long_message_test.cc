@@ -279,6 +279,43 @@ TEST(EngineLongMessage, WritePacketsCarryTheirOpcodePsnAckReqAndBytes) {
   }
 }
 
+// The DUT answers a READ of two MTUs from one region; the same request again (a
+// duplicate, same PSN) names another region: the responses come from that one. (A
+// READ's R_Key is checked once for the whole READ and the MR kept for its later
+// packets: the duplicate's new range and key must not use what was kept.)
+TEST(EngineLongMessage, DuplicateReadOfAnotherRegionIsAnsweredFromThatRegion) {
+  Dut d;
+  const uint32_t access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+  std::vector<uint8_t> a(2 * kMtu, 0x11), b(2 * kMtu, 0x22);
+  const uint64_t ia = 0x20000000 + (reinterpret_cast<uint64_t>(a.data()) & 0xfff);
+  const uint64_t ib = 0x30000000 + (reinterpret_cast<uint64_t>(b.data()) & 0xfff);
+  const auto ka = d.net[1].reg_mr(d.s.pd, a.data(), a.size(), ia, access);
+  const auto kb = d.net[1].reg_mr(d.s.pd, b.data(), b.size(), ib, access);
+  ASSERT_TRUE(ka.ok() && kb.ok());
+  for (const bool second : {false, true}) {
+    SCOPED_TRACE(second ? "the duplicate, region b" : "region a");
+    auto f = d.spec(wire::op::kRcReadRequest, 500);
+    f.reth = second ? wire::RethFields{ib, kb.value().rkey, 2 * kMtu} : wire::RethFields{ia, ka.value().rkey, 2 * kMtu};
+    d.now += 1'000'000;
+    std::vector<uint8_t> frame(wire::frame_size(f));
+    ASSERT_TRUE(wire::build_frame(f, frame).ok());
+    d.net[1].receive(d.now, frame);
+    Capture c;
+    for (int i = 0; i < 100 && c.pkts.size() < 2; ++i) {
+      d.net[1].advance(d.now);
+      d.net[1].transmit(d.now, c, 64);
+      d.now = std::max(d.now, d.net[1].next_deadline());
+    }
+    ASSERT_EQ(c.pkts.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_EQ(c.pkts[i].payload_len, kMtu);
+      const auto* p = c.frames[i].data() + c.pkts[i].payload_offset;
+      EXPECT_TRUE(all_equal(std::span(p, kMtu), second ? 0x22 : 0x11)) << "response " << i;
+    }
+  }
+  EXPECT_EQ(d.net[1].counters().rx_duplicates, 1u);
+}
+
 // The DUT's READ of n MTUs from the test's memory: posted, and the request it sent.
 struct Read {
   wire::RocePacket req;
