@@ -680,9 +680,9 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
         return 0;
       }
       // The whole READ in that MR (as its request's check found): the packets after
-      // this one need no check while no MR is deregistered.
+      // this one, if any, need no check while no MR is deregistered.
       const verbs::Mr* whole = nullptr;
-      if (mr != nullptr &&
+      if (mr != nullptr && d.offset + d.length < r.length &&
           check_rkey(q, r.rkey, r.va, r.length, IBV_ACCESS_REMOTE_READ, &whole) == verbs::MrCheck::kOk &&
           whole == mr) {
         r.mr = mr;
