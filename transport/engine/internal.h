@@ -207,6 +207,12 @@ struct ResponderState {
   // touched (the rest of the message is NAKed).
   uint32_t write_rkey = 0;
   uint64_t write_mr_id = 0;
+  // The MR of an MR's key (not a window's) as FIRST found it, valid while
+  // MrTable::deregs() equals write_mr_deregs: no region deregistered since, so the key
+  // still names that registration and write_target() needs no lookup. Never used
+  // otherwise (UINT64_MAX: every packet looks the key up).
+  const verbs::Mr* write_mr = nullptr;
+  uint64_t write_mr_deregs = UINT64_MAX;
   uint64_t write_va = 0;
   uint64_t write_left = 0;
   uint64_t write_total = 0;

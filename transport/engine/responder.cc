@@ -29,6 +29,7 @@ constexpr uint8_t kAckSyndrome = 0x1f;
 }  // namespace
 
 uint8_t* EngineImpl::write_target(const QpCtx& q) const {
+  if (q.resp.write_mr_deregs == mrs_.deregs()) [[likely]] return mr_ptr(*q.resp.write_mr, q.resp.write_va);
   const verbs::Mr* mr = rkey_mr(q.resp.write_rkey);
   if (mr == nullptr || mr->id != q.resp.write_mr_id) return nullptr;
   return mr_ptr(*mr, q.resp.write_va);
@@ -438,6 +439,9 @@ RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
   if (op.is_first()) {
     q.resp.write_rkey = r.pkt.reth->rkey;
     q.resp.write_mr_id = first_mr != nullptr ? first_mr->id : 0;
+    // r.write_mr: the MR resp_check_rkey found for an MR's key (a window's leaves it null).
+    q.resp.write_mr = r.write_mr;
+    q.resp.write_mr_deregs = r.write_mr != nullptr ? mrs_.deregs() : UINT64_MAX;
     q.resp.write_va = r.pkt.reth->va;
     q.resp.write_left = r.pkt.reth->dma_len;
     q.resp.write_total = r.pkt.reth->dma_len;
