@@ -202,8 +202,9 @@ struct ResponderState {
   RecvWqe cur_recv;
   uint64_t recv_offset = 0;
   // The RDMA WRITE in progress: where its next byte goes, as the R_Key and the
-  // registration it named at FIRST (verbs::Mr::id), never as a pointer: every
-  // packet finds the MR again, so a region deregistered mid-message is never
+  // registration it named at FIRST (verbs::Mr::id), never as a pointer into the
+  // region: every packet finds the MR again (or uses write_mr below only while no
+  // MR was deregistered since), so a region deregistered mid-message is never
   // touched (the rest of the message is NAKed).
   uint32_t write_rkey = 0;
   uint64_t write_mr_id = 0;
