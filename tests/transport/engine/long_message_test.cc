@@ -201,6 +201,60 @@ TEST(EngineLongMessage, SendMiddlePacketsFillTheReceiveOnlyInOrderAndIntact) {
   EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin() + at));
 }
 
+// Two SENDs of three packets each into two receives in two regions, the second
+// receive of three SGEs: each message lands in its own receive (the receive's SGEs
+// are checked whole once per receive, and a new receive is checked again).
+TEST(EngineLongMessage, SendsLandInTheirOwnReceivesInOtherRegions) {
+  Dut d;
+  const uint32_t access = IBV_ACCESS_LOCAL_WRITE;
+  std::vector<uint8_t> other(8 * kMtu, 0);
+  const uint64_t io = 0x40000000 + (reinterpret_cast<uint64_t>(other.data()) & 0xfff);
+  const auto ko = d.net[1].reg_mr(d.s.pd, other.data(), other.size(), io, access);
+  ASSERT_TRUE(ko.ok());
+  const Sge one{d.s.iova + 8192, 4 * kMtu, d.s.keys.lkey};
+  const Sge three[3] = {{io + 100, 1000, ko.value().lkey}, {io + 2000, 1500, ko.value().lkey},
+                        {io + 5000, 2000, ko.value().lkey}};
+  RecvWr r1, r2;
+  r1.wr_id = 1;
+  r1.sg_list = std::span(&one, 1);
+  r2.wr_id = 2;
+  r2.sg_list = std::span(three, 3);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, r1), 0);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, r2), 0);
+  const std::vector<uint8_t> a = pattern(2 * kMtu + 300, 31), b = pattern(2 * kMtu + 400, 37);
+  uint32_t psn = 500;
+  for (const auto* m : {&a, &b}) {
+    const std::span<const uint8_t> all(*m);
+    auto f = d.spec(wire::op::kRcSendFirst, psn++);
+    f.payload = all.first(kMtu);
+    f.ack_req = false;
+    EXPECT_TRUE(d.receive(f).empty());
+    auto mid = d.spec(wire::op::kRcSendMiddle, psn++);
+    mid.payload = all.subspan(kMtu, kMtu);
+    mid.ack_req = false;
+    EXPECT_TRUE(d.receive(mid).empty());
+    auto last = d.spec(wire::op::kRcSendLast, psn++);
+    last.payload = all.subspan(2 * kMtu);
+    const auto out = d.receive(last);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(is_ack(out[0], psn - 1));
+  }
+  const auto wc = poll(d, d.s.rcq);
+  ASSERT_EQ(wc.size(), 2u);
+  for (const ibv_wc& w : wc) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[1].byte_len, b.size());
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), d.s.buf.begin() + 8192));
+  // b across the three SGEs of the other region.
+  std::vector<uint8_t> got;
+  for (const Sge& s : three) {
+    const auto* p = other.data() + (s.addr - io);
+    got.insert(got.end(), p, p + s.length);
+  }
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), got.begin()));
+  EXPECT_TRUE(all_equal(std::span(other).first(100), 0));
+  EXPECT_TRUE(all_equal(std::span(other).subspan(1100, 900), 0));
+}
+
 // A SEND's middle packet past the end of its receive: the receive completes with
 // IBV_WC_LOC_LEN_ERR and the packet is an Invalid Request NAK; nothing is stored
 // past the receive's buffer.
