@@ -201,9 +201,12 @@ TEST(EngineLongMessage, SendMiddlePacketsFillTheReceiveOnlyInOrderAndIntact) {
   EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin() + at));
 }
 
-// Two SENDs of three packets each into two receives in two regions, the second
-// receive of three SGEs: each message lands in its own receive (the receive's SGEs
-// are checked whole once per receive, and a new receive is checked again).
+// Three SENDs of three packets each into three receives: one SGE in the DUT's
+// region, three SGEs in another region, one SGE in the first region again. Each
+// message lands in its own receive (the receive's SGEs are checked whole once per
+// receive, and every receive taken is checked again). The second message's first
+// packet is CE-marked, so its ICRC is checked before anything and its receive is
+// taken by the resource step, not by the copy.
 TEST(EngineLongMessage, SendsLandInTheirOwnReceivesInOtherRegions) {
   Dut d;
   const uint32_t access = IBV_ACCESS_LOCAL_WRITE;
@@ -214,21 +217,24 @@ TEST(EngineLongMessage, SendsLandInTheirOwnReceivesInOtherRegions) {
   const Sge one{d.s.iova + 8192, 4 * kMtu, d.s.keys.lkey};
   const Sge three[3] = {{io + 100, 1000, ko.value().lkey}, {io + 2000, 1500, ko.value().lkey},
                         {io + 5000, 2000, ko.value().lkey}};
-  RecvWr r1, r2;
-  r1.wr_id = 1;
+  const Sge again{d.s.iova + 40000, 4 * kMtu, d.s.keys.lkey};
+  RecvWr r1, r2, r3;
   r1.sg_list = std::span(&one, 1);
-  r2.wr_id = 2;
   r2.sg_list = std::span(three, 3);
+  r3.sg_list = std::span(&again, 1);
   ASSERT_EQ(d.net[1].post_recv(d.s.qpn, r1), 0);
   ASSERT_EQ(d.net[1].post_recv(d.s.qpn, r2), 0);
-  const std::vector<uint8_t> a = pattern(2 * kMtu + 300, 31), b = pattern(2 * kMtu + 400, 37);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, r3), 0);
+  const std::vector<uint8_t> a = pattern(2 * kMtu + 300, 31), b = pattern(2 * kMtu + 400, 37),
+                             c = pattern(2 * kMtu + 500, 41);
   uint32_t psn = 500;
-  for (const auto* m : {&a, &b}) {
+  for (const auto* m : {&a, &b, &c}) {
     const std::span<const uint8_t> all(*m);
     auto f = d.spec(wire::op::kRcSendFirst, psn++);
     f.payload = all.first(kMtu);
     f.ack_req = false;
-    EXPECT_TRUE(d.receive(f).empty());
+    if (m == &b) f.traffic_class = 0x03;  // CE
+    d.receive(f);  // (a CNP, if DCQCN were on)
     auto mid = d.spec(wire::op::kRcSendMiddle, psn++);
     mid.payload = all.subspan(kMtu, kMtu);
     mid.ack_req = false;
@@ -240,11 +246,12 @@ TEST(EngineLongMessage, SendsLandInTheirOwnReceivesInOtherRegions) {
     EXPECT_TRUE(is_ack(out[0], psn - 1));
   }
   const auto wc = poll(d, d.s.rcq);
-  ASSERT_EQ(wc.size(), 2u);
+  ASSERT_EQ(wc.size(), 3u);
   for (const ibv_wc& w : wc) EXPECT_EQ(w.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wc[1].byte_len, b.size());
   EXPECT_TRUE(std::equal(a.begin(), a.end(), d.s.buf.begin() + 8192));
-  // b across the three SGEs of the other region.
+  EXPECT_TRUE(std::equal(c.begin(), c.end(), d.s.buf.begin() + 40000));
+  // b across the three SGEs of the other region, nothing between them.
   std::vector<uint8_t> got;
   for (const Sge& s : three) {
     const auto* p = other.data() + (s.addr - io);
@@ -253,6 +260,7 @@ TEST(EngineLongMessage, SendsLandInTheirOwnReceivesInOtherRegions) {
   EXPECT_TRUE(std::equal(b.begin(), b.end(), got.begin()));
   EXPECT_TRUE(all_equal(std::span(other).first(100), 0));
   EXPECT_TRUE(all_equal(std::span(other).subspan(1100, 900), 0));
+  EXPECT_TRUE(all_equal(std::span(other).subspan(3500, 1500), 0));
 }
 
 // A SEND's middle packet past the end of its receive: the receive completes with
