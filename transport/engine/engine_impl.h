@@ -199,10 +199,6 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // ACK/NAK from the responder's state, or 0 if nothing is due.
   size_t build_control(Picos now, QpCtx& q, std::span<uint8_t> out);
   bool take_recv_wqe(QpCtx& q, RecvWqe* out);
-  // q's receive being filled (cur_recv) as its SGEs' check found them, checked whole
-  // once per receive and again after any dereg_mr (invalid if an SGE fails: each
-  // piece is then checked as it is written, as before).
-  CheckedSges recv_checked(QpCtx& q);
   // The receive take_recv_wqe() would take, left in place (nullptr: none).
   const RecvWqe* peek_recv_wqe(const QpCtx& q) const;
   // The next byte of q's RDMA WRITE in progress, or nullptr if its MR was

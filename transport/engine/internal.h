@@ -201,12 +201,6 @@ struct ResponderState {
   bool have_recv = false;      // a receive WQE is being filled
   RecvWqe cur_recv;
   uint64_t recv_offset = 0;
-  // cur_recv's SGEs checked whole for a local write (check_sges, each SGE's MR's
-  // address minus iova in recv_bias), valid while MrTable::deregs() equals
-  // recv_deregs; UINT64_MAX: not checked (every piece is checked as it is written).
-  // Taking another receive into cur_recv clears it (recv_checked, responder.cc).
-  std::vector<uint64_t> recv_bias;
-  uint64_t recv_deregs = UINT64_MAX;
   // The RDMA WRITE in progress: where its next byte goes, as the R_Key and the
   // registration it named at FIRST (verbs::Mr::id), never as a pointer into the
   // region: every packet finds the MR again (or uses write_mr below only while no

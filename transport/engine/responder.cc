@@ -51,18 +51,6 @@ bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
   return true;
 }
 
-CheckedSges EngineImpl::recv_checked(QpCtx& q) {
-  ResponderState& rs = q.resp;
-  if (rs.recv_deregs != mrs_.deregs()) {
-    rs.recv_bias.resize(rs.cur_recv.sges.size());
-    if (check_sges(mrs_, q.pd, rs.cur_recv.sges, IBV_ACCESS_LOCAL_WRITE, rs.recv_bias.data()) != verbs::MrCheck::kOk) {
-      return {};
-    }
-    rs.recv_deregs = mrs_.deregs();
-  }
-  return {rs.recv_bias.data(), true};
-}
-
 const RecvWqe* EngineImpl::peek_recv_wqe(const QpCtx& q) const {
   if (q.use_srq) {
     auto it = srqs_.find(q.srq);
@@ -327,7 +315,6 @@ RespStep EngineImpl::resp_check_resource(QpCtx& q, RespPacket& r) {
       if (!take_recv_wqe(q, &q.resp.cur_recv)) return RespStep::kNakRnr;
       q.resp.have_recv = true;
       q.resp.recv_offset = 0;
-      q.resp.recv_deregs = UINT64_MAX;  // another receive: its SGEs not checked yet
       return RespStep::kExecute;
     case OpKind::kWrite:  // WRITE with immediate consumes a receive
       if (r.pkt.imm && !take_recv_wqe(q, &r.recv)) return RespStep::kNakRnr;
@@ -369,10 +356,7 @@ RespStep EngineImpl::resp_execute_send(Picos now, QpCtx& q, RespPacket& r) {
     const uint64_t off = op.is_first() ? 0 : q.resp.recv_offset;
     wire::Crc32Fold crc = wire::icrc_fold_begin(r.frame, r.pkt.l3_offset, r.pkt.payload_offset);
     if (w != nullptr && off + r.payload.size() <= w->length) {
-      // A packet after the first writes into the receive already taken, whose SGEs
-      // are checked whole once (recv_checked) instead of piece by piece per packet.
-      copied = op.is_first() ? scatter_crc(mrs_, q.pd, w->sges, off, r.payload, &crc)
-                             : scatter_crc(mrs_, q.pd, w->sges, recv_checked(q), off, r.payload, &crc);
+      copied = scatter_crc(mrs_, q.pd, w->sges, off, r.payload, &crc);
     }
     if (copied) wire::crc32_fold(crc, r.payload.data() + r.payload.size(), r.pkt.pad);
     const uint32_t icrc = copied ? wire::icrc_finish(wire::crc32_fold_register(crc))
@@ -385,7 +369,6 @@ RespStep EngineImpl::resp_execute_send(Picos now, QpCtx& q, RespPacket& r) {
       if (!take_recv_wqe(q, &q.resp.cur_recv)) return RespStep::kNakRnr;  // peeked above: never
       q.resp.have_recv = true;
       q.resp.recv_offset = 0;
-      q.resp.recv_deregs = UINT64_MAX;  // another receive: its SGEs not checked yet
     }
   }
   if (q.resp.recv_offset + r.payload.size() > q.resp.cur_recv.length) {
