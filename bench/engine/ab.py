@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two builds of isoroce-bench-engine against each other, round by round.
 
-    bench/engine/ab.py BASE_BIN NEW_BIN [ROUNDS] [--cpu N] [--min-time S]
+    bench/engine/ab.py BASE_BIN NEW_BIN [ROUNDS] [--cpu N] [--min-time S] [--sizes 64,4096,...]
 
 Each round runs every benchmark of BENCHES by both binaries back to back (the
 order swapped every round), pinned to one CPU, and records the engine's time
@@ -9,7 +9,10 @@ per data packet (BM_Engine's s_per_data_pkt) and the fused codec floor
 (BM_BuildParseFused, ns per data packet) of the same binary and round. Prints,
 per verb and size: the median ns of each side, the median (range) of the
 per-round ratio to the floor, and the median (range) of new / base per round;
-and the load average at the start and the end.
+and the load average at the start and the end. --sizes picks the message sizes
+(default 64,4096; BM_Engine has 64, 4096, 65536 and 1048576, each a multiple of
+4 KB a message of that many 4 KB packets, all measured against the fused floor
+of the same size).
 """
 import json
 import os
@@ -17,8 +20,19 @@ import statistics
 import subprocess
 import sys
 
-BENCHES = ["BM_BuildParseFused/64", "BM_Engine/write/64", "BM_Engine/send/64", "BM_Engine/read/64",
-           "BM_BuildParseFused/4096", "BM_Engine/write/4096", "BM_Engine/send/4096", "BM_Engine/read/4096"]
+VERBS = ("write", "send", "read")
+
+
+def benches(sizes):
+    return [b for z in sizes for b in [f"BM_BuildParseFused/{z}"] + [f"BM_Engine/{v}/{z}" for v in VERBS]]
+
+
+def label(z):
+    if z >= 1 << 20 and z % (1 << 20) == 0:
+        return f"{z >> 20} MB"
+    if z >= 1024 and z % 1024 == 0:
+        return f"{z >> 10} KB"
+    return f"{z} B"
 
 
 def run(binary, bm, cpu, min_time):
@@ -42,6 +56,10 @@ def main():
         i = args.index("--cpu"); cpu = int(args[i + 1]); del args[i:i + 2]
     if "--min-time" in args:
         i = args.index("--min-time"); min_time = float(args[i + 1]); del args[i:i + 2]
+    sizes = [64, 4096]
+    if "--sizes" in args:
+        i = args.index("--sizes"); sizes = [int(x) for x in args[i + 1].split(",")]; del args[i:i + 2]
+    BENCHES = benches(sizes)
     base, new = args[0], args[1]
     rounds = int(args[2]) if len(args) > 2 else 8
     load0 = os.getloadavg()
@@ -57,21 +75,22 @@ def main():
           f"{load1[0]:.1f} at the end")
     print("| verb, size | base ns | base x floor | new ns | new x floor | new / base |")
     print("|---|---:|---:|---:|---:|---:|")
-    for z in (4096, 64):
+    for z in sorted(sizes, reverse=True):
         floor = {s: res[s][f"BM_BuildParseFused/{z}"] for s in res}
-        for v in ("write", "send", "read"):
+        for v in VERBS:
             bm = f"BM_Engine/{v}/{z}"
             b, n = res["base"][bm], res["new"][bm]
             bx = [x / f for x, f in zip(b, floor["base"])]
             nx = [x / f for x, f in zip(n, floor["new"])]
             ratio = [y / x for x, y in zip(b, n)]
-            size = "4 KB" if z == 4096 else "64 B"
+            size = label(z)
             print(f"| {v.upper()} {size} | {statistics.median(b):.0f} | {fmt(bx)} | {statistics.median(n):.0f} | "
                   f"{fmt(nx)} | {fmt(ratio)} |")
-    print(f"| fused floor 64 B / 4 KB | {statistics.median(res['base']['BM_BuildParseFused/64']):.0f} / "
-          f"{statistics.median(res['base']['BM_BuildParseFused/4096']):.0f} | | "
-          f"{statistics.median(res['new']['BM_BuildParseFused/64']):.0f} / "
-          f"{statistics.median(res['new']['BM_BuildParseFused/4096']):.0f} | | |")
+    # The floor per data packet (a message of n packets: its time / n).
+    per_pkt = {s: [statistics.median(res[s][f"BM_BuildParseFused/{z}"]) for z in sizes] for s in res}
+    print(f"| fused floor {' / '.join(label(z) for z in sizes)}, ns per data packet | "
+          f"{' / '.join(f'{x:.0f}' for x in per_pkt['base'])} | | "
+          f"{' / '.join(f'{x:.0f}' for x in per_pkt['new'])} | | |")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     valgrind --tool=callgrind --callgrind-out-file=OUT \
         build/bin/isoroce-bench-engine --benchmark_filter='^BM_Engine/write/64$' \
         --benchmark_min_time=0.2
-    bench/engine/callgrind_per_packet.py OUT write [--top N]
+    bench/engine/callgrind_per_packet.py OUT write [--top N] [--size BYTES]
 
 total:  the inclusive cost of every call from outside the engine into an
         EngineImpl entry point (transmit, receive, post_send, post_recv,
@@ -12,7 +12,9 @@ total:  the inclusive cost of every call from outside the engine into an
 codec:  the self cost of isoroce::wire:: functions and libc's mem*;
 engine: total - codec;
 all divided by the data packets, counted as calls of resp_execute_write
-(write), resp_execute_send (send) or complete_send (read). --top N also lists
+(write), resp_execute_send (send) or complete_send (read; times the response
+packets of a message of --size BYTES, default 1, with the benchmark's 4096-byte
+MTU: give the size for a READ of more than 4 KB). --top N also lists
 the N engine functions (not codec) with the largest self cost per data packet.
 Valgrind has no AVX-512, so the codec column is the SSE path's; the engine
 column is what the benchmark runs.
@@ -97,10 +99,13 @@ def is_codec(name):
 def main():
     path, verb = sys.argv[1], sys.argv[2]
     top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 0
+    size = int(sys.argv[sys.argv.index("--size") + 1]) if "--size" in sys.argv else 1
     self_cost, edges = parse(path)
     total = sum(e[1] for (caller, callee), e in edges.items() if is_entry(callee) and not in_engine(caller))
     pkts = sum(e[0] for (caller, callee), e in edges.items()
                if short(callee).endswith("::" + PKT[verb]))
+    if verb == "read":
+        pkts *= max(1, (size + 4095) // 4096)
     codec = sum(v for k, v in self_cost.items() if is_codec(k))
     print(f"{verb}: data packets {pkts}, per packet: total {total / pkts:.0f}, codec {codec / pkts:.0f}, "
           f"engine {(total - codec) / pkts:.0f}")

@@ -98,7 +98,21 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   QpCtx* pending_qp = nullptr;  // the QP of a frame whose ICRC is checked at the copy
   if (r.ok()) {
     pending_qp = icrc_deferrable(r.pkt);
-    if (pending_qp == nullptr && wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
+    if (pending_qp != nullptr) {
+      // icrc_deferrable() made every check below that such a frame must pass (for
+      // the port, its QP an RC QP, from that QP's peer, RC transport, not CE-marked):
+      // straight to the QP, as below.
+      QpCtx& q = *pending_qp;
+      trace(now, trace::Event::kFrameRx, q, r.pkt.psn.value(), static_cast<uint32_t>(frame.size()), r.pkt.opcode);
+      count_rx(q, frame.size());
+      if (r.pkt.op->kind == wire::OpKind::kReadResponse) {
+        on_response(now, q, r.pkt, frame, true);
+      } else {
+        on_request(now, q, r.pkt, frame, true);
+      }
+      return;
+    }
+    if (wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
       r.error = wire::ParseError::kBadIcrc;
     }
   }
@@ -117,7 +131,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
     trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kNotForPort);
     return;
   }
-  QpCtx* q = pending_qp != nullptr ? pending_qp : find_qp(pkt.dest_qp);
+  QpCtx* q = find_qp(pkt.dest_qp);
   if (q == nullptr) {
     ++counters_.rx_unknown_qp;
     ++counters_.rx_dropped;
@@ -159,9 +173,9 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       count_rx(*q, frame.size());
       if (op.kind == wire::OpKind::kAck || op.kind == wire::OpKind::kAtomicAck ||
           op.kind == wire::OpKind::kReadResponse) {
-        on_response(now, *q, pkt, frame, pending_qp != nullptr);
+        on_response(now, *q, pkt, frame);
       } else {
-        on_request(now, *q, pkt, frame, pending_qp != nullptr);
+        on_request(now, *q, pkt, frame);
       }
       return;
     default:
@@ -353,8 +367,9 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
     for (size_t i = 0; i < n; ++i) {
       const sched::Grant& g = grants[i];
       QpCtx* q = slots_[g.qp].get();
-      TxDesc d;
-      if (g.kind == sched::GrantKind::kData) d = granted_[next_desc++];
+      // granted_ does not change until the next dequeue (no copy of the descriptor).
+      static const TxDesc kControl{};
+      const TxDesc& d = g.kind == sched::GrantKind::kData ? granted_[next_desc++] : kControl;
       if (q == nullptr) continue;
       // A control grant is the QP's CNP if one is queued and the grant has its size.
       const bool cnp = g.kind == sched::GrantKind::kControl && q->cnp_queued && g.bytes == cnp_frame_bytes();

@@ -165,6 +165,11 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // A frame that turned out to fail its deferred ICRC: dropped, and no longer
   // counted as received by its QP.
   void drop_bad_icrc(Picos now, QpCtx& q, const wire::RocePacket& pkt, size_t frame_bytes);
+  // The checks below for a middle or last packet of the SEND or WRITE in progress,
+  // fused (most packets of a long message): true exactly when each would pass (r's
+  // write_dst then found, nak_seq_sent cleared as resp_check_psn clears it); false
+  // with nothing changed otherwise, and the steps run one by one.
+  bool resp_continues(QpCtx& q, RespPacket& r);
   RespStep resp_check_state(const QpCtx& q);
   RespStep resp_check_psn(QpCtx& q, const RespPacket& r);
   RespStep resp_nak_sequence(Picos now, QpCtx& q);

@@ -47,6 +47,13 @@ inline uint32_t packets_for(uint64_t len, uint32_t mtu) {
   return static_cast<uint32_t>((len + mtu - 1) / mtu);
 }
 
+// The packet of a message that starts at byte `bytes` (a multiple of mtu): bytes /
+// mtu, a shift for the power-of-two path MTUs (a READ's progress, per response).
+inline uint32_t packet_index(uint64_t bytes, uint32_t mtu) {
+  if (std::has_single_bit(mtu)) [[likely]] return static_cast<uint32_t>(bytes >> std::countr_zero(mtu));
+  return static_cast<uint32_t>(bytes / mtu);
+}
+
 struct Peer {
   wire::IpAddr ip{};
   wire::MacAddr mac{};
@@ -129,6 +136,12 @@ struct RespResource {
   // Transmission of the response: next packet index, or npkts when sent.
   uint32_t sent = 0;
   bool queued = false;
+  // READ of an MR's key: that MR, once build_response checked the whole [va, va +
+  // length) against it; valid while MrTable::deregs() equals mr_deregs (an MR's PD,
+  // access and range never change while it is registered), so the later packets
+  // need no lookup. UINT64_MAX: not checked (every packet checks its own range).
+  const verbs::Mr* mr = nullptr;
+  uint64_t mr_deregs = UINT64_MAX;
 };
 
 enum class TxKind : uint8_t { kNone, kRequest, kResponse, kUdSend };
@@ -189,11 +202,18 @@ struct ResponderState {
   RecvWqe cur_recv;
   uint64_t recv_offset = 0;
   // The RDMA WRITE in progress: where its next byte goes, as the R_Key and the
-  // registration it named at FIRST (verbs::Mr::id), never as a pointer: every
-  // packet finds the MR again, so a region deregistered mid-message is never
+  // registration it named at FIRST (verbs::Mr::id), never as a pointer into the
+  // region: every packet finds the MR again (or uses write_mr below only while no
+  // MR was deregistered since), so a region deregistered mid-message is never
   // touched (the rest of the message is NAKed).
   uint32_t write_rkey = 0;
   uint64_t write_mr_id = 0;
+  // The MR of an MR's key (not a window's) as FIRST found it, valid while
+  // MrTable::deregs() equals write_mr_deregs: no region deregistered since, so the key
+  // still names that registration and write_target() needs no lookup. Never used
+  // otherwise (UINT64_MAX: every packet looks the key up).
+  const verbs::Mr* write_mr = nullptr;
+  uint64_t write_mr_deregs = UINT64_MAX;
   uint64_t write_va = 0;
   uint64_t write_left = 0;
   uint64_t write_total = 0;

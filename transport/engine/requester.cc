@@ -4,6 +4,7 @@
 // packet that reserves one PSN per response packet (9.7.4.1.3). Go-back-N
 // (rewind_requester) restarts at any PSN, inside a message too.
 #include <algorithm>
+#include <bit>
 
 #include "transport/engine/engine_impl.h"
 #include "transport/engine/memory.h"
@@ -28,10 +29,16 @@ uint8_t write_opcode(bool first, bool last, bool imm) {
   return imm ? wire::op::kRcWriteLastImm : wire::op::kRcWriteLast;
 }
 
+// Packet i (from 0) of a message asks for an ACK every `every` packets (a mask, not
+// a division, for the usual power of two).
+inline bool ack_due(uint32_t i, uint32_t every) {
+  return std::has_single_bit(every) ? ((i + 1) & (every - 1)) == 0 : (i + 1) % every == 0;
+}
+
 }  // namespace
 
 void EngineImpl::peek_request(Picos now, QpCtx& q, TxDesc& d) {
-  d = TxDesc{};
+  d.kind = TxKind::kNone;
   const ibv_qp_state st = q.qp.state();
   if (st != IBV_QPS_RTS && st != IBV_QPS_SQD) return;
   if (now < q.comp.rnr_until) return;
@@ -40,6 +47,31 @@ void EngineImpl::peek_request(Picos now, QpCtx& q, TxDesc& d) {
   SendWqe& w = q.sq[q.req.wqe];
   if (w.local_error != IBV_WC_SUCCESS) return;  // datapath completes it in error outside the scheduler
   if (w.is_local_op()) return;                   // run by run_local_ops(), no packet
+  const uint32_t mtu = q.mtu;
+  if (q.req.pkt != 0 && w.opcode != IBV_WR_RDMA_READ) [[likely]] {
+    // A middle or last packet of a WRITE or SEND (an atomic is one packet, so a
+    // packet index past 0 is one of these or a READ re-issued mid-read): the
+    // default case of the switch below, every field written once instead of the
+    // descriptor cleared first.
+    const uint32_t n = packets_for(w.length, mtu);
+    const bool last = q.req.pkt + 1 == n;
+    const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    const bool inv = w.opcode == IBV_WR_SEND_WITH_INV;
+    d.kind = TxKind::kRequest;
+    d.qp_slot = q.slot;
+    d.opcode = write ? write_opcode(false, last, imm) : send_opcode(false, last, imm, inv);
+    d.psn = q.req.psn;
+    d.wqe = static_cast<uint32_t>(q.req.wqe);
+    d.offset = static_cast<uint64_t>(q.req.pkt) * mtu;
+    d.length = static_cast<uint32_t>(std::min<uint64_t>(mtu, w.length - std::min(w.length, d.offset)));
+    d.ack_req = last || ack_due(q.req.pkt, config_.ack_req_every);
+    d.retransmit = q.req.psn.before(q.req.max_psn);
+    d.resource = 0;
+    d.frame_len = frame_len(d.opcode, d.length);
+    return;
+  }
+  d = TxDesc{};
   if (q.req.pkt == 0) {
     // SQD: WRs not yet started wait (IBTA 10.3.1, send queue drain).
     if (st == IBV_QPS_SQD && w.state == WqeState::kQueued) return;
@@ -56,7 +88,6 @@ void EngineImpl::peek_request(Picos now, QpCtx& q, TxDesc& d) {
   d.wqe = static_cast<uint32_t>(q.req.wqe);
   d.psn = q.req.psn;
   d.retransmit = q.req.psn.before(q.req.max_psn);
-  const uint32_t mtu = q.mtu;
   switch (w.opcode) {
     case IBV_WR_RDMA_READ: {
       d.opcode = wire::op::kRcReadRequest;
@@ -80,7 +111,7 @@ void EngineImpl::peek_request(Picos now, QpCtx& q, TxDesc& d) {
       d.opcode = write ? write_opcode(first, last, imm) : send_opcode(first, last, imm, inv);
       d.offset = static_cast<uint64_t>(q.req.pkt) * mtu;
       d.length = static_cast<uint32_t>(std::min<uint64_t>(mtu, w.length - std::min(w.length, d.offset)));
-      d.ack_req = last || (q.req.pkt + 1) % config_.ack_req_every == 0;
+      d.ack_req = last || ack_due(q.req.pkt, config_.ack_req_every);
       break;
     }
   }
@@ -144,6 +175,11 @@ size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> o
   if (d.length > 0) {
     if (w.is_inline) {
       payload_scratch_.emplace_back(w.inline_data.data() + d.offset, d.length);
+    } else if (w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
+      // gather() of one SGE checked at post (no MR deregistered since): the message
+      // is that SGE, so the packet's bytes are one piece of it.
+      payload_scratch_.emplace_back(reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]),
+                                    d.length);
     } else if (!gather(mrs_, q.pd, w.sges, checked_sges(w), d.offset, d.length, payload_scratch_)) {
       lose_local_mr(q, d);
       return 0;

@@ -29,6 +29,7 @@ constexpr uint8_t kAckSyndrome = 0x1f;
 }  // namespace
 
 uint8_t* EngineImpl::write_target(const QpCtx& q) const {
+  if (q.resp.write_mr_deregs == mrs_.deregs()) [[likely]] return mr_ptr(*q.resp.write_mr, q.resp.write_va);
   const verbs::Mr* mr = rkey_mr(q.resp.write_rkey);
   if (mr == nullptr || mr->id != q.resp.write_mr_id) return nullptr;
   return mr_ptr(*mr, q.resp.write_va);
@@ -82,20 +83,61 @@ void EngineImpl::queue_nak(Picos now, QpCtx& q, uint8_t syndrome, wire::Psn psn,
 // NAKed packet (RNR, error) leaves memory and state as they were, and a request
 // with two faults gets the NAK of the rule checked first.
 
+bool EngineImpl::resp_continues(QpCtx& q, RespPacket& r) {
+  // Exactly the checks resp_check_state .. resp_check_resource make of a middle or
+  // last packet of a SEND or of a WRITE without immediate, each in its passing form:
+  // the QP takes requests, the PSN is the expected one, the message in progress is
+  // of this kind, the payload is one MTU (middle) or at most one (last), a WRITE's
+  // stays within what its RETH announced (and a last one ends it), and the WRITE's
+  // registration is still the one its FIRST named (write_target, as
+  // resp_check_rkey: a region deregistered or re-registered since fails here and
+  // goes the step way to its NAK). A SEND's middle and last packets need no R_Key
+  // and no new receive. False with nothing changed when any of them would not pass.
+  const wire::OpcodeInfo& op = *r.pkt.op;
+  using InMsg = ResponderState::InMsg;
+  const InMsg want = op.kind == OpKind::kWrite ? InMsg::kWrite : op.kind == OpKind::kSend ? InMsg::kSend : InMsg::kNone;
+  if (want == InMsg::kNone || op.is_first() || q.resp.in_msg != want) return false;
+  const ibv_qp_state st = q.qp.state();
+  if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) || q.resp.failed) return false;
+  if (r.pkt.psn != q.resp.psn) return false;
+  const uint64_t len = r.pkt.payload_len;
+  const bool last = op.is_last();
+  if (last ? len > q.mtu : len != q.mtu) return false;
+  if (want == InMsg::kWrite) {
+    if (r.pkt.imm) return false;  // consumes a receive: resp_check_resource
+    if (len > q.resp.write_left || (last && len != q.resp.write_left)) return false;
+    if (len != 0 && (r.write_dst = write_target(q)) == nullptr) return false;
+  }
+  q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
+  return true;
+}
+
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame, bool icrc_pending) {
   RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len), frame, icrc_pending, {}};
-  // The checks in their order without the loop's dispatch while each passes to the
-  // next (an in-order request): the same steps the loop below would run first, since
-  // it does nothing before a check step but call it. Whatever a check names
-  // otherwise (a NAK, a duplicate, done) and everything from kExecute on goes
-  // through the loop.
-  RespStep step = resp_check_state(q);
-  if (step == RespStep::kCheckPsn) step = resp_check_psn(q, r);
-  if (step == RespStep::kCheckOpSeq) step = resp_check_op_seq(q, r);
-  if (step == RespStep::kCheckLength) step = resp_check_length(q, r);
-  if (step == RespStep::kCheckRkey) step = resp_check_rkey(q, r);
-  if (step == RespStep::kCheckResource) step = resp_check_resource(q, r);
+  RespStep step;
+  if (icrc_pending && resp_continues(q, r)) {
+    // A middle or last packet of the SEND or WRITE in progress, in order (most
+    // packets of a long message): its checks in one function, its execution (the
+    // copy that checks the ICRC) and its acknowledgement without the loop.
+    step = pkt.op->kind == OpKind::kWrite ? resp_execute_write(now, q, r) : resp_execute_send(now, q, r);
+    if (step == RespStep::kAcknowledge) {
+      resp_acknowledge(now, q, r);
+      return;
+    }
+  } else {
+    // The checks in their order without the loop's dispatch while each passes to the
+    // next (an in-order request): the same steps the loop below would run first, since
+    // it does nothing before a check step but call it. Whatever a check names
+    // otherwise (a NAK, a duplicate, done) and everything from kExecute on goes
+    // through the loop.
+    step = resp_check_state(q);
+    if (step == RespStep::kCheckPsn) step = resp_check_psn(q, r);
+    if (step == RespStep::kCheckOpSeq) step = resp_check_op_seq(q, r);
+    if (step == RespStep::kCheckLength) step = resp_check_length(q, r);
+    if (step == RespStep::kCheckRkey) step = resp_check_rkey(q, r);
+    if (step == RespStep::kCheckResource) step = resp_check_resource(q, r);
+  }
   while (true) {
     // A frame whose ICRC is still unchecked goes no further than the checks (which
     // change nothing but their diagnostic counters) before it is checked, unless it
@@ -397,6 +439,9 @@ RespStep EngineImpl::resp_execute_write(Picos now, QpCtx& q, RespPacket& r) {
   if (op.is_first()) {
     q.resp.write_rkey = r.pkt.reth->rkey;
     q.resp.write_mr_id = first_mr != nullptr ? first_mr->id : 0;
+    // r.write_mr: the MR resp_check_rkey found for an MR's key (a window's leaves it null).
+    q.resp.write_mr = r.write_mr;
+    q.resp.write_mr_deregs = r.write_mr != nullptr ? mrs_.deregs() : UINT64_MAX;
     q.resp.write_va = r.pkt.reth->va;
     q.resp.write_left = r.pkt.reth->dma_len;
     q.resp.write_total = r.pkt.reth->dma_len;
@@ -495,6 +540,7 @@ void EngineImpl::on_duplicate(Picos now, QpCtx& q, const wire::RocePacket& pkt) 
       r.va = reth.va;
       r.rkey = reth.rkey;
       r.length = reth.dma_len;
+      r.mr_deregs = UINT64_MAX;  // another range, maybe another key: checked again
       if (r.queued) {
         r.sent = 0;
         return;
@@ -619,7 +665,7 @@ void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
 }
 
 size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
-  const RespResource& r = q.resp.resources[d.resource];
+  RespResource& r = q.resp.resources[d.resource];
   wire::FrameSpec& spec = rc_spec(q, d.opcode, d.psn, true);
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
   if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
@@ -629,12 +675,25 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
     // Checked again for every packet: the region may have been deregistered
     // since the request. Then the rest of the READ is a Remote Access Error
     // (9.7.5.2, 9.9.3; rxe read_reply() answers a lost MR the same way).
-    if (check_rkey(q, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ) !=
-        verbs::MrCheck::kOk) [[unlikely]] {
-      if (!q.resp.failed) fatal_nak(tx_now_, q, NakCode::kRemoteAccessError, d.psn);
-      return 0;
+    const verbs::Mr* mr = r.mr;  // an MR's key: the MR the check found (a window's: looked up after)
+    if (r.mr_deregs != mrs_.deregs()) {
+      mr = nullptr;
+      if (check_rkey(q, r.rkey, r.va + d.offset, d.length, IBV_ACCESS_REMOTE_READ, &mr) !=
+          verbs::MrCheck::kOk) [[unlikely]] {
+        if (!q.resp.failed) fatal_nak(tx_now_, q, NakCode::kRemoteAccessError, d.psn);
+        return 0;
+      }
+      // The whole READ in that MR (as its request's check found): the packets after
+      // this one, if any, need no check while no MR is deregistered.
+      const verbs::Mr* whole = nullptr;
+      if (mr != nullptr && d.offset + d.length < r.length &&
+          check_rkey(q, r.rkey, r.va, r.length, IBV_ACCESS_REMOTE_READ, &whole) == verbs::MrCheck::kOk &&
+          whole == mr) {
+        r.mr = mr;
+        r.mr_deregs = mrs_.deregs();
+      }
     }
-    payload_scratch_.emplace_back(mr_ptr(*rkey_mr(r.rkey), r.va + d.offset), d.length);
+    payload_scratch_.emplace_back(mr_ptr(mr != nullptr ? *mr : *rkey_mr(r.rkey), r.va + d.offset), d.length);
   }
   const wire::BuildResult res = build_rc(q, spec, payload_scratch_, out);
   return res.ok() ? res.len : 0;
