@@ -48,7 +48,9 @@ TEST(LaneShare, BusyLanesAddUpToTheLinkAndNeverMore) {
     const bool busy = std::any_of(d.begin(), d.end(), [](uint32_t x) { return x != 0; });
     EXPECT_EQ(std::accumulate(out.begin(), out.end(), uint64_t{0}), busy ? link : 0) << round;
     for (unsigned k = 0; k < n; ++k) {
-      if (d[k] == 0) EXPECT_EQ(out[k], 0u);
+      if (d[k] == 0) {
+        EXPECT_EQ(out[k], 0u);
+      }
       // Each busy lane within one bps of link * demand / total (the busiest also has the remainder).
       const uint64_t total = std::accumulate(d.begin(), d.end(), uint64_t{0});
       if (d[k] != 0) {

@@ -137,7 +137,7 @@ field = "wire_gbps"
   ASSERT_TRUE(p.ok()) << p.error->to_string();
   Plan plan;
   ASSERT_FALSE(plan_sweep(p.sweep, &plan));
-  const std::vector<RunResult> res = run_sweep(p.sweep, plan, RunOptions{.threads = 1});
+  const std::vector<RunResult> res = run_sweep(p.sweep, plan, RunOptions{.threads = 1, .on_done = {}});
   ASSERT_EQ(res.size(), 1u);
   const auto& m = res[0].metrics;
   ASSERT_EQ(m.size(), 8u);

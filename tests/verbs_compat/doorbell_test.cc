@@ -353,7 +353,7 @@ TEST_F(VerbsDoorbellLanes, APostToAQpOfEitherLaneWakesItsWorker) {
   EXPECT_NE(a0.qp->qp_num % 2, a1.qp->qp_num % 2) << "both pairs in one lane";
   const WorkerTotals before = totals();
   EXPECT_EQ(before.doorbells, 8u) << "each of the 4 contexts' eventfds in both lanes' workers' sets";
-  for (const std::pair<VerbsDev*, VerbsDev*> p : {std::pair{&a0, &b0}, std::pair{&a1, &b1}}) {
+  for (const std::pair<VerbsDev*, VerbsDev*>& p : {std::pair{&a0, &b0}, std::pair{&a1, &b1}}) {
     const WorkerTotals t0 = totals();
     const auto median = quiet_writes(*p.first, *p.second, 5, std::chrono::milliseconds(300));
     const WorkerTotals t1 = totals();
