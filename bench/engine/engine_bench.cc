@@ -378,6 +378,45 @@ std::vector<PacketPlan> plan(uint64_t size) {
   return p;
 }
 
+// The frame the codec floors build: one RC connection's addresses and QP.
+wire::FrameSpec floor_spec() {
+  wire::FrameSpec s;
+  s.dst_mac = {0x02, 0, 0, 0, 0, 2};
+  s.src_mac = {0x02, 0, 0, 0, 0, 1};
+  s.src_ip = wire::ipv4_mapped(0x0a000001);
+  s.dst_ip = wire::ipv4_mapped(0x0a000002);
+  s.traffic_class = 26 << 2 | 2;
+  s.dest_qp = wire::Qpn(0x123);
+  return s;
+}
+
+// Packet `p` of a WRITE of `size` bytes from `src` into `s`: its opcode and PSN,
+// AckReq on the message's last packet, the RETH on its first.
+inline void plan_packet(wire::FrameSpec& s, const PacketPlan& p, uint32_t psn, uint64_t size,
+                        std::span<const uint8_t> src) {
+  s.opcode = p.opcode;
+  s.psn = wire::Psn(psn & 0xffffff);
+  s.ack_req = p.opcode == wire::op::kRcWriteOnly || p.opcode == wire::op::kRcWriteLast;
+  if (p.opcode == wire::op::kRcWriteOnly || p.opcode == wire::op::kRcWriteFirst) {
+    s.reth = wire::RethFields{kRemoteIova, 0x1234, static_cast<uint32_t>(size)};
+  } else {
+    s.reth.reset();
+  }
+  s.payload = src.subspan(p.offset, p.len);
+}
+
+// The fused receive: frame `f` parsed without its ICRC, the payload copied to `to`
+// with the ICRC folded on the way and checked; false if either failed.
+inline bool fused_receive(std::span<uint8_t> f, uint8_t* to) {
+  static constexpr wire::ParseOptions kNoIcrc{.verify_icrc = false};
+  const wire::ParseResult r = wire::parse_frame(f, kNoIcrc);
+  const uint8_t* payload = f.data() + r.pkt.payload_offset;
+  wire::Crc32Fold crc = wire::icrc_fold_begin(f, r.pkt.l3_offset, r.pkt.payload_offset);
+  wire::crc32_fold_copy(crc, to, payload, r.pkt.payload_len);
+  wire::crc32_fold(crc, payload + r.pkt.payload_len, r.pkt.pad);
+  return r.ok() && wire::icrc_finish(wire::crc32_fold_register(crc)) == r.pkt.icrc;
+}
+
 void report_baseline(benchmark::State& state, uint64_t size, size_t packets) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * packets));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
@@ -388,25 +427,11 @@ void BM_BuildParse(benchmark::State& state) {
   const std::vector<PacketPlan> pkts = plan(size);
   std::vector<uint8_t> src(size, 0x5a), dst(size, 0);
   std::vector<uint8_t> frame(kFrameBuf);
-  wire::FrameSpec s;
-  s.dst_mac = {0x02, 0, 0, 0, 0, 2};
-  s.src_mac = {0x02, 0, 0, 0, 0, 1};
-  s.src_ip = wire::ipv4_mapped(0x0a000001);
-  s.dst_ip = wire::ipv4_mapped(0x0a000002);
-  s.traffic_class = 26 << 2 | 2;
-  s.dest_qp = wire::Qpn(0x123);
+  wire::FrameSpec s = floor_spec();
   uint32_t psn = 0;
   for (auto _ : state) {
     for (const PacketPlan& p : pkts) {
-      s.opcode = p.opcode;
-      s.psn = wire::Psn(psn++ & 0xffffff);
-      s.ack_req = p.opcode == wire::op::kRcWriteOnly || p.opcode == wire::op::kRcWriteLast;
-      if (p.opcode == wire::op::kRcWriteOnly || p.opcode == wire::op::kRcWriteFirst) {
-        s.reth = wire::RethFields{kRemoteIova, 0x1234, static_cast<uint32_t>(size)};
-      } else {
-        s.reth.reset();
-      }
-      s.payload = std::span<const uint8_t>(src).subspan(p.offset, p.len);
+      plan_packet(s, p, psn++, size, src);
       const wire::BuildResult b = wire::build_frame(s, frame);
       const wire::ParseResult r = wire::parse_frame(std::span(frame).first(b.len));
       if (!r.ok()) {
@@ -430,34 +455,14 @@ void BM_BuildParseFused(benchmark::State& state) {
   const std::vector<PacketPlan> pkts = plan(size);
   std::vector<uint8_t> src(size, 0x5a), dst(size, 0);
   std::vector<uint8_t> frame(kFrameBuf);
-  wire::FrameSpec s;
-  s.dst_mac = {0x02, 0, 0, 0, 0, 2};
-  s.src_mac = {0x02, 0, 0, 0, 0, 1};
-  s.src_ip = wire::ipv4_mapped(0x0a000001);
-  s.dst_ip = wire::ipv4_mapped(0x0a000002);
-  s.traffic_class = 26 << 2 | 2;
-  s.dest_qp = wire::Qpn(0x123);
-  static constexpr wire::ParseOptions kNoIcrc{.verify_icrc = false};
+  wire::FrameSpec s = floor_spec();
   uint32_t psn = 0;
   for (auto _ : state) {
     for (const PacketPlan& p : pkts) {
-      s.opcode = p.opcode;
-      s.psn = wire::Psn(psn++ & 0xffffff);
-      s.ack_req = p.opcode == wire::op::kRcWriteOnly || p.opcode == wire::op::kRcWriteLast;
-      if (p.opcode == wire::op::kRcWriteOnly || p.opcode == wire::op::kRcWriteFirst) {
-        s.reth = wire::RethFields{kRemoteIova, 0x1234, static_cast<uint32_t>(size)};
-      } else {
-        s.reth.reset();
-      }
-      s.payload = std::span<const uint8_t>(src).subspan(p.offset, p.len);
+      plan_packet(s, p, psn++, size, src);
       const wire::BuildResult b = wire::build_frame(s, frame);
       const std::span<uint8_t> f = std::span(frame).first(b.len);
-      const wire::ParseResult r = wire::parse_frame(f, kNoIcrc);
-      const uint8_t* payload = f.data() + r.pkt.payload_offset;
-      wire::Crc32Fold crc = wire::icrc_fold_begin(f, r.pkt.l3_offset, r.pkt.payload_offset);
-      wire::crc32_fold_copy(crc, dst.data() + p.offset, payload, r.pkt.payload_len);
-      wire::crc32_fold(crc, payload + r.pkt.payload_len, r.pkt.pad);
-      if (!r.ok() || wire::icrc_finish(wire::crc32_fold_register(crc)) != r.pkt.icrc) {
+      if (!fused_receive(f, dst.data() + p.offset)) {
         state.SkipWithError("parse or ICRC failed");
         return;
       }
@@ -479,14 +484,7 @@ void BM_BuildParseFusedBurst(benchmark::State& state) {
   std::vector<uint8_t> pool(kBurst * kFrameBuf);
   std::array<size_t, kBurst> lens{};
   std::array<size_t, kBurst> which{};
-  wire::FrameSpec s;
-  s.dst_mac = {0x02, 0, 0, 0, 0, 2};
-  s.src_mac = {0x02, 0, 0, 0, 0, 1};
-  s.src_ip = wire::ipv4_mapped(0x0a000001);
-  s.dst_ip = wire::ipv4_mapped(0x0a000002);
-  s.traffic_class = 26 << 2 | 2;
-  s.dest_qp = wire::Qpn(0x123);
-  static constexpr wire::ParseOptions kNoIcrc{.verify_icrc = false};
+  wire::FrameSpec s = floor_spec();
   uint32_t psn = 0;
   size_t next = 0;
   for (auto _ : state) {
@@ -494,27 +492,14 @@ void BM_BuildParseFusedBurst(benchmark::State& state) {
       const PacketPlan& p = pkts[next];
       which[i] = next;
       next = next + 1 == pkts.size() ? 0 : next + 1;
-      s.opcode = p.opcode;
-      s.psn = wire::Psn(psn++ & 0xffffff);
-      s.ack_req = p.opcode == wire::op::kRcWriteOnly || p.opcode == wire::op::kRcWriteLast;
-      if (p.opcode == wire::op::kRcWriteOnly || p.opcode == wire::op::kRcWriteFirst) {
-        s.reth = wire::RethFields{kRemoteIova, 0x1234, static_cast<uint32_t>(size)};
-      } else {
-        s.reth.reset();
-      }
-      s.payload = std::span<const uint8_t>(src).subspan(p.offset, p.len);
+      plan_packet(s, p, psn++, size, src);
       lens[i] = wire::build_frame(s, std::span(pool).subspan(i * kFrameBuf, kFrameBuf)).len;
     }
     benchmark::ClobberMemory();
     for (size_t i = 0; i < kBurst; ++i) {
       const PacketPlan& p = pkts[which[i]];
       const std::span<uint8_t> f = std::span(pool).subspan(i * kFrameBuf, lens[i]);
-      const wire::ParseResult r = wire::parse_frame(f, kNoIcrc);
-      const uint8_t* payload = f.data() + r.pkt.payload_offset;
-      wire::Crc32Fold crc = wire::icrc_fold_begin(f, r.pkt.l3_offset, r.pkt.payload_offset);
-      wire::crc32_fold_copy(crc, dst.data() + p.offset, payload, r.pkt.payload_len);
-      wire::crc32_fold(crc, payload + r.pkt.payload_len, r.pkt.pad);
-      if (!r.ok() || wire::icrc_finish(wire::crc32_fold_register(crc)) != r.pkt.icrc) {
+      if (!fused_receive(f, dst.data() + p.offset)) {
         state.SkipWithError("parse or ICRC failed");
         return;
       }

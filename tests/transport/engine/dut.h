@@ -52,9 +52,13 @@ struct Dut {
     return f;
   }
   // Receive the frame, then collect everything the engine sends in the next 1 ms.
-  std::vector<wire::RocePacket> receive(const wire::FrameSpec& f) {
+  std::vector<wire::RocePacket> receive(const wire::FrameSpec& f) { return receive_corrupt(f, 0, 0); }
+  // The same with the frame's byte `from_end` bytes before its end XORed with
+  // `flip` (0: intact).
+  std::vector<wire::RocePacket> receive_corrupt(const wire::FrameSpec& f, size_t from_end, uint8_t flip) {
     std::vector<uint8_t> frame(wire::frame_size(f));
     EXPECT_TRUE(wire::build_frame(f, frame).ok());
+    if (flip != 0) frame[frame.size() - from_end] ^= flip;
     now += 1'000'000;
     net[1].receive(now, frame);
     return drain();

@@ -29,12 +29,25 @@ bool all_equal(std::span<const uint8_t> b, uint8_t v) {
 
 // The frame of f with one byte flipped, `from_end` bytes before its end.
 std::vector<wire::RocePacket> receive_corrupt(Dut& d, const wire::FrameSpec& f, size_t from_end) {
-  std::vector<uint8_t> frame(wire::frame_size(f));
-  EXPECT_TRUE(wire::build_frame(f, frame).ok());
-  frame[frame.size() - from_end] ^= 0x08;
-  d.now += 1'000'000;
-  d.net[1].receive(d.now, frame);
-  return d.drain();
+  return d.receive_corrupt(f, from_end, 0x08);
+}
+
+// Posts a one-SGE work request from the DUT's buffer at `local`.
+int post_one(Dut& d, ibv_wr_opcode op, uint64_t local, uint32_t len, uint64_t remote, uint32_t rkey, uint64_t wr_id) {
+  const Sge sge{d.s.iova + local, len, d.s.keys.lkey};
+  return d.net[1].post_send(d.now, d.s.qpn, one_sge_wr(sge, op, remote, rkey, wr_id));
+}
+
+// Steps the DUT, from one deadline to the next, until it has sent `n` packets
+// or `steps` steps went by; what it sent.
+Capture transmit_until(Dut& d, size_t n, int steps) {
+  Capture c;
+  for (int i = 0; i < steps && c.pkts.size() < n; ++i) {
+    d.net[1].advance(d.now);
+    d.net[1].transmit(d.now, c, 64);
+    d.now = std::max(d.now, d.net[1].next_deadline());
+  }
+  return c;
 }
 
 bool is_ack(const wire::RocePacket& p, uint32_t psn) {
@@ -315,12 +328,7 @@ TEST(EngineLongMessage, WritePacketsCarryTheirOpcodePsnAckReqAndBytes) {
     wr.remote_addr = 0x7000000;
     wr.rkey = 0x5555;
     ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, wr), 0);
-    Capture c;
-    for (int i = 0; i < 1000 && c.pkts.size() < 41; ++i) {
-      d.net[1].advance(d.now);
-      d.net[1].transmit(d.now, c, 64);
-      d.now = std::max(d.now, d.net[1].next_deadline());
-    }
+    const Capture c = transmit_until(d, 41, 1000);
     ASSERT_EQ(c.pkts.size(), 41u);
     const uint32_t psn0 = c.pkts[0].psn.value();
     for (uint32_t i = 0; i < 41; ++i) {
@@ -362,12 +370,7 @@ TEST(EngineLongMessage, DuplicateReadOfAnotherRegionIsAnsweredFromThatRegion) {
     std::vector<uint8_t> frame(wire::frame_size(f));
     ASSERT_TRUE(wire::build_frame(f, frame).ok());
     d.net[1].receive(d.now, frame);
-    Capture c;
-    for (int i = 0; i < 100 && c.pkts.size() < 2; ++i) {
-      d.net[1].advance(d.now);
-      d.net[1].transmit(d.now, c, 64);
-      d.now = std::max(d.now, d.net[1].next_deadline());
-    }
+    const Capture c = transmit_until(d, 2, 100);
     ASSERT_EQ(c.pkts.size(), 2u);
     for (size_t i = 0; i < 2; ++i) {
       ASSERT_EQ(c.pkts[i].payload_len, kMtu);
@@ -385,14 +388,7 @@ struct Read {
 };
 
 Read post_read(Dut& d, uint32_t n, uint64_t local, uint64_t wr_id = 1) {
-  const Sge sge{d.s.iova + local, n * kMtu, d.s.keys.lkey};
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.sg_list = std::span(&sge, 1);
-  wr.remote_addr = 0x5000000;
-  wr.rkey = 0x1234;
-  EXPECT_EQ(d.net[1].post_send(d.now, d.s.qpn, wr), 0);
+  EXPECT_EQ(post_one(d, IBV_WR_RDMA_READ, local, n * kMtu, 0x5000000, 0x1234, wr_id), 0);
   const auto out = d.drain();
   EXPECT_EQ(out.size(), 1u);
   Read r;
@@ -467,14 +463,7 @@ TEST(EngineLongMessage, ReadResponseAcknowledgesTheWriteBeforeIt) {
   Dut d;
   const std::vector<uint8_t> data = pattern(3 * kMtu, 23);
   const std::span<const uint8_t> all(data);
-  const Sge wsge{d.s.iova, 64, d.s.keys.lkey};
-  SendWr w;
-  w.wr_id = 100;
-  w.opcode = IBV_WR_RDMA_WRITE;
-  w.sg_list = std::span(&wsge, 1);
-  w.remote_addr = 0x6000000;
-  w.rkey = 0x4321;
-  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, w), 0);
+  ASSERT_EQ(post_one(d, IBV_WR_RDMA_WRITE, 0, 64, 0x6000000, 0x4321, 100), 0);
   const auto sent = d.drain();
   ASSERT_EQ(sent.size(), 1u);
   const Read r = post_read(d, 3, 4096, 101);

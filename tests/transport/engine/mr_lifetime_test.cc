@@ -156,14 +156,8 @@ TEST(EngineMrLifetime, SendWhoseLocalMrIsDeregisteredMidMessageFailsWithLocalPro
 // local (iova, lkey).
 int post_read(RcPair& p, uint64_t iova, uint32_t len, uint32_t lkey, uint64_t remote_addr, uint32_t rkey,
               uint64_t wr_id = 0) {
-  Sge sge{iova, len, lkey};
-  SendWr wr;
-  wr.wr_id = wr_id;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.sg_list = std::span(&sge, 1);
-  wr.remote_addr = remote_addr;
-  wr.rkey = rkey;
-  return p.net[0].post_send(p.net.now(), p.s[0].qpn, wr);
+  const Sge sge{iova, len, lkey};
+  return p.net[0].post_send(p.net.now(), p.s[0].qpn, one_sge_wr(sge, IBV_WR_RDMA_READ, remote_addr, rkey, wr_id));
 }
 
 // Deregisters engine 0's dst, marks its bytes and runs the pair out: the one

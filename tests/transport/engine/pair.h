@@ -273,15 +273,21 @@ struct RcPair {
   Side s[2];
 };
 
-// Side 0 posts an RDMA WRITE of `sge` into side 1's buffer; post_send's result.
-inline int post_write_to_peer(RcPair& p, const Sge& sge, uint64_t wr_id) {
+// A work request of the one SGE `sge` (which must outlive the post).
+inline SendWr one_sge_wr(const Sge& sge, ibv_wr_opcode op, uint64_t remote_addr, uint32_t rkey, uint64_t wr_id) {
   SendWr wr;
   wr.wr_id = wr_id;
-  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.opcode = op;
   wr.sg_list = std::span(&sge, 1);
-  wr.remote_addr = p.s[1].iova;
-  wr.rkey = p.s[1].keys.rkey;
-  return p.net[0].post_send(p.net.now(), p.s[0].qpn, wr);
+  wr.remote_addr = remote_addr;
+  wr.rkey = rkey;
+  return wr;
+}
+
+// Side 0 posts an RDMA WRITE of `sge` into side 1's buffer; post_send's result.
+inline int post_write_to_peer(RcPair& p, const Sge& sge, uint64_t wr_id) {
+  return p.net[0].post_send(p.net.now(), p.s[0].qpn,
+                            one_sge_wr(sge, IBV_WR_RDMA_WRITE, p.s[1].iova, p.s[1].keys.rkey, wr_id));
 }
 
 }  // namespace isoroce::transport::testing

@@ -128,12 +128,7 @@ TEST(EngineRxChecks, DeferredIcrcDropsACorruptWriteBeforeAnyStateChange) {
   const QpCounters* qc = d.net[1].qp_counters(d.s.qpn);
   ASSERT_NE(qc, nullptr);
   auto send_corrupt = [&](const wire::FrameSpec& f, size_t byte_from_end) {
-    std::vector<uint8_t> frame(wire::frame_size(f));
-    EXPECT_TRUE(wire::build_frame(f, frame).ok());
-    frame[frame.size() - byte_from_end] ^= 0x10;
-    d.now += 1'000'000;
-    d.net[1].receive(d.now, frame);
-    return d.drain();
+    return d.receive_corrupt(f, byte_from_end, 0x10);
   };
   auto first = d.spec(wire::op::kRcWriteFirst, 500);
   first.reth = wire::RethFields{d.s.iova + 64, d.s.keys.rkey, static_cast<uint32_t>(data.size())};
