@@ -17,6 +17,7 @@
 # default: 5 repetitions, medians (about five minutes). The verbs rows need root,
 # perftest and qperf (scripts/install-deps.sh); they are skipped with a note if
 # the daemon's binaries are missing. Load (uptime) is printed with the table.
+# BENCH_CPU (1): the CPU the engine, wire and scheduler benchmarks are pinned to.
 set -euo pipefail
 quick=0
 build=build
@@ -40,15 +41,19 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gb=(--benchmark_repetitions=$reps --benchmark_min_time=$mt --benchmark_out_format=json)
+# The benchmarks pinned to one CPU (BENCH_CPU, default 1), as bench/engine/ab.py
+# runs them: unpinned, the engine's rows moved with migrations between CPUs.
+pin=()
+command -v taskset >/dev/null && pin=(taskset -c "${BENCH_CPU:-1}")
 load_before=$(uptime)
 echo "running engine ..." >&2
-"$bin/isoroce-bench-engine" "${gb[@]}" --benchmark_out="$tmp/engine.json" \
+"${pin[@]}" "$bin/isoroce-bench-engine" "${gb[@]}" --benchmark_out="$tmp/engine.json" \
   --benchmark_filter='^BM_(Engine/(write|send|read)|BuildParse|BuildParseFused|MemcpyFrames)/(64|4096)$|^BM_(Engine/write|BuildParseFused)/65536$' >/dev/null
 echo "running wire ..." >&2
-"$bin/isoroce-bench-wire" "${gb[@]}" --benchmark_out="$tmp/wire.json" \
+"${pin[@]}" "$bin/isoroce-bench-wire" "${gb[@]}" --benchmark_out="$tmp/wire.json" \
   --benchmark_filter='^BM_(Icrc|RteNetCrc|CopyCrcFused|CopyThenCrc|Memcpy)/4096$' >/dev/null
 echo "running sched ..." >&2
-"$bin/isoroce-bench-sched" "${gb[@]}" --benchmark_out="$tmp/sched.json" \
+"${pin[@]}" "$bin/isoroce-bench-sched" "${gb[@]}" --benchmark_out="$tmp/sched.json" \
   --benchmark_filter='^BM_(Tassel|HeapWF2Q)/(1|16384)$' >/dev/null
 
 verbs="$tmp/verbs.txt"
