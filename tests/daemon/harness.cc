@@ -1,4 +1,5 @@
 #include "tests/daemon/harness.h"
+#include "tests/temp_path.h"
 
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -38,7 +39,7 @@ DaemonProcess::DaemonProcess(std::vector<std::string> args, const std::string& n
   const std::string tag = std::to_string(getpid()) + "_" + std::to_string(counter());
   socket_ = "/tmp/isoroce-test-" + tag + ".sock";
   prefix_ = "isoroce_test_" + tag;
-  log_ = "/tmp/isoroce-test-" + tag + ".log";
+  log_ = temp_path("isoroce-test-", tag + ".log");  // kept if a test fails
   std::vector<std::string> argv;
   if (!netns.empty()) argv = {"/usr/sbin/ip", "netns", "exec", netns};
   argv.push_back(daemon_path());

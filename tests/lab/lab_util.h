@@ -8,11 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/temp_path.h"
+
 namespace isoroce::lab::testing {
 
 inline std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("isoroce-lab-test-" + std::to_string(getpid()) + "-" + name)).string();
+  const std::string path = isoroce::test::temp_path("isoroce-lab-test-", name);
   std::ofstream(path) << text;
   return path;
 }

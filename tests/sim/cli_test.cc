@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tests/sim/sim_util.h"
+#include "tests/temp_path.h"
 
 namespace isoroce::sim {
 namespace {
@@ -35,8 +36,7 @@ CmdResult run(const std::string& cmd) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("isoroce-sim-test-" + std::to_string(getpid()) + "-" + name)).string();
+  const std::string path = isoroce::test::temp_path("isoroce-sim-test-", name);
   std::ofstream(path) << text;
   return path;
 }

@@ -21,6 +21,8 @@
 #include "sched/trace.h"
 #include "transport/wire/parse.h"
 
+#include "tests/temp_path.h"
+
 namespace isoroce::sim {
 namespace {
 
@@ -42,8 +44,7 @@ CmdResult run(const std::string& cmd) {
 }
 
 std::string temp(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("isoroce-trace-test-" + std::to_string(getpid()) + "-" + name))
-      .string();
+  return isoroce::test::temp_path("isoroce-trace-test-", name);
 }
 
 std::string slurp(const std::string& path) {
