@@ -24,16 +24,22 @@ std::unique_ptr<Engine> make(uint32_t first, uint32_t stride, uint64_t seed) {
   return std::move(e.value());
 }
 
+// A QP of `type` with 4 WRs and 1 SGE each way on one CQ.
+QpCreate small_qp(PdHandle pd, CqHandle cq, ibv_qp_type type) {
+  QpCreate q;
+  q.pd = pd;
+  q.send_cq = q.recv_cq = cq;
+  q.init.qp_type = type;
+  q.init.cap.max_send_wr = q.init.cap.max_recv_wr = 4;
+  q.init.cap.max_send_sge = q.init.cap.max_recv_sge = 1;
+  return q;
+}
+
 TEST(EngineLanes, QpnsOfALaneKeepItsClass) {
   auto lane1 = make(1000 + 1, 3, 1);
   const PdHandle pd = lane1->alloc_pd().value();
   const CqHandle cq = lane1->create_cq(16).value();
-  QpCreate q;
-  q.pd = pd;
-  q.send_cq = q.recv_cq = cq;
-  q.init.qp_type = IBV_QPT_RC;
-  q.init.cap.max_send_wr = q.init.cap.max_recv_wr = 4;
-  q.init.cap.max_send_sge = q.init.cap.max_recv_sge = 1;
+  const QpCreate q = small_qp(pd, cq, IBV_QPT_RC);
   std::vector<uint32_t> qpns;
   for (int i = 0; i < 5; ++i) qpns.push_back(lane1->create_qp(q).value().value());
   lane1->destroy_qp(wire::Qpn(qpns[1]));
@@ -88,12 +94,7 @@ TEST(EngineLanes, LoopbackFramesAreOfferedToTheDriverFirst) {
   const wire::IpAddr self = e->config().ip;
   const PdHandle pd = e->alloc_pd().value();
   const CqHandle cq = e->create_cq(16).value();
-  QpCreate q;
-  q.pd = pd;
-  q.send_cq = q.recv_cq = cq;
-  q.init.qp_type = IBV_QPT_UD;
-  q.init.cap.max_send_wr = q.init.cap.max_recv_wr = 4;
-  q.init.cap.max_send_sge = q.init.cap.max_recv_sge = 1;
+  const QpCreate q = small_qp(pd, cq, IBV_QPT_UD);
   const wire::Qpn qpn = e->create_qp(q).value();
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;

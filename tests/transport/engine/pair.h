@@ -273,6 +273,16 @@ struct RcPair {
   Side s[2];
 };
 
+// Side 0's only completion is wr_id's, failed with IBV_WC_LOC_PROT_ERR, and its
+// QP went to ERR.
+inline void expect_lone_protection_error(RcPair& p, uint64_t wr_id) {
+  const auto sc = p.poll(0, false);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].wr_id, wr_id);
+  EXPECT_EQ(sc[0].status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(p.net[0].query_qp(p.s[0].qpn)->state(), IBV_QPS_ERR);
+}
+
 // A work request of the one SGE `sge` (which must outlive the post).
 inline SendWr one_sge_wr(const Sge& sge, ibv_wr_opcode op, uint64_t remote_addr, uint32_t rkey, uint64_t wr_id) {
   SendWr wr;
