@@ -392,6 +392,7 @@ int EngineImpl::destroy_qp(wire::Qpn qpn) {
   if (it == slot_by_qpn_.end()) return EINVAL;
   const uint32_t slot = it->second;
   QpCtx& q = *slots_[slot];
+  send_parting_ack(q);
   sched_->deactivate(tx_now_, slot);
   sched_->set_rate(tx_now_, slot, sched::kUnlimited);
   sched_->set_class(tx_now_, slot, sched::FlowClass::kAuto, sched::kOwnApp, 1);  // the slot's next QP starts afresh, undeclared
@@ -404,6 +405,59 @@ int EngineImpl::destroy_qp(wire::Qpn qpn) {
   slot_by_qpn_.erase(it);
   free_slots_.push_back(slot);
   return 0;
+}
+
+// An ACK the responder owes (a request with AckReq taken, its ACK still waiting for a
+// grant) is built now and sent by the next transmit(), outside the scheduler: an
+// application may destroy its QP as soon as it has polled the receive, and without
+// the ACK the peer's last message would time out into "retry exceeded" (rxe and
+// hardware RNICs send it first). Frames to the port's own address loop back as
+// always; beyond kMaxParting waiting frames the peer recovers through its retries
+// as from a lost frame.
+void EngineImpl::send_parting_ack(QpCtx& q) {
+  if (q.qp.type() != IBV_QPT_RC || !q.resp.ack_pending || q.resp.nak_syndrome || q.resp.failed) return;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return;
+  const size_t len_hint = ack_frame_bytes() - kEthWireOverhead;
+  const bool to_self = same_ip(q.peer.ip, config_.ip);
+  std::span<uint8_t> buf;
+  if (to_self) {
+    buf = loop_buffer(len_hint);
+  } else {
+    if (parting_lens_.size() >= kMaxParting) {
+      ++counters_.tx_no_buffer;
+      return;
+    }
+    const size_t i = parting_lens_.size();
+    if (parting_frames_.size() <= i) parting_frames_.emplace_back();
+    parting_frames_[i].resize(len_hint);
+    buf = parting_frames_[i];
+  }
+  const size_t len = build_control(tx_now_, q, buf);
+  if (len == 0) return;
+  if (trace_.mask() != 0) [[unlikely]] trace_frame_tx(tx_now_, q, buf.first(len));
+  (to_self ? loop_lens_ : parting_lens_).push_back(len);
+  if (to_self) ++counters_.tx_loopback;
+  ++counters_.tx_frames;
+  counters_.tx_bytes += len;
+}
+
+// The parting ACKs of QPs destroyed since the last transmit() (send_parting_ack).
+size_t EngineImpl::transmit_parting(Picos now, TxSink& sink) {
+  size_t sent = 0;
+  for (size_t i = 0; i < parting_lens_.size(); ++i) {
+    const size_t len = parting_lens_[i];
+    std::span<uint8_t> buf = sink.tx_buffer(len);
+    if (buf.size() < len) {
+      ++counters_.tx_no_buffer;
+      continue;
+    }
+    std::memcpy(buf.data(), parting_frames_[i].data(), len);
+    sink.tx_commit(now, len);
+    ++sent;
+  }
+  parting_lens_.clear();
+  return sent;
 }
 
 int EngineImpl::modify_qp(wire::Qpn qpn, const ibv_qp_attr& attr, uint32_t mask) {

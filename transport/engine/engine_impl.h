@@ -274,6 +274,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // the receive of the frames built into them by this transmit().
   std::span<uint8_t> loop_buffer(size_t len);
   void deliver_looped(Picos now);
+  void send_parting_ack(QpCtx& q);
+  size_t transmit_parting(Picos now, TxSink& sink);
   // The spec of q's next frame to peer, in tx_spec_ (valid until the next call).
   // tx_spec_'s per-frame fields only (traffic class, opcode, PSN, BTH flags, no
   // extension header): the path's fields come from a HeaderTemplate.
@@ -367,6 +369,11 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // Frames to the port's own address built by this transmit() (loop_buffer).
   std::vector<std::vector<uint8_t>> loop_frames_;
   std::vector<size_t> loop_lens_;
+  // ACKs of destroyed QPs to other addresses, sent first by the next transmit()
+  // (send_parting_ack); at most kMaxParting wait.
+  static constexpr size_t kMaxParting = 1024;
+  std::vector<std::vector<uint8_t>> parting_frames_;
+  std::vector<size_t> parting_lens_;
 };
 
 }  // namespace isoroce::transport::detail

@@ -52,6 +52,9 @@ class Pair : private TxSink {
   Engine& operator[](int i) { return *eng_[i]; }
   Picos now() const { return now_; }
   void set_hook(Hook h) { hook_ = std::move(h); }
+  // Called after each frame an engine received, before either transmits again (what
+  // an application does between two passes of the daemon's worker).
+  void set_after_receive(std::function<void(int to)> f) { after_receive_ = std::move(f); }
   // Every frame that left engine `from`, parsed, in order, and its departure.
   const std::vector<wire::RocePacket>& sent(int from) const { return sent_[from]; }
   const std::vector<Picos>& departures(int from) const { return departures_[from]; }
@@ -72,6 +75,7 @@ class Pair : private TxSink {
         Frame f = std::move(inflight_.begin()->second);
         inflight_.erase(inflight_.begin());
         eng_[f.to]->receive(now_, f.bytes);
+        if (after_receive_) after_receive_(f.to);
       }
     }
     return false;
@@ -109,6 +113,7 @@ class Pair : private TxSink {
   std::vector<wire::RocePacket> sent_[2];
   std::vector<Picos> departures_[2];
   Hook hook_;
+  std::function<void(int)> after_receive_;
 };
 
 // One side of a connection: PD, CQs, a QP and a registered buffer.

@@ -394,6 +394,47 @@ TEST(EngineRc, RetryExhaustionFailsTheRequestAndFlushesTheRest) {
   EXPECT_EQ(sc[0].status, IBV_WC_WR_FLUSH_ERR);
 }
 
+// An application destroys its QP as soon as it has polled the receive of the peer's
+// last message (ibv_rc_pingpong does): the ACK the responder owed still leaves, so
+// the peer's SEND completes instead of retrying into a QP that is gone.
+TEST(EngineRc, AQpDestroyedRightAfterItsLastReceiveStillAcknowledgesIt) {
+  RcPair p;
+  p.fill(0, 0, 3000, 5);
+  ASSERT_EQ(p.post_recv(1, 0, 4096, 7), 0);
+  ASSERT_EQ(p.post(0, IBV_WR_SEND, 0, 3000, 0, 1), 0);  // 3 packets, the last asks for the ACK
+  std::vector<ibv_wc> got;
+  p.net.set_after_receive([&](int to) {
+    if (to != 1 || !got.empty()) return;
+    got = p.poll(1, true);
+    if (!got.empty()) {
+      ASSERT_EQ(p.net[1].destroy_qp(p.s[1].qpn), 0);
+    }
+  });
+  ASSERT_TRUE(p.net.run());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(p.same(0, 0, 1, 0, 3000));
+  const auto sc = p.poll(0, false);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sc[0].wr_id, 1u);
+  EXPECT_EQ(sc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(p.net[0].counters().retransmits, 0u);
+  EXPECT_EQ(p.net[1].counters().acks_sent, 1u);
+}
+
+// Destroyed with nothing owed (the ACK already left): no frame at all.
+TEST(EngineRc, AQpDestroyedWithNothingOwedSendsNothing) {
+  RcPair p;
+  ASSERT_EQ(p.post_recv(1, 0, 4096, 7), 0);
+  ASSERT_EQ(p.post(0, IBV_WR_SEND, 0, 3000, 0, 1), 0);
+  ASSERT_TRUE(p.net.run());
+  ASSERT_EQ(p.poll(0, false).size(), 1u);
+  const size_t before = p.net.sent(1).size();
+  ASSERT_EQ(p.net[1].destroy_qp(p.s[1].qpn), 0);
+  ASSERT_TRUE(p.net.run());
+  EXPECT_EQ(p.net.sent(1).size(), before);
+}
+
 TEST(EngineRc, RnrWaitsUntilAReceiveIsPosted) {
   RcOptions o;
   o.rnr_retry = 7;  // forever
