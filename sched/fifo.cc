@@ -5,7 +5,7 @@
 namespace isoroce::sched {
 
 FifoScheduler::FifoScheduler(const Config& config)
-    : config_(config), qps_(config.max_qps), link_(config.link_bps), control_(config.control_capacity) {
+    : config_(config), qps_(config.max_qps), link_(config.link_bps, config.catch_up), control_(config.control_capacity) {
   if (config.max_msgs_per_sec != 0)
     msg_cost_ = std::max<Picos>(1, (kPicosPerSecond + config.max_msgs_per_sec / 2) / config.max_msgs_per_sec);
 }
@@ -55,9 +55,10 @@ bool FifoScheduler::active(QpId qp) const { return qp < qps_.size() && qps_[qp].
 
 std::size_t FifoScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource& src) {
   const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
+  const Picos from = link_.from(now);
   std::size_t n = 0;
   while (n < out.size()) {
-    const Picos at = link_.start(now);
+    const Picos at = link_.start(from);
     if (at > limit) break;  // the link is busy
     if (!control_.empty()) {
       const ControlQueue::Entry c = control_.pop();
@@ -92,6 +93,7 @@ std::size_t FifoScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource
       ring_.push_back(qps_.data(), qp);  // next message waits for the other QPs' turn
     }
   }
+  if (link_.catches_up()) link_.set_due(next_deadline());
   return n;
 }
 

@@ -25,7 +25,7 @@ JustitiaScheduler::JustitiaScheduler(const Config& config)
       max_qps_(config.max_qps),
       qps_(config.max_qps),
       units_(2 * static_cast<std::size_t>(config.max_qps)),
-      link_(config.link_bps),
+      link_(config.link_bps, config.catch_up),
       control_(config.control_capacity),
       window_(config.justitia.window) {
   flows_.reserve(config.max_qps);
@@ -724,9 +724,10 @@ void JustitiaScheduler::end_turn(Picos now, std::uint32_t fid) {
 
 std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource& src) {
   const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
+  const Picos from = link_.from(now);
   std::size_t n = 0;
   while (n < out.size()) {
-    const Picos at = link_.start(now);
+    const Picos at = link_.start(from);
     if (at > limit) break;  // the link is busy
     if (!control_.empty()) {
       const ControlQueue::Entry c = control_.pop();
@@ -800,7 +801,7 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
       q.bytes_ = next.bytes;
       q.starts_ = ended;
       q.ends_ = next.ends_message;
-      if (q.cost_ != 0 && q.next_ok_ > link_.start(now)) {  // it waits on its rate
+      if (q.cost_ != 0 && q.next_ok_ > link_.start(from)) {  // it waits on its rate
         if (is_flow) f.qps.pop_front(qps_.data());
         else ring_.pop_front(units_.data());
         park(qp);
@@ -821,6 +822,7 @@ std::size_t JustitiaScheduler::dequeue(Picos now, std::span<Grant> out, PacketSo
     }
   }
   if (!reclass_.empty()) apply_reclass(now);
+  if (link_.catches_up()) link_.set_due(next_deadline());
   return n;
 }
 

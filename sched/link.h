@@ -14,12 +14,23 @@ namespace isoroce::sched {
 
 class LinkModel {
  public:
-  explicit LinkModel(std::uint64_t bps) : cost_(byte_cost(bps)) {}
+  explicit LinkModel(std::uint64_t bps, Picos catch_up = 0) : cost_(byte_cost(bps)), catch_up_(catch_up) {}
 
   // When the last granted packet has left.
   Picos free_at() const { return free_; }
-  // When a packet granted at `now` can start.
-  Picos start(Picos now) const { return std::max(free_, now); }
+  // When a packet granted from `from` (a dequeue's from(now)) can start.
+  Picos start(Picos from) const { return std::max(free_, from); }
+
+  // Catch-up after a late dequeue (Config::catch_up): the earliest start a dequeue
+  // called at `now` may give. The last dequeue ended saying a packet was due at
+  // due_ (set_due, its next_deadline()); a caller that comes after that, because
+  // its thread slept past it, starts what was due then, at most catch_up in the
+  // past, as a NIC sends the frames a host queued on time. So a link paced while
+  // its worker wakes late loses no time. Nothing due (kNever), not late, or no
+  // catch-up: now.
+  Picos from(Picos now) const { return due_ >= now ? now : std::max(due_, now - std::min(now, catch_up_)); }
+  void set_due(Picos t) { due_ = t; }
+  bool catches_up() const { return catch_up_ != 0; }
   // A packet of `bytes` starts at `at`. (The last size's duration is kept: packets
   // of one size follow one another.)
   void occupy(Picos at, std::uint32_t bytes) {
@@ -43,6 +54,8 @@ class LinkModel {
  private:
   Picos free_ = 0;
   ByteCost cost_;
+  Picos catch_up_ = 0;
+  Picos due_ = kNever;
   std::uint32_t last_bytes_ = 0;  // duration(0, cost_) is 0
   Picos last_duration_ = 0;
 };

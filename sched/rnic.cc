@@ -8,7 +8,7 @@ RnicScheduler::RnicScheduler(const Config& config)
     : config_(config),
       params_(config.rnic),
       qps_(config.max_qps),
-      link_(config.link_bps),
+      link_(config.link_bps, config.catch_up),
       control_(config.control_capacity),
       rng_(config.rnic.seed) {
   const std::uint64_t mps = params_.max_msgs_per_sec != 0 ? params_.max_msgs_per_sec : config.max_msgs_per_sec;
@@ -97,9 +97,10 @@ void RnicScheduler::end_turn(QpId qp, bool idle) {
 
 std::size_t RnicScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource& src) {
   const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
+  const Picos from = link_.from(now);
   std::size_t n = 0;
   while (n < out.size()) {
-    const Picos at = link_.start(now);
+    const Picos at = link_.start(from);
     if (at > limit) break;  // the link is busy
     if (!control_.empty()) {
       const ControlQueue::Entry c = control_.pop();
@@ -138,6 +139,7 @@ std::size_t RnicScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource
       end_turn(qp, false);
     }
   }
+  if (link_.catches_up()) link_.set_due(next_deadline());
   return n;
 }
 

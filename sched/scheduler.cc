@@ -11,6 +11,7 @@ std::string_view validate(const Config& config) {
   if (config.control_capacity == 0 || config.control_capacity > (1u << 30)) {
     return "control_capacity must be in 1 .. 2^30";
   }
+  if (config.catch_up > 1'000'000'000'000) return "catch_up must be at most 1 s";
   return {};
 }
 

@@ -8,7 +8,8 @@
 // limits and go first, but occupy the link like any packet.
 //
 // The scheduler models the link: a packet's departure is max(link free, now), and it
-// never grants a packet that would depart after now + Config::lookahead. With
+// never grants a packet that would depart after now + Config::lookahead (with
+// Config::catch_up, a late call's packets may depart before now). With
 // lookahead 0 a caller that steps its clock to next_deadline() gets exactly the
 // departures of a link of Config::link_bps; a poll loop sets lookahead to its polling
 // period and gets the next period's packets as one batch.
@@ -62,6 +63,11 @@ struct Config {
   std::uint64_t link_bps = 100'000'000'000;
   std::uint32_t max_qps = 1024;
   Picos lookahead = 0;                   // grant packets departing up to now + lookahead
+  // A dequeue called late (after the deadline the previous one left) starts the
+  // packets that were due at that deadline, at most this far before now, instead of
+  // at now: a polling thread that wakes late loses no link time (the built-in
+  // policies; a plugin's picks start at now). 0: every packet starts at now or later.
+  Picos catch_up = 0;
   std::uint32_t control_capacity = 4096;  // control packets queued at once
   // The NIC's message processor: at most this many messages start per second (a
   // packet that starts a message waits for it); 0 = no limit. fifo and justitia

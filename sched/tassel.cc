@@ -12,7 +12,7 @@ TasselScheduler::TasselScheduler(const Config& config)
       rates_(config.max_qps, kUnlimited),
       costs_(config.max_qps, 0),
       timeline_(config.max_qps),
-      link_(config.link_bps),
+      link_(config.link_bps, config.catch_up),
       control_(config.control_capacity) {}
 
 std::size_t TasselScheduler::fixed_bytes() const {
@@ -307,10 +307,14 @@ inline void TasselScheduler::grant(QpSlot* qps, Picos now, QpId qp, Picos at, Gr
 }
 
 std::size_t TasselScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource& src) {
+  std::size_t n;
   if (trace_.mask() == 0) [[likely]] {
-    return shared_ ? dequeue_as<true, false>(now, out, src) : dequeue_as<false, false>(now, out, src);
+    n = shared_ ? dequeue_as<true, false>(now, out, src) : dequeue_as<false, false>(now, out, src);
+  } else {
+    n = shared_ ? dequeue_as<true, true>(now, out, src) : dequeue_as<false, true>(now, out, src);
   }
-  return shared_ ? dequeue_as<true, true>(now, out, src) : dequeue_as<false, true>(now, out, src);
+  if (link_.catches_up()) link_.set_due(next_deadline());
+  return n;
 }
 
 // (A tracer attached from inside src.on_grant sees this call's later events only if
@@ -318,6 +322,7 @@ std::size_t TasselScheduler::dequeue(Picos now, std::span<Grant> out, PacketSour
 template <bool kShared, bool kTraced>
 std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketSource& src) {
   const Picos limit = now > kNever - config_.lookahead ? kNever : now + config_.lookahead;
+  const Picos from = link_.from(now);
   Grant* next = out.data();
   // In a register across the loop (on_grant is opaque: a member would be reloaded).
   QpSlot* const qps = qps_.data();
@@ -329,7 +334,7 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
   // may not call back), so once it is empty the loop below no longer looks at it.
   while (!control_.empty()) [[unlikely]] {
     if (next == end) return static_cast<std::size_t>(next - out.data());
-    const Picos at = link_.start(now);
+    const Picos at = link_.start(from);
     if (at > limit) return static_cast<std::size_t>(next - out.data());  // the link is busy
     sync(at);
     if constexpr (kTraced) traced_at = at;
@@ -341,7 +346,7 @@ std::size_t TasselScheduler::dequeue_as(Picos now, std::span<Grant> out, PacketS
     link_.occupy(at, c.bytes);
   }
   while (next != end) {
-    const Picos at = link_.start(now);
+    const Picos at = link_.start(from);
     if (at > limit) break;  // the link is busy
     sync(at);
     if constexpr (kTraced) traced_at = at;

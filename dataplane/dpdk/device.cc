@@ -18,6 +18,7 @@ transport::EngineConfig engine_config(const DeviceConfig& config, const wire::Ma
   ec.policy = config.policy;
   ec.link_bps = config.link_bps;  // with lanes, each lane's scheduler then takes its share (Device::share_link)
   ec.sched_lookahead = config.lookahead;
+  ec.sched_catch_up = config.catch_up;
   ec.max_qps = config.max_qps;
   ec.active_mtu = config.mtu;
   ec.dcqcn = config.dcqcn;

@@ -28,6 +28,10 @@ struct DeviceConfig {
   std::string policy = "fifo";  // a registered policy (sched/policy_registry.h)
   ibv_mtu mtu = IBV_MTU_1024;
   sched::Picos lookahead = 20'000'000;  // grant this far ahead of now (one poll period)
+  // A worker that wakes late sends what its scheduler had due while it slept, up
+  // to this much of the link's time (sched::Config::catch_up): a paced link
+  // (--link-gbps below the port's speed) keeps its rate on a loaded host.
+  sched::Picos catch_up = 1'000'000'000;
   uint64_t key_seed = 1;
   uint32_t qpn_seed = 1;
   uint32_t first_qpn = 0;  // see transport::EngineConfig::first_qpn

@@ -18,6 +18,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   sc.link_bps = config.link_bps;
   sc.max_qps = config.max_qps;
   sc.lookahead = config.sched_lookahead;
+  sc.catch_up = config.sched_catch_up;
   sc.max_msgs_per_sec = config.max_msgs_per_sec;
   sc.justitia = config.justitia;
   sc.rnic = config.rnic;

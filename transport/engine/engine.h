@@ -62,6 +62,7 @@ struct EngineConfig {
   std::string policy = "fifo";   // a registered policy (sched/policy_registry.h)
   uint64_t link_bps = 100'000'000'000;
   Picos sched_lookahead = 0;     // see sched::Config::lookahead
+  Picos sched_catch_up = 0;      // see sched::Config::catch_up
   uint32_t max_qps = 4096;       // QPs alive at once (scheduler ids)
   // The port's MTU (the largest path_mtu a QP may use and every UD QP's MTU).
   // 1024 fits a 1500-byte Ethernet MTU, as rxe chooses; 4096 needs jumbo frames.
