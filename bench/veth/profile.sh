@@ -11,7 +11,8 @@
 # two builds.
 #
 # Usage: bench/veth/profile.sh [BUILD_DIR]   (root; perftest and perf installed)
-# KIND (af_packet), MTU (4096), PORT_DEVARGS (",framecnt=1024"), ROUNDS (3),
+# KIND (af_packet), MTU (4096), PORT_DEVARGS (more devargs for both ports, e.g.
+# ",framecnt=1024"; the daemon sizes framecnt from the MTU), ROUNDS (3),
 # WINDOW (3), DAEMON_ARGS (extra isoroced flags of the build under test, e.g.
 # "--port-mac interface"), NAME (ohprof) names the namespace and file prefixes.
 set -euo pipefail
@@ -19,7 +20,7 @@ build=${1:-build}
 . "$(dirname "$0")/common.sh"
 veth_prelude "$build" ohprof
 command -v perf >/dev/null || { echo "missing perf" >&2; exit 2; }
-kind=${KIND:-af_packet} mtu=${MTU:-4096} pdv=${PORT_DEVARGS:-,framecnt=1024} window=${WINDOW:-3}
+kind=${KIND:-af_packet} mtu=${MTU:-4096} pdv=${PORT_DEVARGS:-} window=${WINDOW:-3}
 ns=ns-$name-one
 link_mtu=$((mtu + 92 > 1500 ? mtu + 92 : 1500))
 read -r -a extra <<<"${DAEMON_ARGS:-}"
