@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -366,6 +367,16 @@ class PortMac : public PortKinds {
     return c;
   }
 
+  // Frames the kernel dropped on the veth as meant for another host
+  // (`ip -s -s link`, "RX errors: otherhost").
+  uint64_t otherhost(const std::string& ns, const std::string& veth) {
+    int st = 0;
+    const std::string out = run("/usr/sbin/ip -j -s -s -n " + ns + " link show " + veth, &st);
+    EXPECT_EQ(st, 0) << out;
+    const json rx = st == 0 ? json::parse(out)[0]["stats64"]["rx"] : json::object();
+    return rx.contains("otherhost") ? rx["otherhost"].get<uint64_t>() : 0;
+  }
+
   json link(const std::string& ns, const std::string& veth) {
     int st = 0;
     const std::string out = run("/usr/sbin/ip -j -d -n " + ns + " link show " + veth, &st);
@@ -382,9 +393,10 @@ class PortMac : public PortKinds {
 
   // Both daemons on net_af_packet with `port_mac`; the kernels ping each
   // other and the daemons across the veth; WRITEs both ways; returns how many
-  // IP packets the kernels of both namespaces received meanwhile, and the
-  // RoCE frames the daemons sent.
-  void traffic(const std::string& port_mac, uint64_t* kernel_ip_packets, uint64_t* roce_frames) {
+  // IP packets the kernels of both namespaces received meanwhile, the frames
+  // they dropped as meant for another host, and the RoCE frames the daemons sent.
+  void traffic(const std::string& port_mac, uint64_t* kernel_ip_packets, uint64_t* dropped_otherhost,
+               uint64_t* roce_frames) {
     ASSERT_NO_FATAL_FAILURE(set_veth_mtu(1024 + 92));
     const std::vector<std::string> more = {"--port-mac", port_mac};
     daemon_a_ = daemon(net_->ns_a, "net_af_packet0,iface=" + net_->veth_a, kDaemonA, 1024, more);
@@ -400,16 +412,21 @@ class PortMac : public PortKinds {
     }
     ASSERT_NO_FATAL_FAILURE(connect(1024));
     const auto a0 = ip_counters(net_->ns_a), b0 = ip_counters(net_->ns_b);
+    const uint64_t oh0 = otherhost(net_->ns_a, net_->veth_a) + otherhost(net_->ns_b, net_->veth_b);
     const json sa0 = a_.v->call({{"op", "stats"}})["stats"]["isoroce0"]["port"];
     const json sb0 = b_.v->call({{"op", "stats"}})["stats"]["isoroce0"]["port"];
     ASSERT_NO_FATAL_FAILURE(writes(a_, b_, 1024, 31));
     ASSERT_NO_FATAL_FAILURE(writes(b_, a_, 1024, 32));
     const auto a1 = ip_counters(net_->ns_a), b1 = ip_counters(net_->ns_b);
+    *dropped_otherhost = otherhost(net_->ns_a, net_->veth_a) + otherhost(net_->ns_b, net_->veth_b) - oh0;
     const json sa1 = a_.v->call({{"op", "stats"}})["stats"]["isoroce0"]["port"];
     const json sb1 = b_.v->call({{"op", "stats"}})["stats"]["isoroce0"]["port"];
     *kernel_ip_packets = a1.at("InReceives") - a0.at("InReceives") + b1.at("InReceives") - b0.at("InReceives");
     *roce_frames = sa1["tx_packets"].get<uint64_t>() - sa0["tx_packets"].get<uint64_t>() +
                    sb1["tx_packets"].get<uint64_t>() - sb0["tx_packets"].get<uint64_t>();
+    std::printf("--port-mac %s: %llu RoCE frames sent, the kernels received %llu IP packets and dropped %llu frames "
+                "as another host's\n", port_mac.c_str(), static_cast<unsigned long long>(*roce_frames),
+                static_cast<unsigned long long>(*kernel_ip_packets), static_cast<unsigned long long>(*dropped_otherhost));
   }
 };
 
@@ -419,10 +436,11 @@ class PortMac : public PortKinds {
 // interface is promiscuous (a veth has no unicast filter) only while the
 // daemon runs.
 TEST_F(PortMac, OwnAddressKeepsRoceFramesOutOfTheKernelsIpStack) {
-  uint64_t kernel = 0, roce = 0;
-  ASSERT_NO_FATAL_FAILURE(traffic("own", &kernel, &roce));
+  uint64_t kernel = 0, dropped = 0, roce = 0;
+  ASSERT_NO_FATAL_FAILURE(traffic("own", &kernel, &dropped, &roce));
   EXPECT_GT(roce, 140u);
   EXPECT_LE(kernel, 4u) << roce << " RoCE frames sent";
+  EXPECT_GE(dropped, roce) << "the kernels dropped fewer frames as another host's than the daemons sent";
   for (auto [v, ns, veth, peer_ns, ip] :
        {std::tuple{a_.v.get(), net_->ns_a, net_->veth_a, net_->ns_b, kDaemonA},
         std::tuple{b_.v.get(), net_->ns_b, net_->veth_b, net_->ns_a, kDaemonB}}) {
@@ -445,10 +463,11 @@ TEST_F(PortMac, OwnAddressKeepsRoceFramesOutOfTheKernelsIpStack) {
 // --port-mac interface, the old way: every RoCE frame went through the
 // kernels' IP stacks too (what the test above would have seen before).
 TEST_F(PortMac, InterfaceAddressSendsEveryRoceFrameThroughTheKernelsIpStack) {
-  uint64_t kernel = 0, roce = 0;
-  ASSERT_NO_FATAL_FAILURE(traffic("interface", &kernel, &roce));
+  uint64_t kernel = 0, dropped = 0, roce = 0;
+  ASSERT_NO_FATAL_FAILURE(traffic("interface", &kernel, &dropped, &roce));
   EXPECT_GT(roce, 140u);
   EXPECT_GE(kernel, roce) << "the kernels received fewer IP packets than the daemons sent RoCE frames";
+  EXPECT_EQ(dropped, 0u);
   EXPECT_EQ(a_.v->device()["mac"], link(net_->ns_a, net_->veth_a)["address"]) << a_.v->device().dump();
   EXPECT_EQ(link(net_->ns_a, net_->veth_a)["promiscuity"], 0);
 }
