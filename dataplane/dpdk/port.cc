@@ -17,6 +17,7 @@
 #include <set>
 
 #include "dataplane/dpdk/kernel_fds.h"
+#include "dataplane/dpdk/link_kind.h"
 #include "dataplane/dpdk/port_mac.h"
 
 namespace isoroce::dataplane {
@@ -219,6 +220,10 @@ bool Port::take_own_mac(std::string* error) {
   if (own_mac_) return true;
   if (driver_ != "net_af_packet" || if_index_ == 0 || rx_wait_fds_.empty()) {
     *error = "only a net_af_packet port on a kernel interface takes an address of its own";
+    return false;
+  }
+  if (std::string why; !delivers_other_addresses(if_index_, &why)) {
+    *error = why + " (--port-mac interface says so without this message)";
     return false;
   }
   const wire::MacAddr own = own_port_mac(mac_);

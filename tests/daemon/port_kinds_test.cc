@@ -460,6 +460,32 @@ TEST_F(PortMac, OwnAddressKeepsRoceFramesOutOfTheKernelsIpStack) {
   EXPECT_EQ(link(net_->ns_a, net_->veth_a)["promiscuity"], 0);
 }
 
+// A macvlan hands its AF_PACKET sockets only frames to its own address (it
+// takes its lower device's frames by destination), so a port there keeps the
+// interface's address, says why, and carries WRITEs both ways.
+TEST_F(PortMac, MacvlanKeepsTheInterfacesAddress) {
+  ASSERT_NO_FATAL_FAILURE(set_veth_mtu(1024 + 92));
+  int st = 0;
+  for (const std::string cmd : {"link add link " + net_->veth_a + " name ohmv0 type macvlan mode bridge",
+                                std::string("link set ohmv0 up")}) {
+    const std::string out = run("/usr/sbin/ip -n " + net_->ns_a + " " + cmd, &st);
+    if (st != 0 && cmd.find("macvlan") != std::string::npos) GTEST_SKIP() << "no macvlan here: " << out;
+    ASSERT_EQ(st, 0) << cmd << ": " << out;
+  }
+  daemon_a_ = daemon(net_->ns_a, "net_af_packet0,iface=ohmv0", kDaemonA, 1024);
+  ASSERT_TRUE(daemon_a_->ok()) << daemon_a_->log();
+  daemon_b_ = daemon(net_->ns_b, "net_af_packet0,iface=" + net_->veth_b, kDaemonB, 1024);
+  ASSERT_TRUE(daemon_b_->ok()) << daemon_b_->log();
+  EXPECT_NE(daemon_a_->log().find("keeping the interface's Ethernet address"), std::string::npos) << daemon_a_->log();
+  EXPECT_NE(daemon_a_->log().find("a macvlan interface receives only frames to its own address"), std::string::npos)
+      << daemon_a_->log();
+  ASSERT_NO_FATAL_FAILURE(connect(1024));
+  EXPECT_EQ(a_.v->device().value("mac", "x"), link(net_->ns_a, "ohmv0")["address"].get<std::string>());
+  EXPECT_NE(b_.v->device().value("mac", ""), b_.v->device().value("interface_mac", ""));
+  ASSERT_NO_FATAL_FAILURE(writes(a_, b_, 1024, 41));
+  ASSERT_NO_FATAL_FAILURE(writes(b_, a_, 1024, 42));
+}
+
 // --port-mac interface, the old way: every RoCE frame went through the
 // kernels' IP stacks too (what the test above would have seen before).
 TEST_F(PortMac, InterfaceAddressSendsEveryRoceFrameThroughTheKernelsIpStack) {
