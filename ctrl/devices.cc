@@ -201,7 +201,8 @@ std::unique_ptr<dataplane::Port> DeviceSet::open_interface(const std::string& po
 namespace {
 
 // A net_af_packet port's address of its own (docs/isoroced.md, "An address of
-// its own"); the interface's, with a warning, if the kernel refused.
+// its own"); the interface's, with a warning, where the interface delivers only
+// its own address or the kernel refused.
 void take_own_mac(const std::string& name, dataplane::Port& port) {
   auto text = [](const wire::MacAddr& m) {
     return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
