@@ -315,7 +315,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
                        std::string(e.description()) + " (line " +
                            std::to_string(e.source().begin.line) + ")"};
   }
-  if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "lcores", "log_level",
+  if (auto e = check_keys(t, "", {"socket", "policy", "link_gbps", "mtu", "ref_peer", "port_mac", "lcores", "log_level",
                                   "file_prefix", "lanes_per_port", "idle_sleep_us", "idle_spin_us", "idle_spin_adaptive", "worker_slice_us", "loopback", "reference_echo", "eal_args", "port", "dcqcn",
                                   "justitia", "rnic", "limits", "admin_group", "socket_group",
                                   "socket_mode", "policy_plugins", "tenant"}))
@@ -335,6 +335,7 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
   std::optional<std::string> policy;
   for (auto e : {read(t, "", "socket", &c->socket), read(t, "", "link_gbps", &c->link_gbps),
                  read(t, "", "mtu", &c->mtu), read(t, "", "ref_peer", &c->ref_peer), read(t, "", "lcores", &c->lcores),
+                 read(t, "", "port_mac", &c->port_mac),
                  read(t, "", "log_level", &c->log_level), read(t, "", "file_prefix", &c->file_prefix),
                  read(t, "", "idle_sleep_us", &c->idle_sleep_us), read(t, "", "lanes_per_port", &c->lanes_per_port),
                  read(t, "", "idle_spin_us", &c->idle_spin_us), read(t, "", "idle_spin_adaptive", &c->idle_spin_adaptive),
@@ -409,11 +410,11 @@ std::optional<ConfigError> load_config_file(const std::string& path, DaemonConfi
     for (size_t i = 0; i < a->size(); ++i) {
       const toml::table& pt = *a->get(i)->as_table();
       const std::string path = "port[" + std::to_string(i) + "].";
-      if (auto e = check_keys(pt, path, {"devargs", "ip", "link_gbps", "policy", "mtu", "ref_peer", "lanes"})) return e;
+      if (auto e = check_keys(pt, path, {"devargs", "ip", "link_gbps", "policy", "mtu", "ref_peer", "lanes", "mac"})) return e;
       PortConfig p;
       for (auto e : {read(pt, path, "devargs", &p.devargs), read(pt, path, "ip", &p.ip_text),
                      read(pt, path, "link_gbps", &p.link_gbps), read(pt, path, "mtu", &p.mtu),
-                     read(pt, path, "lanes", &p.lanes),
+                     read(pt, path, "lanes", &p.lanes), read(pt, path, "mac", &p.mac),
                      read(pt, path, "ref_peer", &p.ref_peer_text),
                      read_policy(pt, path, &p.policy)})
         if (e) return e;
@@ -441,6 +442,9 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
   if (!(c->link_gbps > 0 && c->link_gbps <= 1000)) return ConfigError{"link_gbps", "must be in (0, 1000]"};
   const std::set<uint32_t> mtus = {256, 512, 1024, 2048, 4096};
   if (!mtus.count(c->mtu)) return ConfigError{"mtu", "must be 256, 512, 1024, 2048 or 4096"};
+  if (c->port_mac != "own" && c->port_mac != "interface")
+    return ConfigError{"port_mac", "'" + c->port_mac + "' is neither own (an address of each port's own) nor "
+                                   "interface (the kernel interface's)"};
   const std::set<std::string> levels = {"error", "warning", "info", "debug"};
   if (!levels.count(c->log_level)) return ConfigError{"log_level", "must be error, warning, info or debug"};
   if (c->file_prefix.empty() || c->file_prefix == "." || c->file_prefix == ".." ||
@@ -504,6 +508,10 @@ std::optional<ConfigError> validate(DaemonConfig* c) {
     if (!(p.link_gbps > 0 && p.link_gbps <= 1000)) return ConfigError{path + "link_gbps", "must be in (0, 1000]"};
     if (p.mtu == 0) p.mtu = c->mtu;
     if (!mtus.count(p.mtu)) return ConfigError{path + "mtu", "must be 256, 512, 1024, 2048 or 4096"};
+    if (p.mac.empty()) p.mac = c->port_mac;
+    if (p.mac != "own" && p.mac != "interface")
+      return ConfigError{path + "mac", "'" + p.mac + "' is neither own (an address of the port's own) nor interface "
+                                      "(the kernel interface's)"};
     if (is_af_packet(p.devargs) && (has_devarg(p.devargs, "framesz") || has_devarg(p.devargs, "blocksz"))) {
       // A slot size the user chose must hold the MTU's frames (the PMD would
       // drop larger frames on send and the kernel truncate them on receive).

@@ -33,6 +33,11 @@ struct PortConfig {
   // empty: the daemon's ref_peer.
   std::string ref_peer_text;
   std::optional<wire::IpAddr> ref_peer;
+  // The port's Ethernet address on a kernel interface through net_af_packet
+  // (docs/isoroced.md, "An address of its own"): "own" (one of its own, derived
+  // from the interface's, so the kernel's IP stack leaves its frames alone) or
+  // "interface" (the kernel's); empty: the daemon's port_mac. validate() resolves it.
+  std::string mac;
 };
 
 // What one client (one connection) may hold (docs/isoroced.md "Limits"):
@@ -80,6 +85,7 @@ struct DaemonConfig {
   double link_gbps = 10;
   uint32_t mtu = 1024;      // RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096
   std::string ref_peer;     // every port's justitia reference peer (an address), unless its own
+  std::string port_mac = "own";  // every port's [[port]] mac unless its own: "own" or "interface"
   std::string lcores = "0,1";  // EAL -l: the first is the control thread, the rest poll
   // Every port's lanes unless its own: 1 (one engine, one worker per port) up
   // to 16 (docs/isoroced.md, "Lanes").

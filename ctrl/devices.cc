@@ -198,6 +198,27 @@ std::unique_ptr<dataplane::Port> DeviceSet::open_interface(const std::string& po
   return port;
 }
 
+namespace {
+
+// A net_af_packet port's address of its own (docs/isoroced.md, "An address of
+// its own"); the interface's, with a warning, where the interface delivers only
+// its own address or the kernel refused.
+void take_own_mac(const std::string& name, dataplane::Port& port) {
+  auto text = [](const wire::MacAddr& m) {
+    return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+  };
+  std::string why;
+  if (port.take_own_mac(&why)) {
+    log(LogLevel::kInfo, "{}: Ethernet address {} of its own beside the interface's {}: the kernel's IP stack "
+        "leaves the port's frames alone", name, text(port.mac()), text(port.interface_mac()));
+  } else {
+    log(LogLevel::kWarning, "{}: keeping the interface's Ethernet address {} ({}): the kernel's IP stack receives "
+        "every RoCE frame too", name, text(port.mac()), why);
+  }
+}
+
+}  // namespace
+
 bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::string* error) {
   std::vector<uint16_t> ids;
   if (!init_eal(error) || !port_ids(&ids, error)) return false;
@@ -243,6 +264,7 @@ bool DeviceSet::start(std::vector<std::unique_ptr<DeviceEntry>>* out, std::strin
     }
     if (port->driver() == "net_af_xdp")
       log(LogLevel::kInfo, "{}: AF_XDP socket bound in {} mode", dc.name, port->zero_copy() ? "zero-copy" : "copy");
+    if (port->driver() == "net_af_packet" && pc.mac == "own") take_own_mac(dc.name, *port);
     kernel_path_hint(dc.name, pc, *port);
     const bool own_tx = port->tx_queues() >= pc.lanes;
     auto dev = dataplane::Device::create(dc, std::move(port), error);

@@ -127,6 +127,7 @@ class DpdkDriver final : public DeviceDriver, public Executor {
             {"devargs", dev_->config().devargs},
             {"driver", dev_->port().driver()},
             {"mac", mac_text(dev_->port().mac())},
+            {"interface_mac", mac_text(dev_->port().interface_mac())},
             {"link_up", link.link_status == RTE_ETH_LINK_UP},
             {"neighbors", dev_->net().neighbors().size()}};
   }

@@ -18,9 +18,9 @@ int print_check(const ctrl::DaemonConfig& c) {
   std::printf("socket %s, policy %s, lcores %s\n", c.socket.c_str(), c.policy.c_str(),
               c.lcores.c_str());
   for (size_t i = 0; i < c.ports.size(); ++i)
-    std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s\n", i, c.ports[i].devargs.c_str(),
+    std::printf("isoroce%zu: %s, %s, %g Gb/s, mtu %u, policy %s, mac %s\n", i, c.ports[i].devargs.c_str(),
                 c.ports[i].ip_text.c_str(), c.ports[i].link_gbps, c.ports[i].mtu,
-                c.ports[i].policy->c_str());
+                c.ports[i].policy->c_str(), c.ports[i].mac.c_str());
   for (size_t i = 0; i < c.ports.size(); ++i) {
     const ctrl::PortConfig& p = c.ports[i];
     if (!ctrl::is_interface_port(p.devargs)) continue;
@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
                "answer no justitia reference probe (no UD QPN 15): a peer like rxe or a hardware RNIC (docs/isoroced.md)");
   app.add_flag("--loopback", loopback, "two ports isoroce0 (10.0.0.1) and isoroce1 (10.0.0.2) joined by an in-process ring pair");
   app.add_option("--mtu", mtu, "RoCE path MTU of every port: 256, 512, 1024, 2048 or 4096 (default 1024)");
+  std::string port_mac;
+  app.add_option("--port-mac", port_mac,
+                 "own (default): each net_af_packet port on a kernel interface takes an Ethernet address of its own, "
+                 "so the kernel's IP stack leaves its frames alone; interface: the interface's (docs/isoroced.md)");
   app.add_option("--ref-peer", ref_peer,
                  "justitia: probe this address (a port of another isoroced) as the reference flow (docs/isoroced.md)");
   app.add_option("--policy", policy, "transmit scheduler: rnic (default, preset cx4-roce), fifo, tassel, justitia or a plugin's policy");
@@ -137,6 +141,10 @@ int main(int argc, char** argv) {
   if (!ref_peer.empty()) {
     c.ref_peer = ref_peer;
     for (ctrl::PortConfig& p : c.ports) p.ref_peer_text.clear();  // the flag wins over [[port]] ref_peer
+  }
+  if (!port_mac.empty()) {
+    c.port_mac = port_mac;
+    for (ctrl::PortConfig& p : c.ports) p.mac.clear();  // the flag wins over [[port]] mac
   }
   if (!lcores.empty()) c.lcores = lcores;
   if (app.count("--lanes-per-port") != 0) {  // 0 given is refused by the check below

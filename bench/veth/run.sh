@@ -20,8 +20,9 @@
 # KINDS ("af_xdp af_packet") the one-daemon port kinds; TWO=0 skips the two-daemon
 # rows; PORT_DEVARGS more devargs for every port (",qdisc_bypass=1"); DAEMON_ARGS extra isoroced flags (e.g. --config FILE with the idle
 # settings being compared); BEFORE=DIR (with bin/isoroced, bin/isoroce-ctl and
-# lib/libisoroce-verbs.so, e.g. another checkout's build/) runs the two-daemon
-# rows with that build too, in the same run, as the baseline. TWO_PIN=CPUS pins the
+# lib/libisoroce-verbs.so, e.g. another checkout's build/) runs the one-daemon
+# rows of KINDS and the two-daemon rows with that build too, in the same run, as
+# the baseline. TWO_PIN=CPUS pins the
 # two-daemon applications (default: unpinned); SPREAD=1 puts daemon B's worker
 # on CPU 0 (EAL --main-lcore 1). NAME (xdpb) names the namespaces and the
 # DPDK file prefixes, so that two people can run this on one machine at once.
@@ -158,7 +159,9 @@ if [[ ${FAST:-1} == 1 ]]; then
   fast af_xdp 2048 0@0,1@1,2@1 2
   fast af_packet 4096 0@0,1@1,2@1 2
 fi
-[[ -n ${BEFORE:-} ]] && with_before one af_xdp " (BEFORE)"
+if [[ -n ${BEFORE:-} ]]; then
+  for kind in ${KINDS:-af_xdp af_packet}; do with_before one "$kind" " (BEFORE)"; done
+fi
 
 # Two daemons (bin and preload of the build under test, or BEFORE's) in two namespaces.
 two() {  # label
@@ -202,13 +205,16 @@ load_after=$(uptime)
 echo
 awk -v x="${r[bw/af_xdp]:-0}" -v p="${r[bw/af_packet]:-0}" -v t="$tcp_bw" -v l1="${r[lat/af_xdp]:-0}" \
   -v fast="$(for k in "${!r[@]}"; do [[ $k == fast/* ]] && printf "%s %s " "${k#fast/}" "${r[$k]}"; done)" \
-  -v tb="${tcp_lat_busy:-0}" -v l2="${r[lat/two]:-0}" -v l0="${r[lat/two (BEFORE)]:-0}" -v l1b="${r[lat/af_xdp (BEFORE)]:-0}" 'BEGIN {
+  -v tb="${tcp_lat_busy:-0}" -v l2="${r[lat/two]:-0}" -v l0="${r[lat/two (BEFORE)]:-0}" -v l1b="${r[lat/af_xdp (BEFORE)]:-0}" \
+  -v bxb="${r[bw/af_xdp (BEFORE)]:-0}" -v bpb="${r[bw/af_packet (BEFORE)]:-0}" 'BEGIN {
   if (t > 0) printf "ib_write_bw 64 KB / kernel TCP: af_xdp %.2f, af_packet %.2f  (goal >= 1)\n", x / t, p / t
   n = split(fast, f, " ")
   for (i = 1; i + 1 <= n; i += 2) if (t > 0 && f[i + 1] > 0) printf "ib_write_bw 64 KB / kernel TCP: %s %.2f  (goal >= 1)\n", f[i], f[i + 1] / t
   if (l1 > 0 && l2 > 0) printf "two-daemon / one-daemon ib_write_lat median: %.1fx  (goal <= 3)\n", l2 / l1
   if (tb > 0 && l2 > 0) printf "two-daemon ib_write_lat / kernel TCP beside two spinning threads: %.1fx\n", l2 / tb
   if (l1b > 0 && l0 > 0) printf "BEFORE: two-daemon / one-daemon ib_write_lat median: %.1fx\n", l0 / l1b
+  if (bxb > 0) printf "ib_write_bw 64 KB, one daemon, af_xdp / BEFORE: %.2f\n", x / bxb
+  if (bpb > 0) printf "ib_write_bw 64 KB, one daemon, af_packet / BEFORE: %.2f\n", p / bpb
 }'
 echo "load before: $load_before"
 echo "load after:  $load_after"

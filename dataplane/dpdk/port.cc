@@ -5,16 +5,20 @@
 #include <rte_eth_ring.h>
 #include <rte_ring.h>
 
+#include <linux/if_packet.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <set>
 
 #include "dataplane/dpdk/kernel_fds.h"
+#include "dataplane/dpdk/link_kind.h"
+#include "dataplane/dpdk/port_mac.h"
 
 namespace isoroce::dataplane {
 namespace {
@@ -184,6 +188,7 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_
     return false;
   }
   started_ = true;
+  if_index_ = info.if_index;
   if (driver_ == "net_af_packet") {
     rx_wait_fds_ = af_packet_fds(info.if_index);
   } else if (driver_ == "net_af_xdp") {
@@ -208,6 +213,34 @@ bool Port::setup(uint32_t max_frame, uint32_t min_data_room, uint32_t kernel_ip_
     mac = own;
   }
   std::memcpy(mac_.data(), mac.addr_bytes, 6);
+  return true;
+}
+
+bool Port::take_own_mac(std::string* error) {
+  if (own_mac_) return true;
+  if (driver_ != "net_af_packet" || if_index_ == 0 || rx_wait_fds_.empty()) {
+    *error = "only a net_af_packet port on a kernel interface takes an address of its own";
+    return false;
+  }
+  if (std::string why; !delivers_other_addresses(if_index_, &why)) {
+    *error = why + " (--port-mac interface says so without this message)";
+    return false;
+  }
+  const wire::MacAddr own = own_port_mac(mac_);
+  packet_mreq mreq{};
+  mreq.mr_ifindex = static_cast<int>(if_index_);
+  mreq.mr_type = PACKET_MR_UNICAST;
+  mreq.mr_alen = 6;
+  std::memcpy(mreq.mr_address, own.data(), 6);
+  // One socket holds the membership; the kernel drops it when the PMD closes it.
+  if (setsockopt(rx_wait_fds_.front(), SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq, sizeof mreq) != 0) {
+    *error = std::string("adding the address to the interface's unicast filter (PACKET_ADD_MEMBERSHIP): ") +
+             std::strerror(errno);
+    return false;
+  }
+  interface_mac_ = mac_;
+  mac_ = own;
+  own_mac_ = true;
   return true;
 }
 

@@ -70,6 +70,20 @@ class Port final : public transport::TxSink {
   // net_af_xdp, net_tap) when it was opened; 0 if there is none.
   uint32_t kernel_mtu() const { return kernel_mtu_; }
 
+  // net_af_packet on a kernel interface: the port takes an Ethernet address of
+  // its own (own_port_mac of the interface's, port_mac.h) and adds it to the
+  // interface's unicast filter through its AF_PACKET socket (PACKET_ADD_MEMBERSHIP,
+  // PACKET_MR_UNICAST: the kernel puts an interface without unicast filtering
+  // in promiscuous mode, and drops the address when the socket closes). Frames
+  // to it are PACKET_OTHERHOST to the kernel, which its IP stack drops before
+  // any route lookup. Call before the port's device is made (the engine and
+  // the stack copy mac()). False and *error, the interface's address kept, if
+  // the driver is another or the kernel refused.
+  bool take_own_mac(std::string* error);
+  // The kernel interface's address when take_own_mac() succeeded, else mac().
+  const wire::MacAddr& interface_mac() const { return own_mac_ ? interface_mac_ : mac_; }
+  bool own_mac() const { return own_mac_; }
+
   // Tx queues set up: the tx_queues asked of open() when the driver has that
   // many and is a NIC's (the vdevs' queues are separate sockets or rings the
   // peer must poll too: lanes hand their frames to queue 0 there), else 1.
@@ -110,6 +124,9 @@ class Port final : public transport::TxSink {
   std::vector<int> rx_wait_fds_;
   bool zero_copy_ = false;
   uint32_t kernel_mtu_ = 0;
+  uint32_t if_index_ = 0;
+  wire::MacAddr interface_mac_{};
+  bool own_mac_ = false;
   uint16_t tx_queues_ = 1;
 };
 

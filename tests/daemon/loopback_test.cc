@@ -378,6 +378,7 @@ TEST(DaemonConfig, BadSettingsExitWithAMessageNamingThem) {
       {{"--loopback", "--policy-plugin", ISOROCE_TEST_WRONG_ABI_SO}, "policy ABI version 2, this isoroce speaks"},
       {{"--loopback", "--policy-plugin", ISOROCE_TEST_NO_SYMBOL_SO}, "no isoroce_policy_entry symbol"},
       {{"--loopback", "--policy", "strict_priority"}, "'strict_priority' is not a policy ("},
+      {{"--loopback", "--port-mac", "mine"}, "port_mac: 'mine' is neither own"},
   };
   for (const Case& c : cases) {
     DaemonProcess d(c.args);
@@ -516,6 +517,36 @@ TEST(DaemonConfig, SampleConfigsInDocsAreValid) {
   EXPECT_EQ(pclose(f), 0) << out;
   EXPECT_NE(out.find("mtu 4096"), std::string::npos) << out;
   EXPECT_EQ(out.find("mtu 1024"), std::string::npos) << out;
+}
+
+// A net_af_packet port's Ethernet address (docs/isoroced.md, "An address of
+// its own"): its own unless --port-mac or [[port]] mac says interface; --check
+// shows which, and the flag wins over the file.
+TEST(DaemonConfig, PortMacIsOwnUnlessSaidOtherwise) {
+  auto check = [](const std::string& args) {
+    const std::string cmd = daemon_path() + " --check " + args + " 2>&1";
+    FILE* f = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+    EXPECT_EQ(pclose(f), 0) << out;
+    return out;
+  };
+  EXPECT_NE(check("--port net_af_packet0,iface=veth-a --ip 10.9.0.11/24").find(", mac own"), std::string::npos);
+  EXPECT_NE(check("--port net_af_packet0,iface=veth-a --ip 10.9.0.11/24 --port-mac interface").find(", mac interface"),
+            std::string::npos);
+  const std::string path = "/tmp/isoroce-portmac-" + std::to_string(getpid()) + ".toml";
+  FILE* f = fopen(path.c_str(), "w");
+  fputs("[[port]]\ndevargs = \"net_af_packet0,iface=veth-a\"\nip = \"10.9.0.11/24\"\nmac = \"interface\"\n"
+        "[[port]]\ndevargs = \"net_af_packet1,iface=veth-b\"\nip = \"10.9.0.12/24\"\n", f);
+  fclose(f);
+  std::string out = check("--config " + path);
+  EXPECT_NE(out.find("isoroce0: net_af_packet0,iface=veth-a, 10.9.0.11/24, 10 Gb/s, mtu 1024, policy rnic, mac interface"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("10.9.0.12/24, 10 Gb/s, mtu 1024, policy rnic, mac own"), std::string::npos) << out;
+  out = check("--config " + path + " --port-mac own");
+  EXPECT_EQ(out.find("mac interface"), std::string::npos) << out;
+  unlink(path.c_str());
 }
 
 // net_af_packet's rings get 4096 frames of DPDK's 2 KiB slots (MTU 1024)

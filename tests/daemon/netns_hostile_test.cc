@@ -103,7 +103,7 @@ class HostileWire : public ::testing::Test {
   json attack(const std::vector<std::string>& attacks, int flood = 20000) {
     const json cfg = {{"iface", net_->veth_a},
                       {"src_mac", mac(net_->ns_a, net_->veth_a)},
-                      {"dst_mac", mac(net_->ns_b, net_->veth_b)},
+                      {"dst_mac", b_.v->device().value("mac", mac(net_->ns_b, net_->veth_b))},  // its own
                       {"dst_ip", kDaemonB},
                       {"peer_ip", kDaemonA},
                       {"flow_qpn", b_.qp},

@@ -11,7 +11,8 @@
 // its veth and arrive at the other one: the kernel of ns A reaches daemon B and
 // kernel B (TCP between the namespaces goes kernel to kernel), never daemon A.
 // Each kernel ignores RoCE frames to the daemon's address (not local, no
-// forwarding).
+// forwarding; and, as each port has an Ethernet address of its own, the
+// kernel marks them for another host and drops them first thing).
 //
 // With `middle`, a third namespace M sits between them: irA <-> irAm (ns M)
 // and irBm (ns M) <-> irB, for a forwarder (NetnsImpairer) joining irAm and irBm.

@@ -8,8 +8,13 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <random>
+#include <sstream>
+#include <tuple>
 #include <thread>
 #include <string>
 #include <vector>
@@ -320,6 +325,177 @@ TEST_F(PortKinds, InterfaceHeldByAnotherAfXdpUserIsLeftAlone) {
   ASSERT_NO_FATAL_FAILURE(connect(1024));
   ASSERT_NO_FATAL_FAILURE(writes(a_, b_, 1024, 5));
   ASSERT_NO_FATAL_FAILURE(writes(b_, a_, 1024, 6));
+}
+
+// A net_af_packet port's Ethernet address of its own (docs/isoroced.md, "An
+// address of its own"; docs/performance.md, "The kernel's IP stack off the
+// daemon's frames"). Sharing the interface's address, every RoCE frame the
+// AF_PACKET tap took went on into the kernel's IP stack (ip_rcv, a route
+// lookup, ip_error: 12 % of the worker's CPU on a veth); to an address of its
+// own the kernel marks the frame for another host and ip_rcv drops it before
+// counting it. Two daemons in namespaces isoroce-otherhost{a,b}-PID.
+class PortMac : public PortKinds {
+ protected:
+  void SetUp() override {
+    net_ = std::make_unique<NetnsPair>("otherhost");
+    std::string why;
+    switch (net_->make(&why)) {
+      case NetnsPair::Made::kOk: break;
+      case NetnsPair::Made::kSkip: GTEST_SKIP() << why;
+      case NetnsPair::Made::kFail: FAIL() << why;
+    }
+  }
+
+  // The namespace's IP counters (/proc/net/snmp, "Ip:" lines).
+  std::map<std::string, uint64_t> ip_counters(const std::string& ns) {
+    int st = 0;
+    const std::string out = run(ns_exec(ns) + "cat /proc/net/snmp", &st);
+    EXPECT_EQ(st, 0) << out;
+    std::vector<std::vector<std::string>> ip_lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("Ip: ", 0) != 0) continue;
+      std::istringstream words(line.substr(4));
+      ip_lines.emplace_back(std::istream_iterator<std::string>(words), std::istream_iterator<std::string>());
+    }
+    std::map<std::string, uint64_t> c;
+    if (ip_lines.size() != 2 || ip_lines[0].size() != ip_lines[1].size()) {
+      ADD_FAILURE() << out;
+      return c;
+    }
+    for (size_t i = 0; i < ip_lines[0].size(); ++i) c[ip_lines[0][i]] = std::stoull(ip_lines[1][i]);
+    return c;
+  }
+
+  // Frames the kernel dropped on the veth as meant for another host
+  // (`ip -s -s link`, "RX errors: otherhost").
+  uint64_t otherhost(const std::string& ns, const std::string& veth) {
+    int st = 0;
+    const std::string out = run("/usr/sbin/ip -j -s -s -n " + ns + " link show " + veth, &st);
+    EXPECT_EQ(st, 0) << out;
+    const json rx = st == 0 ? json::parse(out)[0]["stats64"]["rx"] : json::object();
+    return rx.contains("otherhost") ? rx["otherhost"].get<uint64_t>() : 0;
+  }
+
+  json link(const std::string& ns, const std::string& veth) {
+    int st = 0;
+    const std::string out = run("/usr/sbin/ip -j -d -n " + ns + " link show " + veth, &st);
+    EXPECT_EQ(st, 0) << out;
+    return st == 0 ? json::parse(out)[0] : json::object();
+  }
+
+  std::string neighbor_mac(const std::string& ns, const std::string& ip) {
+    int st = 0;
+    const std::string out = run("/usr/sbin/ip -j -n " + ns + " neigh show " + ip, &st);
+    const json j = st == 0 ? json::parse(out) : json::array();
+    return j.size() == 1 && j[0].contains("lladdr") ? j[0]["lladdr"].get<std::string>() : "";
+  }
+
+  // Both daemons on net_af_packet with `port_mac`; the kernels ping each
+  // other and the daemons across the veth; WRITEs both ways; returns how many
+  // IP packets the kernels of both namespaces received meanwhile, the frames
+  // they dropped as meant for another host, and the RoCE frames the daemons sent.
+  void traffic(const std::string& port_mac, uint64_t* kernel_ip_packets, uint64_t* dropped_otherhost,
+               uint64_t* roce_frames) {
+    ASSERT_NO_FATAL_FAILURE(set_veth_mtu(1024 + 92));
+    const std::vector<std::string> more = {"--port-mac", port_mac};
+    daemon_a_ = daemon(net_->ns_a, "net_af_packet0,iface=" + net_->veth_a, kDaemonA, 1024, more);
+    ASSERT_TRUE(daemon_a_->ok()) << daemon_a_->log();
+    daemon_b_ = daemon(net_->ns_b, "net_af_packet0,iface=" + net_->veth_b, kDaemonB, 1024, more);
+    ASSERT_TRUE(daemon_b_->ok()) << daemon_b_->log();
+    // The kernels' own traffic on the veths, and ARP and ping to the ports.
+    int st = 0;
+    for (auto [ns, to] : {std::pair{net_->ns_a, kKernelB}, std::pair{net_->ns_a, kDaemonB},
+                          std::pair{net_->ns_b, kKernelA}, std::pair{net_->ns_b, kDaemonA}}) {
+      const std::string out = run(ns_exec(ns) + "ping -c 2 -i 0.2 -W 2 " + to, &st);
+      EXPECT_EQ(st, 0) << ns << " to " << to << ": " << out;
+    }
+    ASSERT_NO_FATAL_FAILURE(connect(1024));
+    const auto a0 = ip_counters(net_->ns_a), b0 = ip_counters(net_->ns_b);
+    const uint64_t oh0 = otherhost(net_->ns_a, net_->veth_a) + otherhost(net_->ns_b, net_->veth_b);
+    const json sa0 = a_.v->call({{"op", "stats"}})["stats"]["isoroce0"]["port"];
+    const json sb0 = b_.v->call({{"op", "stats"}})["stats"]["isoroce0"]["port"];
+    ASSERT_NO_FATAL_FAILURE(writes(a_, b_, 1024, 31));
+    ASSERT_NO_FATAL_FAILURE(writes(b_, a_, 1024, 32));
+    const auto a1 = ip_counters(net_->ns_a), b1 = ip_counters(net_->ns_b);
+    *dropped_otherhost = otherhost(net_->ns_a, net_->veth_a) + otherhost(net_->ns_b, net_->veth_b) - oh0;
+    const json sa1 = a_.v->call({{"op", "stats"}})["stats"]["isoroce0"]["port"];
+    const json sb1 = b_.v->call({{"op", "stats"}})["stats"]["isoroce0"]["port"];
+    *kernel_ip_packets = a1.at("InReceives") - a0.at("InReceives") + b1.at("InReceives") - b0.at("InReceives");
+    *roce_frames = sa1["tx_packets"].get<uint64_t>() - sa0["tx_packets"].get<uint64_t>() +
+                   sb1["tx_packets"].get<uint64_t>() - sb0["tx_packets"].get<uint64_t>();
+    std::printf("--port-mac %s: %llu RoCE frames sent, the kernels received %llu IP packets and dropped %llu frames "
+                "as another host's\n", port_mac.c_str(), static_cast<unsigned long long>(*roce_frames),
+                static_cast<unsigned long long>(*kernel_ip_packets), static_cast<unsigned long long>(*dropped_otherhost));
+  }
+};
+
+// The default (--port-mac own): each port answers ARP with its own address,
+// the peers send to it, and the kernels' IP stacks receive none of the RoCE
+// frames while their own traffic and pings to the ports still flow; the
+// interface is promiscuous (a veth has no unicast filter) only while the
+// daemon runs.
+TEST_F(PortMac, OwnAddressKeepsRoceFramesOutOfTheKernelsIpStack) {
+  uint64_t kernel = 0, dropped = 0, roce = 0;
+  ASSERT_NO_FATAL_FAILURE(traffic("own", &kernel, &dropped, &roce));
+  EXPECT_GT(roce, 140u);
+  EXPECT_LE(kernel, 4u) << roce << " RoCE frames sent";
+  EXPECT_GE(dropped, roce) << "the kernels dropped fewer frames as another host's than the daemons sent";
+  for (auto [v, ns, veth, peer_ns, ip] :
+       {std::tuple{a_.v.get(), net_->ns_a, net_->veth_a, net_->ns_b, kDaemonA},
+        std::tuple{b_.v.get(), net_->ns_b, net_->veth_b, net_->ns_a, kDaemonB}}) {
+    const json l = link(ns, veth);
+    const std::string own = v->device().value("mac", ""), iface = v->device().value("interface_mac", "");
+    EXPECT_EQ(iface, l["address"].get<std::string>()) << v->device().dump();
+    EXPECT_NE(own, iface) << v->device().dump();
+    EXPECT_EQ(neighbor_mac(peer_ns, ip), own) << "the peer's kernel resolved " << ip;
+    EXPECT_EQ(l["promiscuity"], 1) << l.dump();
+  }
+  EXPECT_NE(daemon_a_->log().find("of its own beside the interface's"), std::string::npos) << daemon_a_->log();
+  // The daemon's exit closes its socket, and the kernel takes the address out
+  // of the interface's filter again.
+  a_ = {};
+  EXPECT_EQ(daemon_a_->stop(), 0) << daemon_a_->log();
+  daemon_a_.reset();
+  EXPECT_EQ(link(net_->ns_a, net_->veth_a)["promiscuity"], 0);
+}
+
+// A macvlan hands its AF_PACKET sockets only frames to its own address (it
+// takes its lower device's frames by destination), so a port there keeps the
+// interface's address, says why, and carries WRITEs both ways.
+TEST_F(PortMac, MacvlanKeepsTheInterfacesAddress) {
+  ASSERT_NO_FATAL_FAILURE(set_veth_mtu(1024 + 92));
+  int st = 0;
+  for (const std::string cmd : {"link add link " + net_->veth_a + " name ohmv0 type macvlan mode bridge",
+                                std::string("link set ohmv0 up")}) {
+    const std::string out = run("/usr/sbin/ip -n " + net_->ns_a + " " + cmd, &st);
+    if (st != 0 && cmd.find("macvlan") != std::string::npos) GTEST_SKIP() << "no macvlan here: " << out;
+    ASSERT_EQ(st, 0) << cmd << ": " << out;
+  }
+  daemon_a_ = daemon(net_->ns_a, "net_af_packet0,iface=ohmv0", kDaemonA, 1024);
+  ASSERT_TRUE(daemon_a_->ok()) << daemon_a_->log();
+  daemon_b_ = daemon(net_->ns_b, "net_af_packet0,iface=" + net_->veth_b, kDaemonB, 1024);
+  ASSERT_TRUE(daemon_b_->ok()) << daemon_b_->log();
+  EXPECT_NE(daemon_a_->log().find("keeping the interface's Ethernet address"), std::string::npos) << daemon_a_->log();
+  EXPECT_NE(daemon_a_->log().find("a macvlan interface receives only frames to its own address"), std::string::npos)
+      << daemon_a_->log();
+  ASSERT_NO_FATAL_FAILURE(connect(1024));
+  EXPECT_EQ(a_.v->device().value("mac", "x"), link(net_->ns_a, "ohmv0")["address"].get<std::string>());
+  EXPECT_NE(b_.v->device().value("mac", ""), b_.v->device().value("interface_mac", ""));
+  ASSERT_NO_FATAL_FAILURE(writes(a_, b_, 1024, 41));
+  ASSERT_NO_FATAL_FAILURE(writes(b_, a_, 1024, 42));
+}
+
+// --port-mac interface, the old way: every RoCE frame went through the
+// kernels' IP stacks too (what the test above would have seen before).
+TEST_F(PortMac, InterfaceAddressSendsEveryRoceFrameThroughTheKernelsIpStack) {
+  uint64_t kernel = 0, dropped = 0, roce = 0;
+  ASSERT_NO_FATAL_FAILURE(traffic("interface", &kernel, &dropped, &roce));
+  EXPECT_GT(roce, 140u);
+  EXPECT_GE(kernel, roce) << "the kernels received fewer IP packets than the daemons sent RoCE frames";
+  EXPECT_EQ(dropped, 0u);
+  EXPECT_EQ(a_.v->device()["mac"], link(net_->ns_a, net_->veth_a)["address"]) << a_.v->device().dump();
+  EXPECT_EQ(link(net_->ns_a, net_->veth_a)["promiscuity"], 0);
 }
 
 // The kernel I/O path at a larger RoCE MTU (docs/performance.md, "64 KB WRITEs
