@@ -96,6 +96,8 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       count_rx(q, frame.size());
       if (r.pkt.op->kind == wire::OpKind::kReadResponse) {
         on_response(now, q, r.pkt, frame, true);
+      } else if (r.pkt.op->kind == wire::OpKind::kWrite && rx_write_continues(now, q, r.pkt, frame)) {
+        // A WRITE's middle or last packet in order (most packets of a long WRITE).
       } else {
         on_request(now, q, r.pkt, frame, true);
       }
@@ -331,7 +333,12 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
     case TxKind::kNone: break;
   }
   TxDesc& next = q->tx_next;
-  peek(tx_now_, *q, next);
+  if (d.kind == TxKind::kRequest && q->req.wqe == d.wqe && q->resp.queue.empty()) [[likely]] {
+    // Still inside d's WR (a WRITE's or SEND's next packet): derived from d.
+    next_request(*q, d, next);
+  } else {
+    peek(tx_now_, *q, next);
+  }
   q->tx_next_epoch = grant_epoch_;
   if (next.kind == TxKind::kNone) {
     after_grant_.push_back(slot);  // e.g. a local error to complete, or an ACK to queue

@@ -112,6 +112,41 @@ bool EngineImpl::resp_continues(QpCtx& q, RespPacket& r) {
   return true;
 }
 
+bool EngineImpl::rx_write_continues(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                    std::span<uint8_t> frame) {
+  // The checks of resp_continues for a WRITE (receive() made sure of its opcode: a
+  // WRITE's middle or last packet without immediate), each in its passing form.
+  const wire::OpcodeInfo& op = *pkt.op;
+  if (q.resp.in_msg != ResponderState::InMsg::kWrite || pkt.psn != q.resp.psn || q.resp.failed) return false;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return false;
+  const uint64_t len = pkt.payload_len;
+  const bool last = op.is_last();
+  if (last ? len != q.resp.write_left || len > q.mtu : len != q.mtu || len > q.resp.write_left) return false;
+  uint8_t* dst = nullptr;
+  if (len != 0 && (dst = write_target(q)) == nullptr) return false;
+  q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
+  // resp_execute_write: copy and check in one pass, before any state changes.
+  const uint8_t* payload = frame.data() + pkt.payload_offset;
+  wire::Crc32Fold crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
+  wire::crc32_fold_copy(crc, dst, payload, len);
+  wire::crc32_fold(crc, payload + len, pkt.pad);
+  if (wire::icrc_finish(wire::crc32_fold_register(crc)) != pkt.icrc) [[unlikely]] {
+    drop_bad_icrc(now, q, pkt, frame.size());
+    return true;
+  }
+  q.resp.write_va += len;
+  q.resp.write_left -= len;
+  if (last) {
+    q.resp.in_msg = ResponderState::InMsg::kNone;
+    ++q.resp.msn;
+  }
+  // resp_acknowledge.
+  q.resp.psn += 1;
+  if (pkt.ack_req) queue_ack(now, q);
+  return true;
+}
+
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame, bool icrc_pending) {
   RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len), frame, icrc_pending, {}};
