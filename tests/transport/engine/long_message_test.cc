@@ -7,6 +7,8 @@
 // bytes and the completions are what the steps give.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -344,9 +346,106 @@ TEST(EngineLongMessage, WritePacketsCarryTheirOpcodePsnAckReqAndBytes) {
       ASSERT_EQ(p.payload_len, n);
       EXPECT_TRUE(std::equal(data.begin() + i * kMtu, data.begin() + i * kMtu + n,
                              c.frames[i].begin() + static_cast<std::ptrdiff_t>(p.payload_offset)));
+      // The grant's frame length (what the scheduler charged and the buffer asked
+      // for) is the frame's: a middle packet's next is derived from it.
+      EXPECT_EQ(c.hints[i], c.frames[i].size());
     }
     EXPECT_EQ(c.pkts[0].reth->dma_len, len);
   }
+}
+
+// The DUT's SENDs of 40 MTUs and a bit with immediate data and with invalidate,
+// from three SGEs: FIRST, 39 MIDDLEs and the LAST of its kind (the immediate or
+// the key on it alone), PSNs, AckReq, each packet's bytes and its frame length as
+// the grant charged it. (Past its first packet the requester derives each packet
+// from the one before: next_request.)
+TEST(EngineLongMessage, SendPacketsCarryTheirOpcodePsnAndLastHeader) {
+  for (const ibv_wr_opcode op : {IBV_WR_SEND_WITH_IMM, IBV_WR_SEND_WITH_INV}) {
+    SCOPED_TRACE(op == IBV_WR_SEND_WITH_IMM ? "with immediate" : "with invalidate");
+    Dut d;
+    const uint32_t len = 40 * kMtu + 100;
+    const std::vector<uint8_t> data = pattern(len, 41);
+    std::copy(data.begin(), data.end(), d.s.buf.begin() + 8192);
+    const std::vector<Sge> sges{{d.s.iova + 8192, 5000, d.s.keys.lkey},
+                                {d.s.iova + 8192 + 5000, 30000, d.s.keys.lkey},
+                                {d.s.iova + 8192 + 35000, len - 35000, d.s.keys.lkey}};
+    SendWr wr;
+    wr.wr_id = 6;
+    wr.opcode = op;
+    wr.sg_list = sges;
+    wr.imm_data = 0x11223344;
+    wr.invalidate_rkey = 0x4242;
+    ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, wr), 0);
+    const Capture c = transmit_until(d, 41, 1000);
+    ASSERT_EQ(c.pkts.size(), 41u);
+    const uint32_t psn0 = c.pkts[0].psn.value();
+    const uint8_t last_op = op == IBV_WR_SEND_WITH_IMM ? wire::op::kRcSendLastImm : wire::op::kRcSendLastInv;
+    for (uint32_t i = 0; i < 41; ++i) {
+      SCOPED_TRACE(i);
+      const wire::RocePacket& p = c.pkts[i];
+      EXPECT_EQ(p.opcode, i == 0 ? wire::op::kRcSendFirst : i == 40 ? last_op : wire::op::kRcSendMiddle);
+      EXPECT_EQ(p.psn.value(), (psn0 + i) & 0xffffff);
+      EXPECT_EQ(p.ack_req, i == 15 || i == 31 || i == 40);
+      EXPECT_EQ(p.imm.has_value(), i == 40 && op == IBV_WR_SEND_WITH_IMM);
+      EXPECT_EQ(p.ieth.has_value(), i == 40 && op == IBV_WR_SEND_WITH_INV);
+      const uint32_t n = i == 40 ? 100 : kMtu;
+      ASSERT_EQ(p.payload_len, n);
+      EXPECT_TRUE(std::equal(data.begin() + i * kMtu, data.begin() + i * kMtu + n,
+                             c.frames[i].begin() + static_cast<std::ptrdiff_t>(p.payload_offset)));
+      EXPECT_EQ(c.hints[i], c.frames[i].size());
+    }
+    if (op == IBV_WR_SEND_WITH_IMM) {
+      EXPECT_EQ(htonl(*c.pkts[40].imm), 0x11223344u);  // the WR's bytes as they are (network order)
+    } else {
+      EXPECT_EQ(*c.pkts[40].ieth, 0x4242u);
+    }
+  }
+}
+
+// A sink that keeps only the furthest PSN (from the first frame's) and whether a
+// frame went back (a retransmission).
+class PsnReach final : public TxSink {
+ public:
+  std::span<uint8_t> tx_buffer(size_t len) override {
+    buf_.resize(len);
+    return buf_;
+  }
+  void tx_commit(Picos, size_t len) override {
+    auto r = wire::parse_frame(std::span(buf_).first(len));
+    ASSERT_TRUE(r.ok());
+    if (frames++ == 0) first = r.pkt.psn;
+    const int32_t k = psn_diff(r.pkt.psn, first);
+    if (k < furthest) went_back = true;
+    furthest = std::max(furthest, k);
+  }
+  uint64_t frames = 0;
+  wire::Psn first;
+  int32_t furthest = -1;
+  bool went_back = false;
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+// No ACK ever comes: the requester sends 2^16 PSNs (its window of unacknowledged
+// PSNs) of 65 WRITEs of 1024 packets each and stops there, also inside a
+// dequeue (bursts of 50 frames, so the window's end falls inside one: the next
+// packet of a WR is derived from the one taken, and the window is checked there too).
+TEST(EngineLongMessage, RequesterStopsAtItsWindowOfUnacknowledgedPsns) {
+  RcOptions o;
+  o.timeout = 0;  // no retransmission timer: nothing but the window stops it
+  Dut d(o);
+  const Sge sge{d.s.iova, 1024 * kMtu, d.s.keys.lkey};
+  for (uint64_t i = 0; i < 65; ++i) {
+    ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, one_sge_wr(sge, IBV_WR_RDMA_WRITE, 0x7000000, 0x5555, i)), 0);
+  }
+  PsnReach c;
+  for (int i = 0; i < 200000 && !c.went_back && c.frames < 70000; ++i) {
+    d.net[1].advance(d.now);
+    d.net[1].transmit(d.now, c, 50);
+    d.now = std::max(d.now, d.net[1].next_deadline());
+  }
+  EXPECT_EQ(c.furthest, (1 << 16) - 1);
 }
 
 // The DUT answers a READ of two MTUs from one region; the same request again (a
