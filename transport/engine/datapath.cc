@@ -376,7 +376,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       // A frame to the port's own address loops back (docs/engine.md,
       // "Same-device loopback"): scheduled like any frame, then received
       // instead of sent, into a buffer of the engine's own.
-      const bool to_self = same_ip(tx_peer(*q, d, cnp).ip, config_.ip);
+      const bool to_self = same_ip((d.kind == TxKind::kRequest ? q->peer : tx_peer(*q, d, cnp)).ip, config_.ip);
       std::span<uint8_t> buf = to_self ? loop_buffer(len_hint) : sink.tx_buffer(len_hint);
       if (buf.size() < len_hint) {
         ++counters_.tx_no_buffer;
@@ -400,7 +400,8 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
         if (cnp) trace(now, trace::Event::kCnp, *q, 0, static_cast<uint32_t>(len), 0);
         trace_frame_tx(g.departure, *q, buf.first(len));
       }
-      if (d.kind == TxKind::kRequest) time_request(*q, d);
+      // time_request() returns at once unless a fresh request waits to be timed.
+      if (d.kind == TxKind::kRequest && q->req.ready_fresh && !q->comp.timed) time_request(*q, d);
       if (to_self) {
         loop_lens_.push_back(len);
         ++counters_.tx_loopback;

@@ -37,7 +37,7 @@ class Capture : public TxSink {
 // Engine 1 of a Pair is the device under test; the test plays engine 0's QP.
 struct Dut {
   Dut() : Dut(RcOptions{}) {}
-  explicit Dut(const RcOptions& o) : opt(o) {
+  explicit Dut(const RcOptions& o, EngineConfig base = {}) : net(base), opt(o) {
     s = make_side(net[1], opt);
     peer.qpn = wire::Qpn(0x77);
     connect(net[1], s, peer, net[0].config().ip, opt, 9000, 500);

@@ -52,6 +52,16 @@ Capture transmit_until(Dut& d, size_t n, int steps) {
   return c;
 }
 
+// An engine whose scheduler grants a burst of packets per transmit (a lookahead of
+// 10 us, as a port's driver runs it), so one dequeue takes several packets of a QP:
+// each after the first is the one the grant before derived (next_request). With
+// no lookahead a dequeue grants one packet and every packet is peeked afresh.
+EngineConfig bursts() {
+  EngineConfig c;
+  c.sched_lookahead = 10'000'000;
+  return c;
+}
+
 bool is_ack(const wire::RocePacket& p, uint32_t psn) {
   return p.opcode == wire::op::kRcAck && syndrome(p) >> 5 == 0 && p.psn.value() == psn;
 }
@@ -311,7 +321,7 @@ TEST(EngineLongMessage, SendMiddlePastTheReceiveIsALengthError) {
 TEST(EngineLongMessage, WritePacketsCarryTheirOpcodePsnAckReqAndBytes) {
   for (const int nsge : {1, 3}) {
     SCOPED_TRACE(nsge == 1 ? "one SGE" : "three SGEs");
-    Dut d;
+    Dut d({}, bursts());
     const uint32_t len = 40 * kMtu + 100;
     const std::vector<uint8_t> data = pattern(len, 29);
     std::copy(data.begin(), data.end(), d.s.buf.begin() + 4096);
@@ -362,7 +372,7 @@ TEST(EngineLongMessage, WritePacketsCarryTheirOpcodePsnAckReqAndBytes) {
 TEST(EngineLongMessage, SendPacketsCarryTheirOpcodePsnAndLastHeader) {
   for (const ibv_wr_opcode op : {IBV_WR_SEND_WITH_IMM, IBV_WR_SEND_WITH_INV}) {
     SCOPED_TRACE(op == IBV_WR_SEND_WITH_IMM ? "with immediate" : "with invalidate");
-    Dut d;
+    Dut d({}, bursts());
     const uint32_t len = 40 * kMtu + 100;
     const std::vector<uint8_t> data = pattern(len, 41);
     std::copy(data.begin(), data.end(), d.s.buf.begin() + 8192);
@@ -429,22 +439,27 @@ class PsnReach final : public TxSink {
 
 // No ACK ever comes: the requester sends 2^16 PSNs (its window of unacknowledged
 // PSNs) of 65 WRITEs of 1024 packets each and stops there, also inside a
-// dequeue (bursts of 50 frames, so the window's end falls inside one: the next
-// packet of a WR is derived from the one taken, and the window is checked there too).
+// dequeue (bursts of 50 frames, so the window's end falls inside one: there the
+// next packet of a WR is derived from the one taken, next_request, which checks the
+// window too).
 TEST(EngineLongMessage, RequesterStopsAtItsWindowOfUnacknowledgedPsns) {
   RcOptions o;
   o.timeout = 0;  // no retransmission timer: nothing but the window stops it
-  Dut d(o);
+  EngineConfig cfg;
+  cfg.sched_lookahead = 20'000'000;  // 20 us: a transmit grants its 50 frames at once
+  Dut d(o, cfg);
   const Sge sge{d.s.iova, 1024 * kMtu, d.s.keys.lkey};
   for (uint64_t i = 0; i < 65; ++i) {
     ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, one_sge_wr(sge, IBV_WR_RDMA_WRITE, 0x7000000, 0x5555, i)), 0);
   }
   PsnReach c;
-  for (int i = 0; i < 200000 && !c.went_back && c.frames < 70000; ++i) {
+  // Steps of 20 us, each transmit's dequeue granting 50 frames at once.
+  for (int i = 0; i < 20000 && !c.went_back && c.frames < 70000; ++i) {
     d.net[1].advance(d.now);
     d.net[1].transmit(d.now, c, 50);
-    d.now = std::max(d.now, d.net[1].next_deadline());
+    d.now += 20'000'000;
   }
+  EXPECT_FALSE(c.went_back);
   EXPECT_EQ(c.furthest, (1 << 16) - 1);
 }
 
