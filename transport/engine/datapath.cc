@@ -333,8 +333,10 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
     case TxKind::kNone: break;
   }
   TxDesc& next = q->tx_next;
-  if (d.kind == TxKind::kRequest && q->req.wqe == d.wqe && q->resp.queue.empty()) [[likely]] {
-    // Still inside d's WR (a WRITE's or SEND's next packet): derived from d.
+  if (d.kind == TxKind::kRequest && q->req.wqe == d.wqe) [[likely]] {
+    // Still inside d's WR (a WRITE's or SEND's next packet): derived from d. (No
+    // response can be queued: d's peek found none, and none is queued during a
+    // dequeue.)
     next_request(*q, d, next);
   } else {
     peek(tx_now_, *q, next);

@@ -126,6 +126,69 @@ TEST(EngineLongMessage, WriteMiddlePacketsStoreOnlyInOrderAndIntact) {
   EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_RTS);
 }
 
+// A WRITE's middle packet at the expected PSN right behind one that earned a fatal
+// NAK (a middle packet of half an MTU), before that NAK left: nothing is stored
+// (the responder takes nothing once a fatal NAK is queued, 9.9.2); and one after
+// the QP was moved to ERR mid-WRITE: nothing is stored either.
+TEST(EngineLongMessage, WriteMiddleBehindAFatalNakOrInErrStoresNothing) {
+  for (const bool err : {false, true}) {
+    SCOPED_TRACE(err ? "QP moved to ERR" : "behind a fatal NAK");
+    Dut d;
+    const std::vector<uint8_t> data = pattern(3 * kMtu, 9);
+    auto first = d.spec(wire::op::kRcWriteFirst, 500);
+    first.reth = wire::RethFields{d.s.iova, d.s.keys.rkey, 3 * kMtu};
+    first.payload = std::span(data).first(kMtu);
+    first.ack_req = false;
+    EXPECT_TRUE(d.receive(first).empty());
+    auto frame_of = [](const wire::FrameSpec& f) {
+      std::vector<uint8_t> v(wire::frame_size(f));
+      EXPECT_TRUE(wire::build_frame(f, v).ok());
+      return v;
+    };
+    if (err) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+    } else {
+      auto bad = d.spec(wire::op::kRcWriteMiddle, 501);
+      bad.payload = std::span(data).subspan(kMtu, kMtu / 2);
+      std::vector<uint8_t> f = frame_of(bad);
+      d.now += 1'000'000;
+      d.net[1].receive(d.now, f);  // the NAK is queued, not sent yet
+    }
+    auto good = d.spec(wire::op::kRcWriteMiddle, 501);
+    good.payload = std::span(data).subspan(kMtu, kMtu);
+    std::vector<uint8_t> f = frame_of(good);
+    d.now += 1'000'000;
+    d.net[1].receive(d.now, f);
+    const auto out = d.drain();
+    if (!err) {
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(syndrome(out[0]), 0x61);  // NAK, invalid request
+    }
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(kMtu, 2 * kMtu), 0)) << "stored past the first packet";
+    EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_ERR);
+  }
+}
+
+// A WRITE's last packet of two MTUs that ends exactly what the RETH announced:
+// longer than the path MTU, an Invalid Request NAK, nothing stored past the first.
+TEST(EngineLongMessage, WriteLastLongerThanTheMtuIsNakedAndStoresNothing) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(3 * kMtu, 13);
+  auto first = d.spec(wire::op::kRcWriteFirst, 500);
+  first.reth = wire::RethFields{d.s.iova, d.s.keys.rkey, 3 * kMtu};
+  first.payload = std::span(data).first(kMtu);
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive(first).empty());
+  auto last = d.spec(wire::op::kRcWriteLast, 501);
+  last.payload = std::span(data).subspan(kMtu, 2 * kMtu);
+  const auto out = d.receive(last);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(syndrome(out[0]), 0x61);  // NAK, invalid request
+  EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(kMtu, 2 * kMtu), 0)) << "stored past the first packet";
+}
+
 // A middle packet when the RETH left less than an MTU, and a last packet shorter
 // than what is left: each an Invalid Request NAK (9.7.5.1.4), nothing stored
 // past the message, the QP in ERR.
