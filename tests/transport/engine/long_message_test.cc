@@ -171,6 +171,33 @@ TEST(EngineLongMessage, WriteMiddleBehindAFatalNakOrInErrStoresNothing) {
   }
 }
 
+// Two gaps in one WRITE, an in-order middle packet between them: each gap gets its
+// sequence-error NAK (one per gap: the in-order packet ends the first, 9.7.5.1.2).
+TEST(EngineLongMessage, EachGapInAWriteIsNakedOnce) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(5 * kMtu, 17);
+  auto first = d.spec(wire::op::kRcWriteFirst, 500);
+  first.reth = wire::RethFields{d.s.iova, d.s.keys.rkey, 5 * kMtu};
+  first.payload = std::span(data).first(kMtu);
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive(first).empty());
+  auto middle = [&](uint32_t i) {
+    auto f = d.spec(wire::op::kRcWriteMiddle, 500 + i);
+    f.payload = std::span(data).subspan(i * kMtu, kMtu);
+    f.ack_req = false;
+    return f;
+  };
+  for (int gap = 0; gap < 2; ++gap) {
+    SCOPED_TRACE(gap);
+    const auto nak = d.receive(middle(3));  // 501 (or 502) missing
+    ASSERT_EQ(nak.size(), 1u);
+    EXPECT_EQ(syndrome(nak[0]), 0x60);  // NAK, PSN sequence error
+    EXPECT_TRUE(d.receive(middle(3)).empty()) << "the same gap NAKed twice";
+    EXPECT_TRUE(d.receive(middle(1 + gap)).empty());  // in order
+  }
+  EXPECT_TRUE(std::equal(data.begin(), data.begin() + 3 * kMtu, d.s.buf.begin()));
+}
+
 // A WRITE's last packet of two MTUs that ends exactly what the RETH announced:
 // longer than the path MTU, an Invalid Request NAK, nothing stored past the first.
 TEST(EngineLongMessage, WriteLastLongerThanTheMtuIsNakedAndStoresNothing) {
@@ -501,8 +528,8 @@ class PsnReach final : public TxSink {
 };
 
 // No ACK ever comes: the requester sends 2^16 PSNs (its window of unacknowledged
-// PSNs) of 65 WRITEs of 1024 packets each and stops there, also inside a
-// dequeue (bursts of 50 frames, so the window's end falls inside one: there the
+// PSNs) of 66 WRITEs of 1000 packets each and stops there, inside a WR and inside
+// a dequeue (bursts of 50 frames, so the window's end falls inside one: there the
 // next packet of a WR is derived from the one taken, next_request, which checks the
 // window too).
 TEST(EngineLongMessage, RequesterStopsAtItsWindowOfUnacknowledgedPsns) {
@@ -511,8 +538,8 @@ TEST(EngineLongMessage, RequesterStopsAtItsWindowOfUnacknowledgedPsns) {
   EngineConfig cfg;
   cfg.sched_lookahead = 20'000'000;  // 20 us: a transmit grants its 50 frames at once
   Dut d(o, cfg);
-  const Sge sge{d.s.iova, 1024 * kMtu, d.s.keys.lkey};
-  for (uint64_t i = 0; i < 65; ++i) {
+  const Sge sge{d.s.iova, 1000 * kMtu, d.s.keys.lkey};
+  for (uint64_t i = 0; i < 66; ++i) {
     ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, one_sge_wr(sge, IBV_WR_RDMA_WRITE, 0x7000000, 0x5555, i)), 0);
   }
   PsnReach c;
