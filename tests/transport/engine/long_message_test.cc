@@ -502,6 +502,26 @@ TEST(EngineLongMessage, SendPacketsCarryTheirOpcodePsnAndLastHeader) {
   }
 }
 
+// A WRITE of 10 packets sent in one burst, then a sequence-error NAK for its third:
+// the requester goes back and sends packets 2..9 again in one burst (each after the
+// first derived from the one before), each counted as a retransmission.
+TEST(EngineLongMessage, GoBackNInOneBurstCountsEveryPacketSentAgain) {
+  Dut d({}, bursts());
+  const std::vector<uint8_t> data = pattern(10 * kMtu, 3);
+  std::copy(data.begin(), data.end(), d.s.buf.begin());
+  ASSERT_EQ(post_one(d, IBV_WR_RDMA_WRITE, 0, 10 * kMtu, 0x7000000, 0x5555, 1), 0);
+  const Capture c = transmit_until(d, 10, 100);
+  ASSERT_EQ(c.pkts.size(), 10u);
+  EXPECT_EQ(d.net[1].counters().retransmits, 0u);
+  const uint32_t psn0 = c.pkts[0].psn.value();
+  auto nak = d.spec(wire::op::kRcAck, psn0 + 2);
+  nak.aeth = wire::AethFields{0x60, 0};  // NAK, PSN sequence error: expected psn0 + 2
+  const auto again = d.receive(nak);
+  ASSERT_GE(again.size(), 8u);
+  for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(again[i].psn.value(), psn0 + 2 + i);
+  EXPECT_EQ(d.net[1].counters().retransmits, 8u);
+}
+
 // A sink that keeps only the furthest PSN (from the first frame's) and whether a
 // frame went back (a retransmission).
 class PsnReach final : public TxSink {
