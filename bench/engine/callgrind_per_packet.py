@@ -25,9 +25,10 @@ from collections import defaultdict
 
 ENTRY = ("transmit", "receive", "post_send", "post_recv", "poll_cq", "advance", "next_deadline")
 # The calls that count data packets: a WRITE's in-order middle and last packets take
-# rx_write_continues (its false answer, a packet that fails a check there and goes the
-# step way, would count twice; the benchmark has none).
-PKT = {"write": ("resp_execute_write", "rx_write_continues"), "send": ("resp_execute_send",),
+# rx_write_continues, a SEND's middle ones rx_send_continues (their false answer, a
+# packet that fails a check there and goes the step way, would count twice; the
+# benchmark has none).
+PKT = {"write": ("resp_execute_write", "rx_write_continues"), "send": ("resp_execute_send", "rx_send_continues"),
        "read": ("complete_send",)}
 
 

@@ -98,6 +98,8 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
         on_response(now, q, r.pkt, frame, true);
       } else if (r.pkt.op->kind == wire::OpKind::kWrite && rx_write_continues(now, q, r.pkt, frame)) {
         // A WRITE's middle or last packet in order (most packets of a long WRITE).
+      } else if (r.pkt.opcode == wire::op::kRcSendMiddle && rx_send_continues(now, q, r.pkt, frame)) {
+        // A SEND's middle packet in order.
       } else {
         on_request(now, q, r.pkt, frame, true);
       }

@@ -183,6 +183,12 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // stored and acknowledged or dropped for its ICRC). False with nothing changed
   // when any check would not pass: on_request then runs the steps.
   bool rx_write_continues(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  // The same for a SEND's middle packet (a last one completes its receive: the
+  // steps' way): resp_continues' checks for a SEND, resp_execute_send's copy into
+  // the receive in progress that checks the ICRC, resp_acknowledge. False with
+  // nothing changed (but bytes of the receive in progress, which the steps then
+  // write again) when a check would not pass or the receive cannot take the bytes.
+  bool rx_send_continues(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
   RespStep resp_check_state(const QpCtx& q);
   RespStep resp_check_psn(QpCtx& q, const RespPacket& r);
   RespStep resp_nak_sequence(Picos now, QpCtx& q);
