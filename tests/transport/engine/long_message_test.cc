@@ -405,6 +405,59 @@ TEST(EngineLongMessage, SendMiddlePastTheReceiveIsALengthError) {
   EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(at + kMtu, kMtu), 0));
 }
 
+// A SEND's middle packet of half an MTU: an Invalid Request NAK (9.7.5.1.4); and
+// the intact middle packet at the same PSN right behind it, before that NAK left,
+// is not taken (the responder takes nothing once a fatal NAK is queued). In the
+// second case the QP was moved to ERR after the first packet: the middle packet
+// is not taken either.
+TEST(EngineLongMessage, SendMiddleShortOrBehindAFatalNakOrInErrIsNotTaken) {
+  for (const bool err : {false, true}) {
+    SCOPED_TRACE(err ? "QP moved to ERR" : "short middle packet, then the intact one");
+    Dut d;
+    const std::vector<uint8_t> data = pattern(3 * kMtu, 21);
+    const uint64_t at = 8192;
+    const Sge sge{d.s.iova + at, 3 * kMtu, d.s.keys.lkey};
+    RecvWr rwr;
+    rwr.wr_id = 9;
+    rwr.sg_list = std::span(&sge, 1);
+    ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+    auto first = d.spec(wire::op::kRcSendFirst, 500);
+    first.payload = std::span(data).first(kMtu);
+    first.ack_req = false;
+    EXPECT_TRUE(d.receive(first).empty());
+    auto frame_of = [](const wire::FrameSpec& f) {
+      std::vector<uint8_t> v(wire::frame_size(f));
+      EXPECT_TRUE(wire::build_frame(f, v).ok());
+      return v;
+    };
+    if (err) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+    } else {
+      auto bad = d.spec(wire::op::kRcSendMiddle, 501);
+      bad.payload = std::span(data).subspan(kMtu, kMtu / 2);
+      std::vector<uint8_t> f = frame_of(bad);
+      d.now += 1'000'000;
+      d.net[1].receive(d.now, f);  // the NAK is queued, not sent yet
+    }
+    auto good = d.spec(wire::op::kRcSendMiddle, 501);
+    good.payload = std::span(data).subspan(kMtu, kMtu);
+    std::vector<uint8_t> f = frame_of(good);
+    d.now += 1'000'000;
+    d.net[1].receive(d.now, f);
+    const auto out = d.drain();
+    if (!err) {
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(syndrome(out[0]), 0x61);  // NAK, invalid request
+      EXPECT_EQ(out[0].psn.value(), 501u);
+    }
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(at + kMtu + kMtu / 2, kMtu + kMtu / 2), 0))
+        << "stored past the short packet";
+    EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_ERR);
+  }
+}
+
 // The DUT's WRITE of 40 MTUs and a bit, from one SGE and from three: its packets
 // as the requester builds them past the first (opcode, PSN, AckReq every 16th packet
 // and on the last, the RETH only on the first, each packet's bytes).
