@@ -198,6 +198,40 @@ TEST(EngineLongMessage, EachGapInAWriteIsNakedOnce) {
   EXPECT_TRUE(std::equal(data.begin(), data.begin() + 3 * kMtu, d.s.buf.begin()));
 }
 
+// The same for a SEND: each gap gets its NAK, and an in-order middle packet asking
+// for an ACK (AckReq) gets one, for its PSN.
+TEST(EngineLongMessage, EachGapInASendIsNakedOnceAndAnAckReqAnswered) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(5 * kMtu, 19);
+  const uint64_t at = 8192;
+  const Sge sge{d.s.iova + at, 5 * kMtu, d.s.keys.lkey};
+  RecvWr rwr;
+  rwr.wr_id = 4;
+  rwr.sg_list = std::span(&sge, 1);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+  auto first = d.spec(wire::op::kRcSendFirst, 500);
+  first.payload = std::span(data).first(kMtu);
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive(first).empty());
+  auto middle = [&](uint32_t i, bool ack_req) {
+    auto f = d.spec(wire::op::kRcSendMiddle, 500 + i);
+    f.payload = std::span(data).subspan(i * kMtu, kMtu);
+    f.ack_req = ack_req;
+    return f;
+  };
+  for (uint32_t gap = 0; gap < 2; ++gap) {
+    SCOPED_TRACE(gap);
+    const auto nak = d.receive(middle(3, false));  // 501 (or 502) missing
+    ASSERT_EQ(nak.size(), 1u);
+    EXPECT_EQ(syndrome(nak[0]), 0x60);  // NAK, PSN sequence error
+    EXPECT_TRUE(d.receive(middle(3, false)).empty()) << "the same gap NAKed twice";
+    const auto ack = d.receive(middle(1 + gap, true));  // in order, AckReq
+    ASSERT_EQ(ack.size(), 1u);
+    EXPECT_TRUE(is_ack(ack[0], 501 + gap));
+  }
+  EXPECT_TRUE(std::equal(data.begin(), data.begin() + 3 * kMtu, d.s.buf.begin() + at));
+}
+
 // A WRITE's last packet of two MTUs that ends exactly what the RETH announced:
 // longer than the path MTU, an Invalid Request NAK, nothing stored past the first.
 TEST(EngineLongMessage, WriteLastLongerThanTheMtuIsNakedAndStoresNothing) {
