@@ -747,6 +747,42 @@ TEST(EngineLongMessage, ReadMiddleResponsesLandOnlyInOrderAndIntact) {
   EXPECT_EQ(d.net[1].counters().retransmits, 0u);
 }
 
+// A READ of three MTUs into three SGEs (1000 bytes, 2000 bytes, the rest, apart
+// from each other): each response's bytes land across the SGEs in order, nothing
+// between them. (A READ of one SGE copies each response as one piece.)
+TEST(EngineLongMessage, ReadIntoThreeSgesScattersEachResponse) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(3 * kMtu, 23);
+  const std::span<const uint8_t> all(data);
+  const uint64_t at[3] = {4096, 8192, 16384};
+  const uint32_t len[3] = {1000, 2000, 3 * kMtu - 3000};
+  std::vector<Sge> sges;
+  for (int i = 0; i < 3; ++i) sges.push_back({d.s.iova + at[i], len[i], d.s.keys.lkey});
+  SendWr wr;
+  wr.wr_id = 8;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.sg_list = sges;
+  wr.remote_addr = 0x5000000;
+  wr.rkey = 0x1234;
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, wr), 0);
+  const auto req = d.drain();
+  ASSERT_EQ(req.size(), 1u);
+  const uint32_t p = req[0].psn.value();
+  EXPECT_TRUE(d.receive(response(d, wire::op::kRcReadResponseFirst, p, all.first(kMtu))).empty());
+  EXPECT_TRUE(d.receive(response(d, wire::op::kRcReadResponseMiddle, p + 1, all.subspan(kMtu, kMtu))).empty());
+  EXPECT_TRUE(d.receive(response(d, wire::op::kRcReadResponseLast, p + 2, all.subspan(2 * kMtu))).empty());
+  const auto wc = poll(d, d.s.scq);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  uint64_t off = 0;
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(std::equal(data.begin() + off, data.begin() + off + len[i], d.s.buf.begin() + at[i]));
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(at[i] + len[i], 64), 0)) << "stored past the SGE";
+    off += len[i];
+  }
+}
+
 // A middle response lost: the next one is out of order, not copied, and the READ
 // is asked again from the first missing byte (9.7.5.2.2), once.
 TEST(EngineLongMessage, ReadResponseAfterAGapReissuesTheReadFromTheMissingByte) {
