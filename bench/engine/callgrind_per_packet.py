@@ -11,8 +11,9 @@ total:  the inclusive cost of every call from outside the engine into an
         poll_cq, advance, next_deadline);
 codec:  the self cost of isoroce::wire:: functions and libc's mem*;
 engine: total - codec;
-all divided by the data packets, counted as calls of resp_execute_write
-(write), resp_execute_send (send) or complete_send (read; times the response
+all divided by the data packets, counted as calls of resp_execute_write or
+rx_write_continues (write), resp_execute_send or rx_send_continues (send) or
+complete_send (read; times the response
 packets of a message of --size BYTES, default 1, with the benchmark's 4096-byte
 MTU: give the size for a READ of more than 4 KB). --top N also lists
 the N engine functions (not codec) with the largest self cost per data packet.
