@@ -155,8 +155,17 @@ bool EngineImpl::read_response_copy_and_check(Picos now, QpCtx& q, const wire::R
         psn == w.first_psn + packet_index(w.read_done, q.mtu) &&
         (last ? pkt.payload_len == left : pkt.payload_len == q.mtu && pkt.payload_len <= left)) {
       crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
-      *copied = scatter_crc(mrs_, q.pd, w.sges, checked_sges(w), w.read_done, frame.subspan(pkt.payload_offset, pkt.payload_len),
-                            &crc);
+      if (w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
+        // scatter_crc() into one SGE checked at post (no MR deregistered since): the
+        // READ's buffer is that SGE, the response's bytes one piece of it (the
+        // length test above keeps them inside it).
+        wire::crc32_fold_copy(crc, reinterpret_cast<uint8_t*>(w.sges[0].addr + w.read_done + w.sge_bias[0]),
+                              frame.data() + pkt.payload_offset, pkt.payload_len);
+        *copied = true;
+      } else {
+        *copied = scatter_crc(mrs_, q.pd, w.sges, checked_sges(w), w.read_done,
+                              frame.subspan(pkt.payload_offset, pkt.payload_len), &crc);
+      }
     }
   }
   if (*copied) wire::crc32_fold(crc, frame.data() + pkt.payload_offset + pkt.payload_len, pkt.pad);

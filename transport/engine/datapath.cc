@@ -96,6 +96,10 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       count_rx(q, frame.size());
       if (r.pkt.op->kind == wire::OpKind::kReadResponse) {
         on_response(now, q, r.pkt, frame, true);
+      } else if (r.pkt.op->kind == wire::OpKind::kWrite && rx_write_continues(now, q, r.pkt, frame)) {
+        // A WRITE's middle or last packet in order (most packets of a long WRITE).
+      } else if (r.pkt.opcode == wire::op::kRcSendMiddle && rx_send_continues(now, q, r.pkt, frame)) {
+        // A SEND's middle packet in order.
       } else {
         on_request(now, q, r.pkt, frame, true);
       }
@@ -331,7 +335,14 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
     case TxKind::kNone: break;
   }
   TxDesc& next = q->tx_next;
-  peek(tx_now_, *q, next);
+  if (d.kind == TxKind::kRequest && q->req.wqe == d.wqe) [[likely]] {
+    // Still inside d's WR (a WRITE's or SEND's next packet): derived from d. (No
+    // response can be queued: d's peek found none, and none is queued during a
+    // dequeue.)
+    next_request(*q, d, next);
+  } else {
+    peek(tx_now_, *q, next);
+  }
   q->tx_next_epoch = grant_epoch_;
   if (next.kind == TxKind::kNone) {
     after_grant_.push_back(slot);  // e.g. a local error to complete, or an ACK to queue
@@ -369,7 +380,7 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
       // A frame to the port's own address loops back (docs/engine.md,
       // "Same-device loopback"): scheduled like any frame, then received
       // instead of sent, into a buffer of the engine's own.
-      const bool to_self = same_ip(tx_peer(*q, d, cnp).ip, config_.ip);
+      const bool to_self = same_ip((d.kind == TxKind::kRequest ? q->peer : tx_peer(*q, d, cnp)).ip, config_.ip);
       std::span<uint8_t> buf = to_self ? loop_buffer(len_hint) : sink.tx_buffer(len_hint);
       if (buf.size() < len_hint) {
         ++counters_.tx_no_buffer;
@@ -393,7 +404,8 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
         if (cnp) trace(now, trace::Event::kCnp, *q, 0, static_cast<uint32_t>(len), 0);
         trace_frame_tx(g.departure, *q, buf.first(len));
       }
-      if (d.kind == TxKind::kRequest) time_request(*q, d);
+      // time_request() returns at once unless a fresh request waits to be timed.
+      if (d.kind == TxKind::kRequest && q->req.ready_fresh && !q->comp.timed) time_request(*q, d);
       if (to_self) {
         loop_lens_.push_back(len);
         ++counters_.tx_loopback;

@@ -143,6 +143,12 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // The next request packet of q, without consuming it (kind kNone: none now).
   void peek_request(Picos now, QpCtx& q, TxDesc& d);
   void take_request(QpCtx& q, const TxDesc& d);
+  // peek_request()'s answer right after take_request(q, d) left the requester inside
+  // d's WR (q.req.wqe == d.wqe: a WRITE's or SEND's next packet), derived from d: of
+  // peek_request's checks only the window can change between d's peek and now (the
+  // QP's state, its RNR pause, the WR's error and kind cannot change during a
+  // scheduler dequeue), and the WR's packet count is w.npkts (set when it started).
+  void next_request(const QpCtx& q, const TxDesc& d, TxDesc& n) const;
   // Starts WQE processing checks (local keys); false if it completed in error.
   bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
@@ -170,6 +176,19 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // write_dst then found, nak_seq_sent cleared as resp_check_psn clears it); false
   // with nothing changed otherwise, and the steps run one by one.
   bool resp_continues(QpCtx& q, RespPacket& r);
+  // A WRITE's (without immediate) middle or last packet whose ICRC receive() left
+  // to the copy, in order in the WRITE in progress: resp_continues' checks for a
+  // WRITE, then resp_execute_write's copy that checks the ICRC and
+  // resp_acknowledge, in one function without a RespPacket (true: done, the frame
+  // stored and acknowledged or dropped for its ICRC). False with nothing changed
+  // when any check would not pass: on_request then runs the steps.
+  bool rx_write_continues(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  // The same for a SEND's middle packet (a last one completes its receive: the
+  // steps' way): resp_continues' checks for a SEND, resp_execute_send's copy into
+  // the receive in progress that checks the ICRC, resp_acknowledge. False with
+  // nothing changed (but bytes of the receive in progress, which the steps then
+  // write again) when a check would not pass or the receive cannot take the bytes.
+  bool rx_send_continues(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
   RespStep resp_check_state(const QpCtx& q);
   RespStep resp_check_psn(QpCtx& q, const RespPacket& r);
   RespStep resp_nak_sequence(Picos now, QpCtx& q);

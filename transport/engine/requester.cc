@@ -123,6 +123,34 @@ void EngineImpl::peek_request(Picos now, QpCtx& q, TxDesc& d) {
   return;
 }
 
+void EngineImpl::next_request(const QpCtx& q, const TxDesc& d, TxDesc& n) const {
+  if (psn_diff(q.req.psn, q.comp.psn) >= kMaxOutstanding) [[unlikely]] {
+    n.kind = TxKind::kNone;
+    return;
+  }
+  const SendWqe& w = q.sq[d.wqe];
+  const uint32_t mtu = q.mtu;
+  const bool last = q.req.pkt + 1 == w.npkts;
+  const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+  n.kind = TxKind::kRequest;
+  n.qp_slot = d.qp_slot;
+  if (!last) [[likely]] {
+    n.opcode = write ? wire::op::kRcWriteMiddle : wire::op::kRcSendMiddle;
+  } else {
+    const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    n.opcode = write ? write_opcode(false, true, imm) : send_opcode(false, true, imm, w.opcode == IBV_WR_SEND_WITH_INV);
+  }
+  n.psn = q.req.psn;
+  n.wqe = d.wqe;
+  n.offset = static_cast<uint64_t>(q.req.pkt) * mtu;
+  n.length = static_cast<uint32_t>(std::min<uint64_t>(mtu, w.length - std::min(w.length, n.offset)));
+  n.ack_req = last || ack_due(q.req.pkt, config_.ack_req_every);
+  n.retransmit = q.req.psn.before(q.req.max_psn);
+  n.resource = 0;
+  // A middle packet after a packet of the same opcode and length: the same frame.
+  n.frame_len = n.opcode == d.opcode && n.length == d.length ? d.frame_len : frame_len(n.opcode, n.length);
+}
+
 void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
   SendWqe& w = q.sq[d.wqe];
   const uint32_t mtu = q.mtu;

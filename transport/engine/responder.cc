@@ -112,6 +112,70 @@ bool EngineImpl::resp_continues(QpCtx& q, RespPacket& r) {
   return true;
 }
 
+bool EngineImpl::rx_write_continues(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                    std::span<uint8_t> frame) {
+  // The checks of resp_continues for a WRITE (receive() made sure of its opcode: a
+  // WRITE's middle or last packet without immediate), each in its passing form.
+  const wire::OpcodeInfo& op = *pkt.op;
+  if (q.resp.in_msg != ResponderState::InMsg::kWrite || pkt.psn != q.resp.psn || q.resp.failed) return false;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return false;
+  const uint64_t len = pkt.payload_len;
+  const bool last = op.is_last();
+  if (last ? len != q.resp.write_left || len > q.mtu : len != q.mtu || len > q.resp.write_left) return false;
+  uint8_t* dst = nullptr;
+  if (len != 0 && (dst = write_target(q)) == nullptr) return false;
+  q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
+  // resp_execute_write: copy and check in one pass, before any state changes.
+  const uint8_t* payload = frame.data() + pkt.payload_offset;
+  wire::Crc32Fold crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
+  wire::crc32_fold_copy(crc, dst, payload, len);
+  wire::crc32_fold(crc, payload + len, pkt.pad);
+  if (wire::icrc_finish(wire::crc32_fold_register(crc)) != pkt.icrc) [[unlikely]] {
+    drop_bad_icrc(now, q, pkt, frame.size());
+    return true;
+  }
+  q.resp.write_va += len;
+  q.resp.write_left -= len;
+  if (last) {
+    q.resp.in_msg = ResponderState::InMsg::kNone;
+    ++q.resp.msn;
+  }
+  // resp_acknowledge.
+  q.resp.psn += 1;
+  if (pkt.ack_req) queue_ack(now, q);
+  return true;
+}
+
+bool EngineImpl::rx_send_continues(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                   std::span<uint8_t> frame) {
+  // resp_continues' checks for a SEND's middle packet (receive() made sure of the
+  // opcode), each in its passing form.
+  if (q.resp.in_msg != ResponderState::InMsg::kSend || pkt.psn != q.resp.psn || q.resp.failed) return false;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return false;
+  const uint64_t len = pkt.payload_len;
+  if (len != q.mtu) return false;
+  // resp_execute_send: into the receive in progress, its ICRC checked on the way.
+  const RecvWqe& w = q.resp.cur_recv;
+  const uint64_t off = q.resp.recv_offset;
+  if (off + len > w.length) return false;  // the steps' LOC_LEN_ERR
+  const std::span<const uint8_t> payload(frame.data() + pkt.payload_offset, len);
+  wire::Crc32Fold crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
+  if (!scatter_crc(mrs_, q.pd, w.sges, off, payload, &crc)) return false;  // an SGE gone: the steps' way
+  q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
+  wire::crc32_fold(crc, payload.data() + len, pkt.pad);
+  if (wire::icrc_finish(wire::crc32_fold_register(crc)) != pkt.icrc) [[unlikely]] {
+    drop_bad_icrc(now, q, pkt, frame.size());
+    return true;
+  }
+  q.resp.recv_offset += len;
+  // resp_acknowledge.
+  q.resp.psn += 1;
+  if (pkt.ack_req) queue_ack(now, q);
+  return true;
+}
+
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame, bool icrc_pending) {
   RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len), frame, icrc_pending, {}};

@@ -14,6 +14,7 @@ namespace isoroce::transport::testing {
 class Capture : public TxSink {
  public:
   std::span<uint8_t> tx_buffer(size_t len) override {
+    hints.push_back(len);
     buf_.assign(len, 0);
     return buf_;
   }
@@ -26,6 +27,8 @@ class Capture : public TxSink {
   }
   std::vector<wire::RocePacket> pkts;
   std::vector<std::vector<uint8_t>> frames;
+  // The length each tx_buffer() asked for (the engine's frame length of the grant).
+  std::vector<size_t> hints;
 
  private:
   std::vector<uint8_t> buf_;
@@ -33,7 +36,8 @@ class Capture : public TxSink {
 
 // Engine 1 of a Pair is the device under test; the test plays engine 0's QP.
 struct Dut {
-  Dut() {
+  Dut() : Dut(RcOptions{}) {}
+  explicit Dut(const RcOptions& o, EngineConfig base = {}) : net(base), opt(o) {
     s = make_side(net[1], opt);
     peer.qpn = wire::Qpn(0x77);
     connect(net[1], s, peer, net[0].config().ip, opt, 9000, 500);

@@ -7,6 +7,8 @@
 // bytes and the completions are what the steps give.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -47,6 +49,16 @@ Capture transmit_until(Dut& d, size_t n, int steps) {
     d.net[1].transmit(d.now, c, 64);
     d.now = std::max(d.now, d.net[1].next_deadline());
   }
+  return c;
+}
+
+// An engine whose scheduler grants a burst of packets per transmit (a lookahead of
+// 10 us, as a port's driver runs it), so one dequeue takes several packets of a QP:
+// each after the first is the one the grant before derived (next_request). With
+// no lookahead a dequeue grants one packet and every packet is peeked afresh.
+EngineConfig bursts() {
+  EngineConfig c;
+  c.sched_lookahead = 10'000'000;
   return c;
 }
 
@@ -112,6 +124,130 @@ TEST(EngineLongMessage, WriteMiddlePacketsStoreOnlyInOrderAndIntact) {
   EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin() + off));
   EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(off + data.size(), kMtu), 0));
   EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_RTS);
+}
+
+// A WRITE's middle packet at the expected PSN right behind one that earned a fatal
+// NAK (a middle packet of half an MTU), before that NAK left: nothing is stored
+// (the responder takes nothing once a fatal NAK is queued, 9.9.2); and one after
+// the QP was moved to ERR mid-WRITE: nothing is stored either.
+TEST(EngineLongMessage, WriteMiddleBehindAFatalNakOrInErrStoresNothing) {
+  for (const bool err : {false, true}) {
+    SCOPED_TRACE(err ? "QP moved to ERR" : "behind a fatal NAK");
+    Dut d;
+    const std::vector<uint8_t> data = pattern(3 * kMtu, 9);
+    auto first = d.spec(wire::op::kRcWriteFirst, 500);
+    first.reth = wire::RethFields{d.s.iova, d.s.keys.rkey, 3 * kMtu};
+    first.payload = std::span(data).first(kMtu);
+    first.ack_req = false;
+    EXPECT_TRUE(d.receive(first).empty());
+    auto frame_of = [](const wire::FrameSpec& f) {
+      std::vector<uint8_t> v(wire::frame_size(f));
+      EXPECT_TRUE(wire::build_frame(f, v).ok());
+      return v;
+    };
+    if (err) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+    } else {
+      auto bad = d.spec(wire::op::kRcWriteMiddle, 501);
+      bad.payload = std::span(data).subspan(kMtu, kMtu / 2);
+      std::vector<uint8_t> f = frame_of(bad);
+      d.now += 1'000'000;
+      d.net[1].receive(d.now, f);  // the NAK is queued, not sent yet
+    }
+    auto good = d.spec(wire::op::kRcWriteMiddle, 501);
+    good.payload = std::span(data).subspan(kMtu, kMtu);
+    std::vector<uint8_t> f = frame_of(good);
+    d.now += 1'000'000;
+    d.net[1].receive(d.now, f);
+    const auto out = d.drain();
+    if (!err) {
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(syndrome(out[0]), 0x61);  // NAK, invalid request
+    }
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(kMtu, 2 * kMtu), 0)) << "stored past the first packet";
+    EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_ERR);
+  }
+}
+
+// Two gaps in one WRITE, an in-order middle packet between them: each gap gets its
+// sequence-error NAK (one per gap: the in-order packet ends the first, 9.7.5.1.2).
+TEST(EngineLongMessage, EachGapInAWriteIsNakedOnce) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(5 * kMtu, 17);
+  auto first = d.spec(wire::op::kRcWriteFirst, 500);
+  first.reth = wire::RethFields{d.s.iova, d.s.keys.rkey, 5 * kMtu};
+  first.payload = std::span(data).first(kMtu);
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive(first).empty());
+  auto middle = [&](uint32_t i) {
+    auto f = d.spec(wire::op::kRcWriteMiddle, 500 + i);
+    f.payload = std::span(data).subspan(i * kMtu, kMtu);
+    f.ack_req = false;
+    return f;
+  };
+  for (int gap = 0; gap < 2; ++gap) {
+    SCOPED_TRACE(gap);
+    const auto nak = d.receive(middle(3));  // 501 (or 502) missing
+    ASSERT_EQ(nak.size(), 1u);
+    EXPECT_EQ(syndrome(nak[0]), 0x60);  // NAK, PSN sequence error
+    EXPECT_TRUE(d.receive(middle(3)).empty()) << "the same gap NAKed twice";
+    EXPECT_TRUE(d.receive(middle(1 + gap)).empty());  // in order
+  }
+  EXPECT_TRUE(std::equal(data.begin(), data.begin() + 3 * kMtu, d.s.buf.begin()));
+}
+
+// The same for a SEND: each gap gets its NAK, and an in-order middle packet asking
+// for an ACK (AckReq) gets one, for its PSN.
+TEST(EngineLongMessage, EachGapInASendIsNakedOnceAndAnAckReqAnswered) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(5 * kMtu, 19);
+  const uint64_t at = 8192;
+  const Sge sge{d.s.iova + at, 5 * kMtu, d.s.keys.lkey};
+  RecvWr rwr;
+  rwr.wr_id = 4;
+  rwr.sg_list = std::span(&sge, 1);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+  auto first = d.spec(wire::op::kRcSendFirst, 500);
+  first.payload = std::span(data).first(kMtu);
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive(first).empty());
+  auto middle = [&](uint32_t i, bool ack_req) {
+    auto f = d.spec(wire::op::kRcSendMiddle, 500 + i);
+    f.payload = std::span(data).subspan(i * kMtu, kMtu);
+    f.ack_req = ack_req;
+    return f;
+  };
+  for (uint32_t gap = 0; gap < 2; ++gap) {
+    SCOPED_TRACE(gap);
+    const auto nak = d.receive(middle(3, false));  // 501 (or 502) missing
+    ASSERT_EQ(nak.size(), 1u);
+    EXPECT_EQ(syndrome(nak[0]), 0x60);  // NAK, PSN sequence error
+    EXPECT_TRUE(d.receive(middle(3, false)).empty()) << "the same gap NAKed twice";
+    const auto ack = d.receive(middle(1 + gap, true));  // in order, AckReq
+    ASSERT_EQ(ack.size(), 1u);
+    EXPECT_TRUE(is_ack(ack[0], 501 + gap));
+  }
+  EXPECT_TRUE(std::equal(data.begin(), data.begin() + 3 * kMtu, d.s.buf.begin() + at));
+}
+
+// A WRITE's last packet of two MTUs that ends exactly what the RETH announced:
+// longer than the path MTU, an Invalid Request NAK, nothing stored past the first.
+TEST(EngineLongMessage, WriteLastLongerThanTheMtuIsNakedAndStoresNothing) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(3 * kMtu, 13);
+  auto first = d.spec(wire::op::kRcWriteFirst, 500);
+  first.reth = wire::RethFields{d.s.iova, d.s.keys.rkey, 3 * kMtu};
+  first.payload = std::span(data).first(kMtu);
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive(first).empty());
+  auto last = d.spec(wire::op::kRcWriteLast, 501);
+  last.payload = std::span(data).subspan(kMtu, 2 * kMtu);
+  const auto out = d.receive(last);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(syndrome(out[0]), 0x61);  // NAK, invalid request
+  EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(kMtu, 2 * kMtu), 0)) << "stored past the first packet";
 }
 
 // A middle packet when the RETH left less than an MTU, and a last packet shorter
@@ -303,13 +439,66 @@ TEST(EngineLongMessage, SendMiddlePastTheReceiveIsALengthError) {
   EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(at + kMtu, kMtu), 0));
 }
 
+// A SEND's middle packet of half an MTU: an Invalid Request NAK (9.7.5.1.4); and
+// the intact middle packet at the same PSN right behind it, before that NAK left,
+// is not taken (the responder takes nothing once a fatal NAK is queued). In the
+// second case the QP was moved to ERR after the first packet: the middle packet
+// is not taken either.
+TEST(EngineLongMessage, SendMiddleShortOrBehindAFatalNakOrInErrIsNotTaken) {
+  for (const bool err : {false, true}) {
+    SCOPED_TRACE(err ? "QP moved to ERR" : "short middle packet, then the intact one");
+    Dut d;
+    const std::vector<uint8_t> data = pattern(3 * kMtu, 21);
+    const uint64_t at = 8192;
+    const Sge sge{d.s.iova + at, 3 * kMtu, d.s.keys.lkey};
+    RecvWr rwr;
+    rwr.wr_id = 9;
+    rwr.sg_list = std::span(&sge, 1);
+    ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+    auto first = d.spec(wire::op::kRcSendFirst, 500);
+    first.payload = std::span(data).first(kMtu);
+    first.ack_req = false;
+    EXPECT_TRUE(d.receive(first).empty());
+    auto frame_of = [](const wire::FrameSpec& f) {
+      std::vector<uint8_t> v(wire::frame_size(f));
+      EXPECT_TRUE(wire::build_frame(f, v).ok());
+      return v;
+    };
+    if (err) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+    } else {
+      auto bad = d.spec(wire::op::kRcSendMiddle, 501);
+      bad.payload = std::span(data).subspan(kMtu, kMtu / 2);
+      std::vector<uint8_t> f = frame_of(bad);
+      d.now += 1'000'000;
+      d.net[1].receive(d.now, f);  // the NAK is queued, not sent yet
+    }
+    auto good = d.spec(wire::op::kRcSendMiddle, 501);
+    good.payload = std::span(data).subspan(kMtu, kMtu);
+    std::vector<uint8_t> f = frame_of(good);
+    d.now += 1'000'000;
+    d.net[1].receive(d.now, f);
+    const auto out = d.drain();
+    if (!err) {
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(syndrome(out[0]), 0x61);  // NAK, invalid request
+      EXPECT_EQ(out[0].psn.value(), 501u);
+    }
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(at + kMtu + kMtu / 2, kMtu + kMtu / 2), 0))
+        << "stored past the short packet";
+    EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_ERR);
+  }
+}
+
 // The DUT's WRITE of 40 MTUs and a bit, from one SGE and from three: its packets
 // as the requester builds them past the first (opcode, PSN, AckReq every 16th packet
 // and on the last, the RETH only on the first, each packet's bytes).
 TEST(EngineLongMessage, WritePacketsCarryTheirOpcodePsnAckReqAndBytes) {
   for (const int nsge : {1, 3}) {
     SCOPED_TRACE(nsge == 1 ? "one SGE" : "three SGEs");
-    Dut d;
+    Dut d({}, bursts());
     const uint32_t len = 40 * kMtu + 100;
     const std::vector<uint8_t> data = pattern(len, 29);
     std::copy(data.begin(), data.end(), d.s.buf.begin() + 4096);
@@ -344,9 +533,131 @@ TEST(EngineLongMessage, WritePacketsCarryTheirOpcodePsnAckReqAndBytes) {
       ASSERT_EQ(p.payload_len, n);
       EXPECT_TRUE(std::equal(data.begin() + i * kMtu, data.begin() + i * kMtu + n,
                              c.frames[i].begin() + static_cast<std::ptrdiff_t>(p.payload_offset)));
+      // The grant's frame length (what the scheduler charged and the buffer asked
+      // for) is the frame's: a middle packet's next is derived from it.
+      EXPECT_EQ(c.hints[i], c.frames[i].size());
     }
     EXPECT_EQ(c.pkts[0].reth->dma_len, len);
   }
+}
+
+// The DUT's SENDs of 40 MTUs and a bit with immediate data and with invalidate,
+// from three SGEs: FIRST, 39 MIDDLEs and the LAST of its kind (the immediate or
+// the key on it alone), PSNs, AckReq, each packet's bytes and its frame length as
+// the grant charged it. (Past its first packet the requester derives each packet
+// from the one before: next_request.)
+TEST(EngineLongMessage, SendPacketsCarryTheirOpcodePsnAndLastHeader) {
+  for (const ibv_wr_opcode op : {IBV_WR_SEND_WITH_IMM, IBV_WR_SEND_WITH_INV}) {
+    SCOPED_TRACE(op == IBV_WR_SEND_WITH_IMM ? "with immediate" : "with invalidate");
+    Dut d({}, bursts());
+    const uint32_t len = 40 * kMtu + 100;
+    const std::vector<uint8_t> data = pattern(len, 41);
+    std::copy(data.begin(), data.end(), d.s.buf.begin() + 8192);
+    const std::vector<Sge> sges{{d.s.iova + 8192, 5000, d.s.keys.lkey},
+                                {d.s.iova + 8192 + 5000, 30000, d.s.keys.lkey},
+                                {d.s.iova + 8192 + 35000, len - 35000, d.s.keys.lkey}};
+    SendWr wr;
+    wr.wr_id = 6;
+    wr.opcode = op;
+    wr.sg_list = sges;
+    wr.imm_data = 0x11223344;
+    wr.invalidate_rkey = 0x4242;
+    ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, wr), 0);
+    const Capture c = transmit_until(d, 41, 1000);
+    ASSERT_EQ(c.pkts.size(), 41u);
+    const uint32_t psn0 = c.pkts[0].psn.value();
+    const uint8_t last_op = op == IBV_WR_SEND_WITH_IMM ? wire::op::kRcSendLastImm : wire::op::kRcSendLastInv;
+    for (uint32_t i = 0; i < 41; ++i) {
+      SCOPED_TRACE(i);
+      const wire::RocePacket& p = c.pkts[i];
+      EXPECT_EQ(p.opcode, i == 0 ? wire::op::kRcSendFirst : i == 40 ? last_op : wire::op::kRcSendMiddle);
+      EXPECT_EQ(p.psn.value(), (psn0 + i) & 0xffffff);
+      EXPECT_EQ(p.ack_req, i == 15 || i == 31 || i == 40);
+      EXPECT_EQ(p.imm.has_value(), i == 40 && op == IBV_WR_SEND_WITH_IMM);
+      EXPECT_EQ(p.ieth.has_value(), i == 40 && op == IBV_WR_SEND_WITH_INV);
+      const uint32_t n = i == 40 ? 100 : kMtu;
+      ASSERT_EQ(p.payload_len, n);
+      EXPECT_TRUE(std::equal(data.begin() + i * kMtu, data.begin() + i * kMtu + n,
+                             c.frames[i].begin() + static_cast<std::ptrdiff_t>(p.payload_offset)));
+      EXPECT_EQ(c.hints[i], c.frames[i].size());
+    }
+    if (op == IBV_WR_SEND_WITH_IMM) {
+      EXPECT_EQ(htonl(*c.pkts[40].imm), 0x11223344u);  // the WR's bytes as they are (network order)
+    } else {
+      EXPECT_EQ(*c.pkts[40].ieth, 0x4242u);
+    }
+  }
+}
+
+// A WRITE of 10 packets sent in one burst, then a sequence-error NAK for its third:
+// the requester goes back and sends packets 2..9 again in one burst (each after the
+// first derived from the one before), each counted as a retransmission.
+TEST(EngineLongMessage, GoBackNInOneBurstCountsEveryPacketSentAgain) {
+  Dut d({}, bursts());
+  const std::vector<uint8_t> data = pattern(10 * kMtu, 3);
+  std::copy(data.begin(), data.end(), d.s.buf.begin());
+  ASSERT_EQ(post_one(d, IBV_WR_RDMA_WRITE, 0, 10 * kMtu, 0x7000000, 0x5555, 1), 0);
+  const Capture c = transmit_until(d, 10, 100);
+  ASSERT_EQ(c.pkts.size(), 10u);
+  EXPECT_EQ(d.net[1].counters().retransmits, 0u);
+  const uint32_t psn0 = c.pkts[0].psn.value();
+  auto nak = d.spec(wire::op::kRcAck, psn0 + 2);
+  nak.aeth = wire::AethFields{0x60, 0};  // NAK, PSN sequence error: expected psn0 + 2
+  const auto again = d.receive(nak);
+  ASSERT_GE(again.size(), 8u);
+  for (uint32_t i = 0; i < 8; ++i) EXPECT_EQ(again[i].psn.value(), psn0 + 2 + i);
+  EXPECT_EQ(d.net[1].counters().retransmits, 8u);
+}
+
+// A sink that keeps only the furthest PSN (from the first frame's) and whether a
+// frame went back (a retransmission).
+class PsnReach final : public TxSink {
+ public:
+  std::span<uint8_t> tx_buffer(size_t len) override {
+    buf_.resize(len);
+    return buf_;
+  }
+  void tx_commit(Picos, size_t len) override {
+    auto r = wire::parse_frame(std::span(buf_).first(len));
+    ASSERT_TRUE(r.ok());
+    if (frames++ == 0) first = r.pkt.psn;
+    const int32_t k = psn_diff(r.pkt.psn, first);
+    if (k < furthest) went_back = true;
+    furthest = std::max(furthest, k);
+  }
+  uint64_t frames = 0;
+  wire::Psn first;
+  int32_t furthest = -1;
+  bool went_back = false;
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+// No ACK ever comes: the requester sends 2^16 PSNs (its window of unacknowledged
+// PSNs) of 66 WRITEs of 1000 packets each and stops there, inside a WR and inside
+// a dequeue (bursts of 50 frames, so the window's end falls inside one: there the
+// next packet of a WR is derived from the one taken, next_request, which checks the
+// window too).
+TEST(EngineLongMessage, RequesterStopsAtItsWindowOfUnacknowledgedPsns) {
+  RcOptions o;
+  o.timeout = 0;  // no retransmission timer: nothing but the window stops it
+  EngineConfig cfg;
+  cfg.sched_lookahead = 20'000'000;  // 20 us: a transmit grants its 50 frames at once
+  Dut d(o, cfg);
+  const Sge sge{d.s.iova, 1000 * kMtu, d.s.keys.lkey};
+  for (uint64_t i = 0; i < 66; ++i) {
+    ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, one_sge_wr(sge, IBV_WR_RDMA_WRITE, 0x7000000, 0x5555, i)), 0);
+  }
+  PsnReach c;
+  // Steps of 20 us, each transmit's dequeue granting 50 frames at once.
+  for (int i = 0; i < 20000 && !c.went_back && c.frames < 70000; ++i) {
+    d.net[1].advance(d.now);
+    d.net[1].transmit(d.now, c, 50);
+    d.now += 20'000'000;
+  }
+  EXPECT_FALSE(c.went_back);
+  EXPECT_EQ(c.furthest, (1 << 16) - 1);
 }
 
 // The DUT answers a READ of two MTUs from one region; the same request again (a
@@ -434,6 +745,42 @@ TEST(EngineLongMessage, ReadMiddleResponsesLandOnlyInOrderAndIntact) {
   EXPECT_EQ(wc[0].byte_len, data.size());
   EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin() + r.local));
   EXPECT_EQ(d.net[1].counters().retransmits, 0u);
+}
+
+// A READ of three MTUs into three SGEs (1000 bytes, 2000 bytes, the rest, apart
+// from each other): each response's bytes land across the SGEs in order, nothing
+// between them. (A READ of one SGE copies each response as one piece.)
+TEST(EngineLongMessage, ReadIntoThreeSgesScattersEachResponse) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(3 * kMtu, 23);
+  const std::span<const uint8_t> all(data);
+  const uint64_t at[3] = {4096, 8192, 16384};
+  const uint32_t len[3] = {1000, 2000, 3 * kMtu - 3000};
+  std::vector<Sge> sges;
+  for (int i = 0; i < 3; ++i) sges.push_back({d.s.iova + at[i], len[i], d.s.keys.lkey});
+  SendWr wr;
+  wr.wr_id = 8;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.sg_list = sges;
+  wr.remote_addr = 0x5000000;
+  wr.rkey = 0x1234;
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, wr), 0);
+  const auto req = d.drain();
+  ASSERT_EQ(req.size(), 1u);
+  const uint32_t p = req[0].psn.value();
+  EXPECT_TRUE(d.receive(response(d, wire::op::kRcReadResponseFirst, p, all.first(kMtu))).empty());
+  EXPECT_TRUE(d.receive(response(d, wire::op::kRcReadResponseMiddle, p + 1, all.subspan(kMtu, kMtu))).empty());
+  EXPECT_TRUE(d.receive(response(d, wire::op::kRcReadResponseLast, p + 2, all.subspan(2 * kMtu))).empty());
+  const auto wc = poll(d, d.s.scq);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  uint64_t off = 0;
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(std::equal(data.begin() + off, data.begin() + off + len[i], d.s.buf.begin() + at[i]));
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(at[i] + len[i], 64), 0)) << "stored past the SGE";
+    off += len[i];
+  }
 }
 
 // A middle response lost: the next one is out of order, not copied, and the READ
