@@ -1,5 +1,7 @@
 #include "tests/transport/test_util.h"
 
+#include "tests/temp_path.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,9 +29,10 @@ bool have_program(const std::string& name) {
 }
 
 std::string temp_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("isoroce-test-" + std::to_string(getpid()));
+  // One directory per process, removed at exit unless a test failed (temp_path.h).
+  static const std::string dir = temp_path("isoroce-test-", "files");
   std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  return (std::filesystem::path(dir) / name).string();
 }
 
 std::vector<std::string> capture_files() {

@@ -14,7 +14,7 @@ struct CommandResult {
 
 CommandResult run_command(const std::string& cmd);
 bool have_program(const std::string& name);
-std::string temp_path(const std::string& name);  // unique per test process
+std::string temp_path(const std::string& name);  // unique per test process, gone at exit unless a test failed
 std::vector<std::string> capture_files();        // the .pcap files of the shipped captures
 
 }  // namespace isoroce::test

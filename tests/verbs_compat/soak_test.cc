@@ -29,6 +29,7 @@
 #include "tests/daemon/harness.h"
 #include "tests/daemon/netns_impair.h"
 #include "tests/daemon/netns_pair.h"
+#include "tests/temp_path.h"
 
 namespace isoroce::test {
 namespace {
@@ -185,7 +186,7 @@ class Soak : public ::testing::Test {
     }
     j->name = cmd;
     const std::string common = gid + " -p " + std::to_string(port);
-    const std::string dir = "/tmp/isoroce-soak-" + std::to_string(getpid());
+    static const std::string dir = temp_path("isoroce-soak-", "logs");  // kept if a test fails
     std::filesystem::create_directories(dir);
     j->server.start(pair_->ns_b, b_->socket(), cmd + " -d isoroce0" + common,
                     dir + "/" + std::to_string(port) + ".server");
