@@ -497,24 +497,28 @@ TEST(IsoroceCtl, InspectsAndSteersALiveDaemon) {
 namespace isoroce::test {
 namespace {
 
+// `isoroced --check ARGS`: what it printed (stdout and stderr); its exit status in *status.
+std::string check_daemon(const std::string& args, int* status) {
+  FILE* f = popen((daemon_path() + " --check " + args + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  *status = pclose(f);
+  return out;
+}
+
 TEST(DaemonConfig, SampleConfigsInDocsAreValid) {
   for (const char* name : {"isoroced-loopback.toml", "isoroced-veth.toml", "isoroced-nic.toml"}) {
-    const std::string cmd = daemon_path() + " --check --config " + ISOROCE_DOCS_DIR + "/" + name + " 2>&1";
-    FILE* f = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-    EXPECT_EQ(pclose(f), 0) << name << ": " << out;
+    int st = 0;
+    const std::string out = check_daemon(std::string("--config ") + ISOROCE_DOCS_DIR + "/" + name, &st);
+    EXPECT_EQ(st, 0) << name << ": " << out;
     EXPECT_NE(out.find("isoroce0:"), std::string::npos) << out;
     EXPECT_NE(out.find("EAL:"), std::string::npos) << out;
   }
   // --mtu overrides the file's port MTUs.
-  const std::string cmd = daemon_path() + " --check --mtu 4096 --config " + ISOROCE_DOCS_DIR + "/isoroced-loopback.toml 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  EXPECT_EQ(pclose(f), 0) << out;
+  int st = 0;
+  const std::string out = check_daemon(std::string("--mtu 4096 --config ") + ISOROCE_DOCS_DIR + "/isoroced-loopback.toml", &st);
+  EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("mtu 4096"), std::string::npos) << out;
   EXPECT_EQ(out.find("mtu 1024"), std::string::npos) << out;
 }
@@ -524,12 +528,9 @@ TEST(DaemonConfig, SampleConfigsInDocsAreValid) {
 // shows which, and the flag wins over the file.
 TEST(DaemonConfig, PortMacIsOwnUnlessSaidOtherwise) {
   auto check = [](const std::string& args) {
-    const std::string cmd = daemon_path() + " --check " + args + " 2>&1";
-    FILE* f = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-    EXPECT_EQ(pclose(f), 0) << out;
+    int st = 0;
+    const std::string out = check_daemon(args, &st);
+    EXPECT_EQ(st, 0) << out;
     return out;
   };
   EXPECT_NE(check("--port net_af_packet0,iface=veth-a --ip 10.9.0.11/24").find(", mac own"), std::string::npos);
@@ -556,12 +557,9 @@ TEST(DaemonConfig, PortMacIsOwnUnlessSaidOtherwise) {
 // ring holds the same 4 MiB of payload in fewer, larger slots.
 TEST(DaemonConfig, AfPacketRingsAreSizedFromTheMtuUnlessTheDevargsSizeThem) {
   auto eal = [](const std::string& port) {
-    const std::string cmd = daemon_path() + " --check --port " + port + " --ip 10.9.0.11/24 2>&1";
-    FILE* f = popen(cmd.c_str(), "r");
-    std::string out;
-    char buf[4096];
-    while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-    EXPECT_EQ(pclose(f), 0) << out;
+    int st = 0;
+    const std::string out = check_daemon("--port " + port + " --ip 10.9.0.11/24", &st);
+    EXPECT_EQ(st, 0) << out;
     return out.substr(out.find("EAL:"));
   };
   std::string out = eal("net_af_packet0,iface=veth-a,qdisc_bypass=0");
@@ -591,13 +589,9 @@ TEST(DaemonConfig, AfPacketRingsAreSizedFromTheMtuUnlessTheDevargsSizeThem) {
 }
 
 TEST(DaemonConfig, AfPacketSlotsTooSmallForTheMtuAreRefusedNamingTheDevarg) {
-  const std::string cmd = daemon_path() +
-                          " --check --port net_af_packet0,iface=veth-a,framesz=2048 --ip 10.9.0.11/24 --mtu 4096 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  EXPECT_NE(pclose(f), 0) << out;
+  int st = 0;
+  const std::string out = check_daemon("--port net_af_packet0,iface=veth-a,framesz=2048 --ip 10.9.0.11/24 --mtu 4096", &st);
+  EXPECT_NE(st, 0) << out;
   EXPECT_NE(out.find("port[0].devargs: framesz=2048 holds frames of MTU 4096 only with framesz >= 4270"),
             std::string::npos) << out;
 }

@@ -62,6 +62,46 @@ EngineConfig bursts() {
   return c;
 }
 
+// A message's first packet was taken; then either a short middle packet (PSN 501,
+// half an MTU: a fatal NAK queued, not yet sent) or the QP moved to ERR (`err`),
+// then the full middle packet 501 of `data`, received straight (no transmit in
+// between). What the responder sent after.
+std::vector<wire::RocePacket> interrupt_then_continue(Dut& d, uint8_t middle, std::span<const uint8_t> data, bool err) {
+  auto deliver = [&d](const wire::FrameSpec& f) {
+    std::vector<uint8_t> v(wire::frame_size(f));
+    EXPECT_TRUE(wire::build_frame(f, v).ok());
+    d.now += 1'000'000;
+    d.net[1].receive(d.now, v);
+  };
+  if (err) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    EXPECT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+  } else {
+    auto bad = d.spec(middle, 501);
+    bad.payload = data.subspan(kMtu, kMtu / 2);
+    deliver(bad);
+  }
+  auto good = d.spec(middle, 501);
+  good.payload = data.subspan(kMtu, kMtu);
+  deliver(good);
+  return d.drain();
+}
+
+// A receive of `len` bytes at offset `at` of the buffer (wr_id), then a SEND's first
+// packet (PSN 500, no AckReq) carrying `payload`: taken, nothing sent.
+void start_send(Dut& d, uint64_t at, uint32_t len, uint64_t wr_id, std::span<const uint8_t> payload) {
+  const Sge sge{d.s.iova + at, len, d.s.keys.lkey};
+  RecvWr rwr;
+  rwr.wr_id = wr_id;
+  rwr.sg_list = std::span(&sge, 1);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+  auto first = d.spec(wire::op::kRcSendFirst, 500);
+  first.payload = payload;
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive(first).empty());
+}
+
 bool is_ack(const wire::RocePacket& p, uint32_t psn) {
   return p.opcode == wire::op::kRcAck && syndrome(p) >> 5 == 0 && p.psn.value() == psn;
 }
@@ -140,28 +180,7 @@ TEST(EngineLongMessage, WriteMiddleBehindAFatalNakOrInErrStoresNothing) {
     first.payload = std::span(data).first(kMtu);
     first.ack_req = false;
     EXPECT_TRUE(d.receive(first).empty());
-    auto frame_of = [](const wire::FrameSpec& f) {
-      std::vector<uint8_t> v(wire::frame_size(f));
-      EXPECT_TRUE(wire::build_frame(f, v).ok());
-      return v;
-    };
-    if (err) {
-      ibv_qp_attr a{};
-      a.qp_state = IBV_QPS_ERR;
-      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
-    } else {
-      auto bad = d.spec(wire::op::kRcWriteMiddle, 501);
-      bad.payload = std::span(data).subspan(kMtu, kMtu / 2);
-      std::vector<uint8_t> f = frame_of(bad);
-      d.now += 1'000'000;
-      d.net[1].receive(d.now, f);  // the NAK is queued, not sent yet
-    }
-    auto good = d.spec(wire::op::kRcWriteMiddle, 501);
-    good.payload = std::span(data).subspan(kMtu, kMtu);
-    std::vector<uint8_t> f = frame_of(good);
-    d.now += 1'000'000;
-    d.net[1].receive(d.now, f);
-    const auto out = d.drain();
+    const auto out = interrupt_then_continue(d, wire::op::kRcWriteMiddle, data, err);
     if (!err) {
       ASSERT_EQ(out.size(), 1u);
       EXPECT_EQ(syndrome(out[0]), 0x61);  // NAK, invalid request
@@ -204,15 +223,7 @@ TEST(EngineLongMessage, EachGapInASendIsNakedOnceAndAnAckReqAnswered) {
   Dut d;
   const std::vector<uint8_t> data = pattern(5 * kMtu, 19);
   const uint64_t at = 8192;
-  const Sge sge{d.s.iova + at, 5 * kMtu, d.s.keys.lkey};
-  RecvWr rwr;
-  rwr.wr_id = 4;
-  rwr.sg_list = std::span(&sge, 1);
-  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
-  auto first = d.spec(wire::op::kRcSendFirst, 500);
-  first.payload = std::span(data).first(kMtu);
-  first.ack_req = false;
-  EXPECT_TRUE(d.receive(first).empty());
+  start_send(d, at, 5 * kMtu, 4, std::span<const uint8_t>(data).first(kMtu));
   auto middle = [&](uint32_t i, bool ack_req) {
     auto f = d.spec(wire::op::kRcSendMiddle, 500 + i);
     f.payload = std::span(data).subspan(i * kMtu, kMtu);
@@ -317,15 +328,7 @@ TEST(EngineLongMessage, SendMiddlePacketsFillTheReceiveOnlyInOrderAndIntact) {
   const std::vector<uint8_t> data = pattern(2 * kMtu + 512, 11);
   const std::span<const uint8_t> all(data);
   const uint64_t at = 8192;
-  const Sge sge{d.s.iova + at, 4 * kMtu, d.s.keys.lkey};
-  RecvWr rwr;
-  rwr.wr_id = 42;
-  rwr.sg_list = std::span(&sge, 1);
-  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
-  auto first = d.spec(wire::op::kRcSendFirst, 500);
-  first.payload = all.first(kMtu);
-  first.ack_req = false;
-  EXPECT_TRUE(d.receive(first).empty());
+  start_send(d, at, 4 * kMtu, 42, all.first(kMtu));
   auto m = d.spec(wire::op::kRcSendMiddle, 501);
   m.payload = all.subspan(kMtu, kMtu);
   m.ack_req = false;
@@ -419,15 +422,7 @@ TEST(EngineLongMessage, SendMiddlePastTheReceiveIsALengthError) {
   Dut d;
   const std::vector<uint8_t> data = pattern(kMtu, 13);
   const uint64_t at = 8192;
-  const Sge sge{d.s.iova + at, kMtu + kMtu / 2, d.s.keys.lkey};
-  RecvWr rwr;
-  rwr.wr_id = 9;
-  rwr.sg_list = std::span(&sge, 1);
-  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
-  auto first = d.spec(wire::op::kRcSendFirst, 500);
-  first.payload = data;
-  first.ack_req = false;
-  EXPECT_TRUE(d.receive(first).empty());
+  start_send(d, at, kMtu + kMtu / 2, 9, data);
   auto m = d.spec(wire::op::kRcSendMiddle, 501);
   m.payload = data;
   auto out = d.receive(m);
@@ -450,37 +445,8 @@ TEST(EngineLongMessage, SendMiddleShortOrBehindAFatalNakOrInErrIsNotTaken) {
     Dut d;
     const std::vector<uint8_t> data = pattern(3 * kMtu, 21);
     const uint64_t at = 8192;
-    const Sge sge{d.s.iova + at, 3 * kMtu, d.s.keys.lkey};
-    RecvWr rwr;
-    rwr.wr_id = 9;
-    rwr.sg_list = std::span(&sge, 1);
-    ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
-    auto first = d.spec(wire::op::kRcSendFirst, 500);
-    first.payload = std::span(data).first(kMtu);
-    first.ack_req = false;
-    EXPECT_TRUE(d.receive(first).empty());
-    auto frame_of = [](const wire::FrameSpec& f) {
-      std::vector<uint8_t> v(wire::frame_size(f));
-      EXPECT_TRUE(wire::build_frame(f, v).ok());
-      return v;
-    };
-    if (err) {
-      ibv_qp_attr a{};
-      a.qp_state = IBV_QPS_ERR;
-      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
-    } else {
-      auto bad = d.spec(wire::op::kRcSendMiddle, 501);
-      bad.payload = std::span(data).subspan(kMtu, kMtu / 2);
-      std::vector<uint8_t> f = frame_of(bad);
-      d.now += 1'000'000;
-      d.net[1].receive(d.now, f);  // the NAK is queued, not sent yet
-    }
-    auto good = d.spec(wire::op::kRcSendMiddle, 501);
-    good.payload = std::span(data).subspan(kMtu, kMtu);
-    std::vector<uint8_t> f = frame_of(good);
-    d.now += 1'000'000;
-    d.net[1].receive(d.now, f);
-    const auto out = d.drain();
+    start_send(d, at, 3 * kMtu, 9, std::span<const uint8_t>(data).first(kMtu));
+    const auto out = interrupt_then_continue(d, wire::op::kRcSendMiddle, data, err);
     if (!err) {
       ASSERT_EQ(out.size(), 1u);
       EXPECT_EQ(syndrome(out[0]), 0x61);  // NAK, invalid request
