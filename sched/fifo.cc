@@ -49,6 +49,7 @@ void FifoScheduler::deactivate(Picos, QpId qp) {
   ring_.remove(qps_.data(), qp);
   qps_[qp].bytes_ = 0;
   --active_;
+  if (link_.catches_up()) link_.set_due(next_deadline());  // nothing of its own is due any more
 }
 
 bool FifoScheduler::active(QpId qp) const { return qp < qps_.size() && qps_[qp].bytes_ != 0; }

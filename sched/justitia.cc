@@ -671,6 +671,7 @@ void JustitiaScheduler::deactivate(Picos, QpId qp) {
   q.last_ended_ = q.starts_;  // the dropped packet was not sent
   q.bytes_ = 0;
   --active_;
+  if (link_.catches_up()) link_.set_due(next_deadline());  // nothing of its own is due any more
 }
 
 bool JustitiaScheduler::active(QpId qp) const { return qp < qps_.size() && qps_[qp].active_; }

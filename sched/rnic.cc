@@ -73,6 +73,7 @@ void RnicScheduler::deactivate(Picos, QpId qp) {
   }
   s.bytes_ = 0;
   --active_;
+  if (link_.catches_up()) link_.set_due(next_deadline());  // nothing of its own is due any more
 }
 
 bool RnicScheduler::active(QpId qp) const { return qp < qps_.size() && qps_[qp].bytes_ != 0; }

@@ -260,6 +260,7 @@ void TasselScheduler::deactivate(Picos now, QpId qp) {
   if ((s.where_ == Where::kPool || (s.where_ == Where::kShared && s.limited_))) s.time_ -= std::min(s.time_, s.dur_);
   remove_from_queue(qp);
   --active_;
+  if (link_.catches_up()) link_.set_due(next_deadline());  // nothing of its own is due any more
 }
 
 bool TasselScheduler::active(QpId qp) const {

@@ -143,6 +143,19 @@ TEST_P(LinkRate, ALateCallerCatchesUpWhatWasDue) {
   ASSERT_EQ(s->dequeue(call, out, again), 2u);
   EXPECT_EQ(out[0].departure, call);
   EXPECT_EQ(out[1].departure, call + kPacket);
+  // A backlogged QP taken away (a QP destroyed) leaves nothing due: the next QP,
+  // ready later, starts at its late call, not at the old deadline.
+  Limited endless(1'000'000);
+  const Picos busy = call + kMs;
+  s->activate(busy, 2, {4'000, true});
+  ASSERT_GT(s->dequeue(busy, out, endless), 0u);
+  ASSERT_NE(s->next_deadline(), kNever);
+  s->deactivate(busy, 2);
+  const Picos later = busy + 5 * kMs;
+  Limited third(2);
+  s->activate(later, 3, {4'000, true});
+  ASSERT_EQ(s->dequeue(later + 300 * kUs, out, third), 2u);
+  EXPECT_EQ(out[0].departure, later + 300 * kUs);
 }
 
 INSTANTIATE_TEST_SUITE_P(BuiltIn, LinkRate, ::testing::Values("fifo", "tassel", "justitia", "rnic"),
