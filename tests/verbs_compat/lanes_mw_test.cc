@@ -300,6 +300,15 @@ TEST_F(LanesMemoryWindows, AKilledClientsWindowsAreGoneFromEveryLane) {
     pause();
     _exit(0);
   }
+  close(ready[1]);  // a child that dies early ends the read below
+  struct Reaper {   // the child goes whatever happens below
+    pid_t pid;
+    int fd;
+    ~Reaper() {
+      if (pid > 0) kill(pid, SIGKILL), waitpid(pid, nullptr, 0);
+      close(fd);
+    }
+  } reaper{child, ready[0]};
   char ch = 0;
   ASSERT_EQ(read(ready[0], &ch, 1), 1);
   ASSERT_EQ(ch, 'y');
@@ -310,12 +319,11 @@ TEST_F(LanesMemoryWindows, AKilledClientsWindowsAreGoneFromEveryLane) {
   EXPECT_EQ(during[3], before[3] + 1);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
+  reaper.pid = 0;
   const auto t0 = std::chrono::steady_clock::now();
   while (counts() != before && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3))
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(counts(), before) << "windows (and the MR they were bound to) of a SIGKILLed client left a lane";
-  close(ready[0]);
-  close(ready[1]);
 }
 
 }  // namespace
