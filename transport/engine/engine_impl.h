@@ -354,7 +354,12 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // handed once to the rkey_mr() that translates that access: a window that
   // another lane rebinds or invalidates between the check and the copy
   // cannot send the bytes elsewhere or nowhere. Cleared by this engine's own
-  // window operations; valid only while no MR was deregistered (deregs).
+  // window operations; valid only while no MR was deregistered (deregs). A
+  // passing check that no translation follows (a READ request: its responses
+  // check again) leaves it to the next translation of that R_Key here (a
+  // WRITE's middle packet), which then uses the MR that check saw: still
+  // registered, and different from the table's answer only if another lane
+  // changed the window in between.
   struct WindowHit {
     uint32_t rkey = 0;
     const verbs::Mr* mr = nullptr;
