@@ -193,5 +193,32 @@ TEST(EngineLanes, AType2WindowIsItsBindingQpsInEveryLane) {
   EXPECT_EQ(l.p.net[1].mw_count(), 0u);
 }
 
+// A rebind in the other lane while a message through the window is in
+// progress in this one: its next packet (a WRITE's middle packet, a READ's
+// response) looks the window up again and finds the key gone, as with one lane.
+TEST(EngineLanes, ARebindInTheOtherLaneStopsAMessageInProgressAtItsNextPacket) {
+  for (const ibv_wr_opcode op : {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ}) {
+    SCOPED_TRACE(op == IBV_WR_RDMA_WRITE ? "WRITE" : "READ");
+    LanePort l;
+    auto mw = l.lane0->alloc_mw(l.s0.pd, IBV_MW_TYPE_1);
+    ASSERT_TRUE(mw.ok());
+    const uint32_t k1 = inc_rkey(mw.value());
+    ASSERT_EQ(l.lane0_bind(mw.value(), k1, 0, 65536, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ).status,
+              IBV_WC_SUCCESS);
+    int received = 0;
+    ibv_wc rebound{};
+    l.p.net.set_after_receive([&](int to) {
+      if (to != 1 || ++received != 1) return;
+      // Lane 1 took the WRITE's first packet or the READ request; lane 0 binds
+      // the window again (same range, the next key) before lane 1 goes on.
+      rebound = l.lane0_bind(k1, inc_rkey(k1), 0, 65536, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+    });
+    EXPECT_EQ(l.remote(op, k1, 0, 16384), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(rebound.status, IBV_WC_SUCCESS);
+    EXPECT_EQ(rebound.opcode, IBV_WC_BIND_MW);
+    l.p.net.set_after_receive(nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing
