@@ -6,7 +6,8 @@
 // doorbell (writes, drains, blocking flags, writable mappings) changes
 // nothing but wakeups; sparse WRITEs shorten the worker's idle spin; a
 // library of another shared-memory ABI is refused; where the worker issues
-// membarrier() before it sleeps, posts without a fence still wake it.
+// membarrier() before it sleeps, posts without a fence still wake it; and on
+// a port with lanes, whose page its lanes' workers share, all of this again.
 #include <fcntl.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
