@@ -387,11 +387,14 @@ bool DeviceSet::launch_workers(std::vector<std::unique_ptr<DeviceEntry>>& entrie
           entries[i]->name(), bell_error);
       continue;
     }
-    bell->flags()->store(0, std::memory_order_relaxed);  // no membarrier for this page's clients
+    // Membarrier for this page's clients only if every lane's worker can
+    // issue it (each does, after setting its bit and before its last look).
     const std::vector<dataplane::Worker*>& ws = drv.lane_workers();
+    const bool all_can = std::all_of(ws.begin(), ws.end(), [](const dataplane::Worker* w) { return w->membarrier(); });
+    if (!all_can || !bell->membarrier()) bell->flags()->store(0, std::memory_order_relaxed);
     for (size_t w = 0; w < nw; ++w)
       if (std::find(ws.begin(), ws.end(), workers_[w].get()) != ws.end())
-        workers_[w]->add_shared_asleep(bell->asleep(), 1u << (w % 32), ws);
+        workers_[w]->add_shared_asleep(bell->asleep(), 1u << (w % 32), ws, bell->membarrier() ? bell->flags() : nullptr);
     drv.set_lane_bell(std::move(bell));
   }
   for (size_t w = 0; w < nw; ++w) {

@@ -86,6 +86,7 @@ class DpdkDriver final : public DeviceDriver, public Executor {
       out.push_back({{"lane", k}, {"worker", lane_worker_index_[k]},
                      {"qps", lane_device(k).engine().qp_numbers().size()},
                      {"mrs", lane_device(k).engine().mr_count()},
+                     {"mws", lane_device(k).engine().mw_count()},  // the port's: one table for its lanes
                      {"tx_queue", lanes_->own_tx_queues() ? k : 0},
                      {"rx_frames", ld(c.rx_frames)}, {"steered", ld(c.steered)},
                      {"steer_dropped", ld(c.steer_dropped)}, {"tx_frames", ld(c.tx_frames)},
@@ -150,7 +151,9 @@ class DpdkDriver final : public DeviceDriver, public Executor {
   // of its own that all its lanes' workers share (Worker::add_shared_asleep:
   // its word is nonzero while any of them sleeps), and the client's eventfd
   // is in every one's wait set (added and removed with them all stopped).
-  // Without membarrier: those workers do not issue it for this page.
+  // Membarrier (the page's kBellMembarrier) when every lane's worker can
+  // issue it: a client that relies on it is counted by all of them, and each
+  // makes the call before a long sleep while it counts one.
   void set_lane_bell(std::unique_ptr<DoorbellPage> bell) { lane_bell_ = std::move(bell); }
   const std::vector<dataplane::Worker*>& lane_workers() const { return stop_set_; }
   int doorbell_page_fd() const override {
@@ -166,11 +169,22 @@ class DpdkDriver final : public DeviceDriver, public Executor {
     for (dataplane::Worker* w : stop_set_) w->remove_doorbell(fd);
   }
   bool add_membarrier_user() override {
-    if (!extra_.empty() || !worker_->membarrier()) return false;
+    if (!extra_.empty()) {
+      if (!lane_bell_ || !lane_bell_->membarrier()) return false;
+      for (dataplane::Worker* w : stop_set_) w->add_membarrier_user();
+      return true;
+    }
+    if (!worker_->membarrier()) return false;
     worker_->add_membarrier_user();
     return true;
   }
-  void remove_membarrier_user() override { worker_->remove_membarrier_user(); }
+  void remove_membarrier_user() override {
+    if (!extra_.empty()) {
+      for (dataplane::Worker* w : stop_set_) w->remove_membarrier_user();
+      return;
+    }
+    worker_->remove_membarrier_user();
+  }
 
  private:
   std::unique_ptr<dataplane::Device> dev_;          // lane 0 (owns the port)

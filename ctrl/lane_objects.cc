@@ -79,7 +79,7 @@ verbs::Result<verbs::MrKeys> lanes_reg_mr(DeviceEntry& d, transport::PdHandle pd
         return r;
       },
       [&](size_t k, verbs::MrKeys keys) { d.lane_engine(k).dereg_mr(keys.lkey); },
-      [](verbs::MrKeys a, verbs::MrKeys b) { return a.lkey == b.lkey && a.rkey == b.rkey; });
+      [](verbs::MrKeys a, verbs::MrKeys b) { return a.lkey == b.lkey && a.rkey == b.rkey && a.id == b.id; });
 }
 
 int lanes_dereg_mr(DeviceEntry& d, uint32_t lkey) {

@@ -100,14 +100,12 @@ json alloc_mw(OpContext& c) {
   DeviceEntry& d = c.dev();
   auto pd = own_handle(c.s.objs.pds, c.req, "pd");
   if (!pd) return op_fail(EINVAL, "alloc_mw: not a PD of this client");
-  // A window is bound by a work request of one QP, in that QP's lane only.
-  if (d.lanes() > 1)
-    return op_fail(EOPNOTSUPP, "alloc_mw: memory windows need lanes_per_port = 1 (this port has " +
-                                   std::to_string(d.lanes()) + " lanes; docs/isoroced.md, \"Lanes\")");
   if (auto e = Control::over("max_mrs", c.s.objs.mws.size(), 1, c.ctl.limits().max_mrs); !e.empty())
     return op_fail(ENOMEM, "alloc_mw: " + e);
   const int type = static_cast<int>(field_u64_or(c.req, "type", IBV_MW_TYPE_2));
   verbs::Result<uint32_t> r = verbs::Result<uint32_t>::error(EIO);
+  // With lanes, lane 0's engine holds the port's one table of windows, which
+  // every lane's engine uses (transport/engine/windows.h).
   d.run([&](sched::Picos) {
     r = d.engine().alloc_mw(*pd, type);
     if (r.ok()) c.s.objs.mws.insert(r.value() >> 8);

@@ -59,6 +59,8 @@ std::unique_ptr<Device> Device::create_lane(const DeviceConfig& config, Device& 
     *error = config.name + ": the transport engine rejects the configuration: " + std::strerror(engine.err());
     return nullptr;
   }
+  // One table of memory windows for the port (transport/engine/windows.h).
+  engine.value()->share_windows(lane0.engine());
   return std::unique_ptr<Device>(new Device(config, lane0, lane, std::move(engine.value())));
 }
 

@@ -86,8 +86,9 @@ void Worker::drain_doorbells() {
     if (fds_[i].revents & POLLIN) (void)!preadv2(fds_[i].fd, &v, 1, -1, RWF_NOWAIT);
 }
 
-void Worker::add_shared_asleep(std::atomic<uint32_t>* word, uint32_t bit, std::vector<Worker*> peers) {
-  shared_asleep_.push_back({word, bit});
+void Worker::add_shared_asleep(std::atomic<uint32_t>* word, uint32_t bit, std::vector<Worker*> peers,
+                               std::atomic<uint32_t>* membarrier_flag) {
+  shared_asleep_.push_back({word, bit, membarrier_flag});
   for (Worker* p : peers)
     if (p != this && std::find(bell_peers_.begin(), bell_peers_.end(), p) == bell_peers_.end()) bell_peers_.push_back(p);
 }
@@ -264,6 +265,8 @@ void Worker::idle_wait(sched::Picos now) {
       syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) [[unlikely]] {
     // Clients fence again once they see the word clear; until then keep polling.
     membarrier_flag_->store(0, std::memory_order_relaxed);
+    for (const SharedAsleep& sa : shared_asleep_)
+      if (sa.membarrier_flag != nullptr) sa.membarrier_flag->store(0, std::memory_order_relaxed);
     set_asleep(false);
     return;
   }

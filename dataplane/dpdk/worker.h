@@ -122,7 +122,12 @@ class Worker {
   // set), and after it drained a client's doorbell it wakes `peers`, the
   // page's other workers (the client's eventfd is in every one's set, and
   // the first to read it must pass the wakeup on). Before run().
-  void add_shared_asleep(std::atomic<uint32_t>* word, uint32_t bit, std::vector<Worker*> peers);
+  // membarrier_flag: that page's flags word while its clients may rely on
+  // this worker's membarrier() (the page's kBellMembarrier: every worker of
+  // the page issues it, after setting its bit and before its last look, as
+  // for its own page); a failed call clears it with the worker's own.
+  void add_shared_asleep(std::atomic<uint32_t>* word, uint32_t bit, std::vector<Worker*> peers,
+                         std::atomic<uint32_t>* membarrier_flag = nullptr);
   // A client's doorbell eventfd joins / leaves the set the worker blocks on.
   // On the worker's thread only (inside call()); the worker reads it without
   // blocking whatever flags the client sets on it, and never closes it.
@@ -178,6 +183,7 @@ class Worker {
   struct SharedAsleep {
     std::atomic<uint32_t>* word;
     uint32_t bit;
+    std::atomic<uint32_t>* membarrier_flag;  // null: the page's clients fence
   };
   std::vector<SharedAsleep> shared_asleep_;  // add_shared_asleep
   std::vector<Worker*> bell_peers_;           // woken after a doorbell wakeup

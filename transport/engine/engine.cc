@@ -44,7 +44,7 @@ EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Schedu
     : config_(config),
       sched_(std::move(sched)),
       mrs_(config.key_seed),
-      mws_(config.key_seed),
+      windows_(std::make_shared<Windows>(config.key_seed)),
       slots_(config.max_qps),
       gen_(config.max_qps, 0),
       next_qpn_(config.first_qpn ? config.first_qpn & 0xffffff : 16 + (config.qpn_seed * 2654435761u) % 0x100) {
@@ -94,42 +94,25 @@ Result<verbs::MrKeys> EngineImpl::reg_mr(PdHandle pd, void* addr, uint64_t lengt
                                          uint32_t access) {
   if (addr == nullptr) return Result<verbs::MrKeys>::error(EINVAL);
   // No MR key may equal a memory window's (the two tables draw keys apart).
+  const auto lock = lock_windows();
+  const verbs::MwTable& mws = windows_->table;
   for (;;) {
     auto r = mrs_.reg(config_.device, pds_, pd, reinterpret_cast<uint64_t>(addr), length, iova, access);
-    if (!r.ok() || (!mws_.has_key(r.value().rkey) && !mws_.has_key(r.value().lkey))) return r;
+    if (!r.ok() || (!mws.has_key(r.value().rkey) && !mws.has_key(r.value().lkey))) return r;
     mrs_.dereg(pds_, r.value().lkey);
   }
 }
 
 int EngineImpl::dereg_mr(uint32_t lkey) {
-  if (mws_.mr_has_windows(lkey)) return EINVAL;  // rxe_dereg_mr(): windows still bound
+  {
+    const auto lock = lock_windows();
+    if (windows_->table.mr_has_windows(lkey)) return EINVAL;  // rxe_dereg_mr(): windows still bound
+  }
+  window_hit_.mr = nullptr;
   return mrs_.dereg(pds_, lkey);
 }
 
-Result<uint32_t> EngineImpl::alloc_mw(PdHandle pd, int type) {
-  return mws_.alloc(config_.device, pds_, pd, type, [this](uint32_t k) { return key_in_use(k); });
-}
-
-int EngineImpl::dealloc_mw(uint32_t rkey) { return mws_.dealloc(pds_, rkey); }
-
-verbs::MrCheck EngineImpl::check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len,
-                                      uint32_t needed, const verbs::Mr** found) const {
-  // One lookup when the key is an MR's (the common case); MR and window keys never
-  // coincide (reg_mr), so a key no MR has is looked up among the windows.
-  const verbs::MrCheck c = mrs_.check_remote(q.pd, rkey, va, len, needed, found);
-  if (c != verbs::MrCheck::kInvalidKey || mws_.size() == 0) [[likely]] return c;
-  if (mrs_.find_rkey(rkey) != nullptr) return c;  // an MR of another PD
-  if (const verbs::Mw* w = mws_.find(rkey)) return mws_.check(mrs_, *w, q.pd, q.qp.qpn().value(), va, len, needed);
-  return c;
-}
-
-const verbs::Mr* EngineImpl::rkey_mr(uint32_t rkey) const {
-  if (const verbs::Mr* mr = mrs_.find_rkey(rkey)) return mr;
-  const verbs::Mw* w = mws_.find(rkey);
-  if (w == nullptr || w->length == 0) return nullptr;
-  const verbs::Mr* mr = mrs_.find_lkey(w->mr_lkey);
-  return mr != nullptr && mr->id == w->mr_id ? mr : nullptr;
-}
+// Memory windows: windows.cc.
 
 // ---- CQ ------------------------------------------------------------------
 

@@ -272,6 +272,13 @@ class Engine {
   virtual void set_next_pd(PdHandle pd) = 0;
   virtual void set_next_handle(uint32_t h) = 0;
   virtual void set_next_mr_keys(verbs::MrKeys keys) = 0;
+  // This engine uses owner's memory windows from now on: both are lanes of
+  // one port, so a window bound, invalidated or deallocated through either is
+  // so in both (type 1 windows are usable through every QP of their PD).
+  // Call it before either engine runs and before any window exists here;
+  // both then take a lock (transport/engine/windows.h) for each window
+  // operation and each remote access whose R_Key is a window's.
+  virtual void share_windows(Engine& owner) = 0;
   // Frames this engine sends to its own address (same-device loopback) go to
   // `out` first: it returns true if it took the frame (its QPN lives in
   // another lane's engine), false to receive it here. Null: all received here.
@@ -287,6 +294,9 @@ class Engine {
   virtual int dereg_mr(uint32_t lkey) = 0;
   // MRs registered now (status views).
   virtual size_t mr_count() const = 0;
+  // Memory windows allocated now, bound or not (status views; with lanes,
+  // the port's: its lanes share one table, share_windows()).
+  virtual size_t mw_count() const = 0;
   // Memory windows (IBTA 10.6.7, docs/engine.md): ibv_alloc_mw() gives the
   // window's R_Key (type 1 or 2); ibv_dealloc_mw(). A window is bound by an
   // IBV_WR_BIND_MW work request (SendWr::bind) and a type 2 one invalidated by

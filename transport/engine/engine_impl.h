@@ -18,6 +18,7 @@
 
 #include "transport/engine/internal.h"
 #include "transport/engine/memory.h"
+#include "transport/engine/windows.h"
 
 namespace isoroce::transport::detail {
 
@@ -29,6 +30,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void set_next_pd(PdHandle pd) override { pds_.set_next(pd); }
   void set_next_handle(uint32_t h) override { forced_handle_ = h; }
   void set_next_mr_keys(verbs::MrKeys keys) override { mrs_.set_next_keys(keys); }
+  void share_windows(Engine& owner) override;
   void set_loop_out(LoopOut out, void* ctx) override {
     loop_out_ = out;
     loop_ctx_ = ctx;
@@ -39,6 +41,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
                                uint32_t access) override;
   int dereg_mr(uint32_t lkey) override;
   size_t mr_count() const override { return mrs_.size(); }
+  size_t mw_count() const override;
   Result<uint32_t> alloc_mw(PdHandle pd, int type) override;
   int dealloc_mw(uint32_t rkey) override;
   Result<CqHandle> create_cq(int cqe) override;
@@ -128,6 +131,15 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   verbs::MrCheck check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed,
                             const verbs::Mr** found = nullptr) const;
   const verbs::Mr* rkey_mr(uint32_t rkey) const;
+  // ---- windows.cc: check_rkey() for a key no MR has; a QP's BIND_MW, an
+  // invalidation (LOCAL_INV: qpn 0; SEND_WITH_INV: the receiving QP's). Each
+  // holds the windows' lock (windows.h) while it runs.
+  verbs::MrCheck check_window(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed) const;
+  int bind_window(const QpCtx& q, const verbs::MwBind& b);
+  int invalidate_window(PdHandle pd, uint32_t qpn, uint32_t rkey);
+  std::unique_lock<std::mutex> lock_windows() const {
+    return windows_->shared ? std::unique_lock<std::mutex>(windows_->mu) : std::unique_lock<std::mutex>();
+  }
   bool key_in_use(uint32_t key) const { return mrs_.find_rkey(key) || mrs_.find_lkey(key); }
   // BIND_MW and LOCAL_INV at the requester's cursor run now (requester.cc).
   void run_local_ops(Picos now, QpCtx& q);
@@ -336,7 +348,24 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   uint64_t completions_queued_ = 0;  // completions_queued()
   verbs::PdTable pds_;
   verbs::MrTable mrs_;
-  verbs::MwTable mws_;
+  // Memory windows (windows.h): this engine's, or lane 0's shared by the port's lanes.
+  std::shared_ptr<Windows> windows_;
+  // The MR behind the window whose check last passed here (check_window),
+  // handed once to the rkey_mr() that translates that access: a window that
+  // another lane rebinds or invalidates between the check and the copy
+  // cannot send the bytes elsewhere or nowhere. Cleared by this engine's own
+  // window operations; valid only while no MR was deregistered (deregs). A
+  // passing check that no translation follows (a READ request: its responses
+  // check again) leaves it to the next translation of that R_Key here (a
+  // WRITE's middle packet), which then uses the MR that check saw: still
+  // registered, and different from the table's answer only if another lane
+  // changed the window in between.
+  struct WindowHit {
+    uint32_t rkey = 0;
+    const verbs::Mr* mr = nullptr;
+    uint64_t deregs = 0;
+  };
+  mutable WindowHit window_hit_;
   std::map<wire::IpAddr, wire::MacAddr> neighbors_;
   std::unordered_map<CqHandle, std::unique_ptr<CqCtx>> cqs_;
   CqHandle cq_cache_handle_ = 0;  // find_cq's last answer

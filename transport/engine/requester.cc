@@ -238,10 +238,7 @@ void EngineImpl::run_local_ops(Picos now, QpCtx& q) {
     }
     if (st == IBV_QPS_SQD) break;
     if ((w.send_flags & IBV_SEND_FENCE) && q.req.rd_atomic_inflight > 0) break;
-    const uint32_t qpn = q.qp.qpn().value();
-    const int rc = w.opcode == IBV_WR_BIND_MW
-                       ? mws_.bind(mrs_, q.pd, qpn, w.bind, [this](uint32_t k) { return key_in_use(k); })
-                       : mws_.invalidate(q.pd, 0, w.invalidate_rkey);
+    const int rc = w.opcode == IBV_WR_BIND_MW ? bind_window(q, w.bind) : invalidate_window(q.pd, 0, w.invalidate_rkey);
     if (rc != 0) {
       w.local_error = w.opcode == IBV_WR_BIND_MW ? IBV_WC_MW_BIND_ERR : IBV_WC_LOC_QP_OP_ERR;
       q.sq_unusual = true;  // set already at its post (a local operation); kept explicit

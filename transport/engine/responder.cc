@@ -463,7 +463,7 @@ RespStep EngineImpl::resp_execute_send(Picos now, QpCtx& q, RespPacket& r) {
     // Send with Invalidate (9.4.1.1, 10.6.7.2.4): the R_Key names a valid type
     // 2 window of this QP's PD bound by this QP; otherwise the receive
     // completes with IBV_WC_REM_INV_REQ_ERR and the QP fails (rxe: class J).
-    if (mws_.invalidate(q.pd, q.qp.qpn().value(), *r.pkt.ieth) != 0) {
+    if (invalidate_window(q.pd, q.qp.qpn().value(), *r.pkt.ieth) != 0) {
       fail_recv(q, IBV_WC_REM_INV_REQ_ERR);
       return RespStep::kNakInvalidRequest;
     }

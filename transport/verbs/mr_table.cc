@@ -1,5 +1,6 @@
 #include "transport/verbs/mr_table.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "transport/verbs/access.h"
@@ -55,11 +56,16 @@ Result<MrKeys> MrTable::reg(const Device& dev, PdTable& pds, PdHandle pd, uint64
     do rkey = fresh_key();
     while (rkey == lkey);
   }
+  uint64_t id = next_id_++;
+  if (forced && forced_.id != 0) {
+    id = forced_.id;
+    next_id_ = std::max(next_id_, id + 1);
+  }
   forget_lookups();
-  by_lkey_.emplace(lkey, Mr{pd, addr, iova, length, access, lkey, rkey, next_id_++});
+  by_lkey_.emplace(lkey, Mr{pd, addr, iova, length, access, lkey, rkey, id});
   lkey_by_rkey_.emplace(rkey, lkey);
   pds.get(pd);
-  return MrKeys{lkey, rkey};
+  return MrKeys{lkey, rkey, id};
 }
 
 int MrTable::dereg(PdTable& pds, uint32_t lkey) {

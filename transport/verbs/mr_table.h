@@ -45,6 +45,11 @@ struct Mr {
 struct MrKeys {
   uint32_t lkey;
   uint32_t rkey;
+  // The registration's Mr::id (reg() fills it; set_next_keys() with a
+  // nonzero id gives the next registration that id: a port's lanes register
+  // each MR under the same keys and id, so a memory window bound in one lane
+  // names its MR the same way in every lane).
+  uint64_t id = 0;
 };
 
 class MrTable {
@@ -61,7 +66,8 @@ class MrTable {
   // learns is useless to it.
   Result<MrKeys> reg(const Device& dev, PdTable& pds, PdHandle pd, uint64_t addr,
                      uint64_t length, uint64_t iova, uint32_t access);
-  // The next reg() uses these keys (EEXIST if either is taken), once.
+  // The next reg() uses these keys (EEXIST if either is taken), and keys.id
+  // if nonzero, once.
   void set_next_keys(MrKeys keys) { forced_ = keys; forced_set_ = true; }
   // ibv_dereg_mr(): 0 or EINVAL for an unknown lkey.
   int dereg(PdTable& pds, uint32_t lkey);

@@ -105,7 +105,7 @@ const Mw* MwTable::find(uint32_t rkey) const {
 }
 
 MrCheck MwTable::check(const MrTable& mrs, const Mw& w, PdHandle pd, uint32_t qpn, uint64_t va, uint64_t len,
-                       uint32_t needed) const {
+                       uint32_t needed, const Mr** found) const {
   if (!w.valid || w.pd != pd) return MrCheck::kInvalidKey;
   if (w.type == IBV_MW_TYPE_2 && w.qpn != qpn) return MrCheck::kInvalidKey;
   if (w.length == 0) return MrCheck::kInvalidKey;
@@ -113,6 +113,7 @@ MrCheck MwTable::check(const MrTable& mrs, const Mw& w, PdHandle pd, uint32_t qp
   if (mr == nullptr || mr->id != w.mr_id) return MrCheck::kInvalidKey;
   if (needed == 0 || (needed & ~(w.access & kAccessRemote))) return MrCheck::kAccessViolation;
   if (va < w.va || len > w.length || va - w.va > w.length - len) return MrCheck::kOutOfBounds;
+  if (found != nullptr) *found = mr;
   return MrCheck::kOk;
 }
 

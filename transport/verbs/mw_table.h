@@ -71,9 +71,10 @@ class MwTable {
   const Mw* find(uint32_t rkey) const;
   // A RETH or AtomicETH through window w, by QP qpn of PD pd: the window's
   // range, access, PD and QP (type 2), and the MR still the one it was
-  // bound to (mrs). For atomics the caller checks the alignment.
+  // bound to (mrs). For atomics the caller checks the alignment. On kOk,
+  // *found (if given) is that MR.
   MrCheck check(const MrTable& mrs, const Mw& w, PdHandle pd, uint32_t qpn, uint64_t va, uint64_t len,
-                uint32_t needed) const;
+                uint32_t needed, const Mr** found = nullptr) const;
   // Windows bound to the MR with this lkey (an MR with windows cannot be
   // deregistered: ibv_dereg_mr() gives EINVAL, as rxe).
   bool mr_has_windows(uint32_t lkey) const;
