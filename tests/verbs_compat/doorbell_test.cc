@@ -317,6 +317,10 @@ TEST_F(VerbsDoorbell, OpenFlagsOfTheWrongTypeAreRefusedAndLeaveNothingBehind) {
   std::string err;
   auto c = ctrl::Client::connect(daemon_->socket(), &err);
   ASSERT_TRUE(c) << err;
+  // connect() returns once the kernel queued the connection; the daemon's
+  // accept() may come later and add its descriptor after `before`. An answered
+  // hello means it has accepted.
+  ASSERT_TRUE(c->call({{"op", "hello"}}).value("ok", false));
   const size_t before = open_fds();
   for (const auto& [flag, value] : std::vector<std::pair<std::string, json>>{
            {"membarrier", "yes"}, {"membarrier", 1}, {"doorbell", json::array()}, {"async_events", "true"}}) {
