@@ -340,6 +340,10 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
     // response can be queued: d's peek found none, and none is queued during a
     // dequeue.)
     next_request(*q, d, next);
+  } else if (d.kind == TxKind::kResponse && q->resp.resources[d.resource].queued) {
+    // A READ response whose resource has more to send (take_response left it at the
+    // queue's front): its next response, derived from d.
+    next_response(*q, d, next);
   } else {
     peek(tx_now_, *q, next);
   }

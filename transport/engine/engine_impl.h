@@ -214,6 +214,14 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void fail_recv(QpCtx& q, ibv_wc_status status);
   uint32_t ack_frame_bytes() const;  // an ACK/NAK on the link, overhead included
   void peek_response(QpCtx& q, TxDesc& d);
+  // peek_response()'s answer right after take_response(q, d) left d's resource at the
+  // front of the queue with packets to send (RespResource::queued still set): the
+  // READ's next response, derived from d (PSN and offset one packet on, middle or last
+  // opcode from the resource's npkts, the frame length reused when opcode and length
+  // repeat). Valid for the rest of the scheduler dequeue (QpCtx::tx_next): a duplicate
+  // READ that restarts the resource, or a new one queued, arrive by receive(), never
+  // during a dequeue.
+  void next_response(const QpCtx& q, const TxDesc& d, TxDesc& n) const;
   void take_response(QpCtx& q, const TxDesc& d);
   size_t build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // ACK/NAK from the responder's state, or 0 if nothing is due.

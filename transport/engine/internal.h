@@ -30,9 +30,12 @@ namespace isoroce::transport::detail {
 // the link beyond its bytes. Scheduler sizes include it.
 inline constexpr uint32_t kEthWireOverhead = 24;
 
-// 4.096 us * 2^exp (IBTA 9.7.6.1.3, the local ACK timeout); 0 means infinite
-// (completer.cc).
-Picos ack_timeout_picos(uint8_t exp);
+// 4.096 us * 2^exp (IBTA 9.7.6.1.3, the local ACK timeout); 0 means infinite.
+// Inline: every READ response restarts the timer with it.
+inline Picos ack_timeout_picos(uint8_t exp) {
+  if (exp == 0) return sched::kNever;
+  return 4'096'000ull << (exp < 31 ? exp : 31);  // 4.096 us * 2^exp
+}
 // The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds
 // (completer.cc).
 Picos rnr_timer_picos(uint8_t code);

@@ -720,6 +720,23 @@ void EngineImpl::peek_response(QpCtx& q, TxDesc& d) {
   return;
 }
 
+void EngineImpl::next_response(const QpCtx& q, const TxDesc& d, TxDesc& n) const {
+  const RespResource& r = q.resp.resources[d.resource];
+  // take_response() moved r.sent one past d's packet: n is packet r.sent, never the
+  // first (d was before it), the last when it is the resource's npkts-th.
+  n.kind = TxKind::kResponse;
+  n.qp_slot = d.qp_slot;
+  n.resource = d.resource;
+  n.wqe = 0;
+  n.psn = d.psn + 1;
+  n.offset = d.offset + q.mtu;
+  n.length = static_cast<uint32_t>(std::min<uint64_t>(q.mtu, r.length - n.offset));
+  n.opcode = r.sent + 1 == r.npkts ? wire::op::kRcReadResponseLast : wire::op::kRcReadResponseMiddle;
+  n.ack_req = false;
+  n.retransmit = false;
+  n.frame_len = n.opcode == d.opcode && n.length == d.length ? d.frame_len : frame_len(n.opcode, n.length);
+}
+
 void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {
   RespResource& r = q.resp.resources[d.resource];
   if (++r.sent < r.npkts) return;
