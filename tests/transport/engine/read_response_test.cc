@@ -348,6 +348,12 @@ TEST(EngineReadResponse, TimerRestartsOnEachResponseAndFiresWithoutProgress) {
   EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin() + 4096));
   EXPECT_EQ(d.net[1].counters().timeouts, 0u);
   EXPECT_EQ(d.net[1].counters().retransmits, 0u);
+  // Nothing outstanding once the READ completed: no timer fires, nothing is sent.
+  Capture idle;
+  d.now += 3 * kTimeout;
+  transmit(d, idle, 64);
+  EXPECT_TRUE(idle.pkts.empty());
+  EXPECT_EQ(d.net[1].counters().timeouts, 0u);
 
   const uint32_t q = post_read(d, 4096, 3 * kMtu, 2);
   const Picos first = d.now + 3'000'000'000;
@@ -367,6 +373,34 @@ TEST(EngineReadResponse, TimerRestartsOnEachResponseAndFiresWithoutProgress) {
   EXPECT_EQ(after.pkts[0].reth->dma_len, 2 * kMtu);
   EXPECT_EQ(d.net[1].counters().timeouts, 1u);
   EXPECT_TRUE(poll(d).empty());
+}
+
+// An RNR NAK for the PSN a READ's next response has (a peer's odd answer, but the
+// completer takes it: 9.7.5.2.8), then that response during the RNR wait (655 ms,
+// timer code 0): it lands, and the ACK timer stays off until the wait ends (an RNR
+// wait re-arms it then), so no timeout fires during the wait although the ACK
+// timeout (4.19 ms) passes many times.
+TEST(EngineReadResponse, ResponseDuringAnRnrWaitLeavesTheTimerToTheWait) {
+  RcOptions o;
+  o.timeout = 10;
+  Dut d(o);
+  const std::vector<uint8_t> data = pattern(3 * kMtu, 61);
+  const std::span<const uint8_t> all(data);
+  const uint32_t p = post_read(d, 4096, 3 * kMtu, 1);
+  deliver(d, response(d, wire::op::kRcReadResponseFirst, p, all.first(kMtu)), d.now + 1'000'000);
+  auto rnr = d.spec(wire::op::kRcAck, p + 1);
+  rnr.ack_req = false;
+  rnr.aeth = wire::AethFields{0x20, 1};  // RNR NAK, timer code 0: 655.36 ms
+  deliver(d, rnr, d.now + 1'000'000);
+  deliver(d, response(d, wire::op::kRcReadResponseMiddle, p + 1, all.subspan(kMtu, kMtu)), d.now + 1'000'000);
+  EXPECT_TRUE(std::equal(data.begin(), data.begin() + 2 * kMtu, d.s.buf.begin() + 4096));
+  Capture during;
+  for (int i = 0; i < 20; ++i) {
+    d.now += 20'000'000'000;  // 20 ms steps, 400 ms in all
+    transmit(d, during, 64);
+  }
+  EXPECT_TRUE(during.pkts.empty());
+  EXPECT_EQ(d.net[1].counters().timeouts, 0u);
 }
 
 }  // namespace
