@@ -189,6 +189,15 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // nothing changed (but bytes of the receive in progress, which the steps then
   // write again) when a check would not pass or the receive cannot take the bytes.
   bool rx_send_continues(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  // A WRITE's (without immediate) FIRST or ONLY packet whose ICRC receive() already
+  // checked (its RETH names the target, so it is never stored before the check):
+  // resp_check_state .. resp_check_resource in their passing forms (the QP takes
+  // requests, the expected PSN, no message in progress, the lengths of
+  // resp_check_length, the QP's remote-write access and check_rkey's answer), then
+  // resp_execute_write's copy and state and resp_acknowledge, in one function
+  // without a RespPacket. True: done. False with nothing changed when any check
+  // would not pass: on_request then runs the steps.
+  bool rx_write_first(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
   RespStep resp_check_state(const QpCtx& q);
   RespStep resp_check_psn(QpCtx& q, const RespPacket& r);
   RespStep resp_nak_sequence(Picos now, QpCtx& q);

@@ -176,8 +176,61 @@ bool EngineImpl::rx_send_continues(Picos now, QpCtx& q, const wire::RocePacket& 
   return true;
 }
 
+bool EngineImpl::rx_write_first(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                std::span<uint8_t> frame) {
+  // on_request made sure of the opcode (a WRITE's FIRST or ONLY without immediate,
+  // so a RETH) and of the ICRC (checked by receive()).
+  const wire::OpcodeInfo& op = *pkt.op;
+  // resp_check_state, resp_check_psn (in order), resp_check_op_seq (no message in
+  // progress).
+  if (pkt.psn != q.resp.psn || q.resp.in_msg != ResponderState::InMsg::kNone || q.resp.failed) return false;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return false;
+  // resp_check_length: a FIRST carries one MTU, an ONLY at most one, within what the
+  // RETH announces (an ONLY exactly that), never more than a message may hold.
+  const wire::RethFields& reth = *pkt.reth;
+  const uint64_t len = pkt.payload_len;
+  const bool last = op.is_last();
+  if (last ? len > q.mtu || len != reth.dma_len : len != q.mtu || len > reth.dma_len) return false;
+  if (reth.dma_len > kMaxMsgSize) return false;
+  // resp_check_rkey: the QP allows remote writes and the R_Key grants [va, va + dma_len).
+  if (!(q.qp.attr().qp_access_flags & IBV_ACCESS_REMOTE_WRITE)) return false;
+  const verbs::Mr* mr = nullptr;
+  if (check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr) != verbs::MrCheck::kOk) {
+    return false;
+  }
+  // resp_check_resource: a WRITE without immediate needs none. Every check passed.
+  q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
+  // resp_execute_write for a first packet: the MR the key names (an MR's key: the one
+  // check_rkey found; a window's: its MR).
+  const verbs::Mr* first_mr = mr != nullptr ? mr : rkey_mr(reth.rkey);
+  q.resp.write_rkey = reth.rkey;
+  q.resp.write_mr_id = first_mr != nullptr ? first_mr->id : 0;
+  q.resp.write_mr = mr;
+  q.resp.write_mr_deregs = mr != nullptr ? mrs_.deregs() : UINT64_MAX;
+  q.resp.write_total = reth.dma_len;
+  if (len != 0) std::memcpy(mr_ptr(*first_mr, reth.va), frame.data() + pkt.payload_offset, len);
+  q.resp.write_va = reth.va + len;
+  q.resp.write_left = reth.dma_len - len;
+  if (last) {
+    ++q.resp.msn;
+  } else {
+    q.resp.in_msg = ResponderState::InMsg::kWrite;
+  }
+  // resp_acknowledge.
+  q.resp.psn += 1;
+  if (pkt.ack_req) queue_ack(now, q);
+  return true;
+}
+
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame, bool icrc_pending) {
+  if (!icrc_pending && (pkt.opcode == wire::op::kRcWriteOnly || pkt.opcode == wire::op::kRcWriteFirst) &&
+      rx_write_first(now, q, pkt, frame)) {
+    // A WRITE's first or only packet in order, every check passing (a message's
+    // first packet: every packet of a one-packet WRITE).
+    return;
+  }
   RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len), frame, icrc_pending, {}};
   RespStep step;
   if (icrc_pending && resp_continues(q, r)) {
