@@ -1,0 +1,235 @@
+// Messages of one packet and the first packets of longer ones, the ninth engine
+// pass (docs/performance.md "The engine, ninth pass"): a WRITE's FIRST or ONLY
+// packet without immediate, in order and passing every check, takes one function of
+// the steps' passing forms (rx_write_first); anything else goes the steps' way to
+// its NAK. Each test sends such a packet that fails one check (or follows one that
+// did) and checks the answer, the bytes and the state are what the steps give. Its
+// ICRC is checked before anything is stored (its RETH names the target): a
+// corrupted copy stores nothing.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "tests/transport/engine/dut.h"
+
+namespace isoroce::transport::testing {
+namespace {
+
+constexpr uint32_t kMtu = 1024;
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 11 + seed);
+  return v;
+}
+
+bool all_equal(std::span<const uint8_t> b, uint8_t v) {
+  return std::all_of(b.begin(), b.end(), [v](uint8_t x) { return x == v; });
+}
+
+// The frame of f delivered to the DUT (nothing transmitted).
+void deliver(Dut& d, const wire::FrameSpec& f) {
+  std::vector<uint8_t> v(wire::frame_size(f));
+  ASSERT_TRUE(wire::build_frame(f, v).ok());
+  d.now += 1'000'000;
+  d.net[1].receive(d.now, v);
+}
+
+// A WRITE packet of `opcode` at PSN psn with payload `data`, a RETH (FIRST, ONLY)
+// naming `reth_len` bytes at offset `off` of the DUT's buffer.
+wire::FrameSpec write_packet(Dut& d, uint8_t opcode, uint32_t psn, uint64_t off, uint32_t reth_len,
+                             std::span<const uint8_t> data) {
+  auto f = d.spec(opcode, psn);
+  if (wire::opcode_info(opcode).has(wire::kHdrReth)) f.reth = wire::RethFields{d.s.iova + off, d.s.keys.rkey, reth_len};
+  f.payload = data;
+  return f;
+}
+
+bool is_nak(const wire::RocePacket& p, uint8_t syn, uint32_t psn) {
+  return p.opcode == wire::op::kRcAck && syndrome(p) == syn && p.psn.value() == psn;
+}
+
+constexpr uint8_t kNakSeq = 0x60, kNakInvalid = 0x61, kNakAccess = 0x62;
+
+// A WRITE ONLY at the expected PSN while a WRITE (then, on another QP, a SEND) is
+// in progress: an Invalid Request NAK (9.7.5.1.3), nothing stored.
+TEST(EngineOnePacket, WriteOnlyInsideAnotherMessageIsAnInvalidRequest) {
+  const std::vector<uint8_t> data = pattern(kMtu, 3);
+  for (const bool send : {false, true}) {
+    SCOPED_TRACE(send ? "inside a SEND" : "inside a WRITE");
+    Dut d;
+    if (send) {
+      const Sge sge{d.s.iova + 8192, 4 * kMtu, d.s.keys.lkey};
+      RecvWr rwr;
+      rwr.sg_list = std::span(&sge, 1);
+      ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+      auto first = d.spec(wire::op::kRcSendFirst, 500);
+      first.ack_req = false;
+      first.payload = data;
+      EXPECT_TRUE(d.receive(first).empty());
+    } else {
+      auto first = write_packet(d, wire::op::kRcWriteFirst, 500, 8192, 3 * kMtu, data);
+      first.ack_req = false;
+      EXPECT_TRUE(d.receive(first).empty());
+    }
+    const auto out = d.receive(write_packet(d, wire::op::kRcWriteOnly, 501, 0, kMtu, data));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(is_nak(out[0], kNakInvalid, 501));
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).first(kMtu), 0)) << "stored";
+    EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_ERR);
+  }
+}
+
+// A WRITE ONLY right behind one that earned a fatal NAK (an R_Key no region has),
+// before that NAK left, at the same (still expected) PSN: not stored (nothing is
+// taken once a fatal NAK is queued, 9.9.2). And one after the QP was moved to ERR:
+// not stored either.
+TEST(EngineOnePacket, WriteOnlyBehindAFatalNakOrInErrStoresNothing) {
+  const std::vector<uint8_t> data = pattern(kMtu, 5);
+  for (const bool err : {false, true}) {
+    SCOPED_TRACE(err ? "in ERR" : "behind a fatal NAK");
+    Dut d;
+    if (err) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+    } else {
+      auto bad = write_packet(d, wire::op::kRcWriteOnly, 500, 0, kMtu, data);
+      bad.reth->rkey ^= 0x5a5a00;
+      deliver(d, bad);
+    }
+    deliver(d, write_packet(d, wire::op::kRcWriteOnly, 500, 0, kMtu, data));
+    const auto out = d.drain();
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).first(kMtu), 0)) << "stored";
+    if (!err) {
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_TRUE(is_nak(out[0], kNakAccess, 500));
+    } else {
+      EXPECT_TRUE(out.empty());
+    }
+    EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_ERR);
+  }
+}
+
+// Lengths (9.7.5.1.4): a WRITE ONLY of two MTUs whose RETH says two MTUs; a WRITE
+// FIRST of half an MTU; a WRITE FIRST of one MTU whose RETH announces less. Each
+// an Invalid Request NAK, nothing stored.
+TEST(EngineOnePacket, WriteFirstOrOnlyOfTheWrongLengthIsAnInvalidRequest) {
+  const std::vector<uint8_t> data = pattern(2 * kMtu, 7);
+  const std::span<const uint8_t> all(data);
+  struct Case {
+    const char* what;
+    uint8_t opcode;
+    uint32_t payload, reth;
+  } cases[] = {
+      {"ONLY longer than the MTU", wire::op::kRcWriteOnly, 2 * kMtu, 2 * kMtu},
+      {"FIRST shorter than the MTU", wire::op::kRcWriteFirst, kMtu / 2, 3 * kMtu},
+      {"FIRST longer than its RETH", wire::op::kRcWriteFirst, kMtu, kMtu / 2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Dut d;
+    const auto out = d.receive(write_packet(d, c.opcode, 500, 0, c.reth, all.first(c.payload)));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(is_nak(out[0], kNakInvalid, 500));
+    EXPECT_EQ(d.net[1].counters().rx_bad_length, 1u);
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).first(2 * kMtu), 0)) << "stored";
+  }
+}
+
+// The QP's remote access made read-only (RTS -> RTS): a WRITE ONLY into a region
+// that grants remote writes is a Remote Access Error NAK (10.6.3), nothing stored.
+TEST(EngineOnePacket, WriteOnlyToAQpWithoutRemoteWriteIsARemoteAccessError) {
+  Dut d;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTS;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_READ;
+  ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS), 0);
+  const std::vector<uint8_t> data = pattern(kMtu, 9);
+  const auto out = d.receive(write_packet(d, wire::op::kRcWriteOnly, 500, 0, kMtu, data));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(is_nak(out[0], kNakAccess, 500));
+  EXPECT_TRUE(all_equal(std::span(d.s.buf).first(kMtu), 0)) << "stored";
+}
+
+// A gap (NAKed), the missing WRITE ONLY in order (taken: it ends the gap), then a
+// second gap: NAKed as well (one NAK per gap, 9.7.5.1.2).
+TEST(EngineOnePacket, EachGapBetweenWriteOnlysIsNakedOnce) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(kMtu, 11);
+  auto out = d.receive(write_packet(d, wire::op::kRcWriteOnly, 501, kMtu, kMtu, data));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(is_nak(out[0], kNakSeq, 500));
+  EXPECT_TRUE(d.receive(write_packet(d, wire::op::kRcWriteOnly, 502, kMtu, kMtu, data)).empty()) << "same gap";
+  auto f = write_packet(d, wire::op::kRcWriteOnly, 500, 0, kMtu, data);
+  f.ack_req = false;
+  EXPECT_TRUE(d.receive(f).empty());
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin()));
+  out = d.receive(write_packet(d, wire::op::kRcWriteOnly, 503, kMtu, kMtu, data));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(is_nak(out[0], kNakSeq, 501));
+  EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(kMtu, kMtu), 0)) << "stored out of order";
+}
+
+// A WRITE of three MTUs: a corrupted FIRST (dropped, nothing stored, nothing
+// answered), then the intact FIRST, MIDDLE, LAST: every byte in place, one ACK; then
+// a WRITE ONLY with a corrupted RETH (its ICRC fails: nothing stored anywhere).
+TEST(EngineOnePacket, CorruptedFirstOrOnlyStoresNothing) {
+  Dut d;
+  const std::vector<uint8_t> data = pattern(3 * kMtu, 13);
+  const std::span<const uint8_t> all(data);
+  auto first = write_packet(d, wire::op::kRcWriteFirst, 500, 0, 3 * kMtu, all.first(kMtu));
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive_corrupt(first, 100, 0x10).empty());
+  EXPECT_EQ(d.net[1].counters().rx_bad_icrc, 1u);
+  EXPECT_TRUE(all_equal(std::span(d.s.buf).first(3 * kMtu), 0)) << "a corrupted FIRST stored";
+  EXPECT_TRUE(d.receive(first).empty());
+  auto mid = write_packet(d, wire::op::kRcWriteMiddle, 501, 0, 0, all.subspan(kMtu, kMtu));
+  mid.ack_req = false;
+  EXPECT_TRUE(d.receive(mid).empty());
+  const auto out = d.receive(write_packet(d, wire::op::kRcWriteLast, 502, 0, 0, all.subspan(2 * kMtu)));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(syndrome(out[0]), 0x1f);
+  EXPECT_EQ(out[0].psn.value(), 502u);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin()));
+  // The RETH's va is bytes 16..23 after the BTH: flip one of them (the frame's byte
+  // `from_end` bytes before its end, counted from the payload and ICRC after it).
+  auto only = write_packet(d, wire::op::kRcWriteOnly, 503, 4 * kMtu, kMtu, all.first(kMtu));
+  const size_t reth_from_end = wire::kIcrcBytes + kMtu + 16 - 3;
+  EXPECT_TRUE(d.receive_corrupt(only, reth_from_end, 0x01).empty());
+  EXPECT_EQ(d.net[1].counters().rx_bad_icrc, 2u);
+  EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(3 * kMtu), 0)) << "a corrupted ONLY stored";
+}
+
+// A WRITE of two MTUs whose LAST carries immediate data: the FIRST (no immediate)
+// takes the one-function path, the LAST the steps and a receive; the receive's
+// completion counts the whole WRITE (byte_len: what the FIRST's RETH announced).
+TEST(EngineOnePacket, WriteFirstThenLastWithImmediateCompletesWithTheWholeLength) {
+  Dut d;
+  const Sge sge{d.s.iova + 65536, 64, d.s.keys.lkey};
+  RecvWr rwr;
+  rwr.wr_id = 77;
+  rwr.sg_list = std::span(&sge, 1);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+  const std::vector<uint8_t> data = pattern(2 * kMtu, 17);
+  const std::span<const uint8_t> all(data);
+  auto first = write_packet(d, wire::op::kRcWriteFirst, 500, 0, 2 * kMtu, all.first(kMtu));
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive(first).empty());
+  auto last = write_packet(d, wire::op::kRcWriteLastImm, 501, 0, 0, all.subspan(kMtu));
+  last.imm = 0x01020304;
+  const auto out = d.receive(last);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(syndrome(out[0]), 0x1f);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin()));
+  std::vector<ibv_wc> wc(4);
+  ASSERT_EQ(d.net[1].poll_cq(d.s.rcq, wc), 1);
+  EXPECT_EQ(wc[0].wr_id, 77u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+  EXPECT_EQ(wc[0].byte_len, 2 * kMtu);
+}
+
+}  // namespace
+}  // namespace isoroce::transport::testing
