@@ -231,5 +231,49 @@ TEST(EngineOnePacket, WriteFirstThenLastWithImmediateCompletesWithTheWholeLength
   EXPECT_EQ(wc[0].byte_len, 2 * kMtu);
 }
 
+// A WRITE of three MTUs into a type 2 window (a key the MR table does not have):
+// its FIRST takes the one-function path, which keeps no MR for a window's key; the
+// DUT invalidates the window (LOCAL_INV) before the MIDDLE arrives: the MIDDLE is a
+// Remote Access Error NAK and stores nothing (each packet of a window's WRITE finds
+// the window again).
+TEST(EngineOnePacket, WriteIntoAWindowInvalidatedAfterItsFirstStoresNoMore) {
+  RcOptions o;
+  o.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND;
+  Dut d(o);
+  const auto mw = d.net[1].alloc_mw(d.s.pd, IBV_MW_TYPE_2);
+  ASSERT_TRUE(mw.ok());
+  const uint32_t key = (mw.value() & 0xffffff00u) | ((mw.value() + 1) & 0xff);
+  SendWr bind;
+  bind.wr_id = 1;
+  bind.opcode = IBV_WR_BIND_MW;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind = verbs::MwBind{mw.value(), key, d.s.keys.lkey, d.s.iova, 4 * kMtu, IBV_ACCESS_REMOTE_WRITE};
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, bind), 0);
+  d.drain();
+  std::vector<ibv_wc> wc(4);
+  ASSERT_EQ(d.net[1].poll_cq(d.s.scq, wc), 1);
+  ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  const std::vector<uint8_t> data = pattern(3 * kMtu, 19);
+  const std::span<const uint8_t> all(data);
+  auto first = write_packet(d, wire::op::kRcWriteFirst, 500, 0, 3 * kMtu, all.first(kMtu));
+  first.reth->rkey = key;
+  first.ack_req = false;
+  EXPECT_TRUE(d.receive(first).empty());
+  EXPECT_TRUE(std::equal(data.begin(), data.begin() + kMtu, d.s.buf.begin()));
+  SendWr inv;
+  inv.wr_id = 2;
+  inv.opcode = IBV_WR_LOCAL_INV;
+  inv.send_flags = IBV_SEND_SIGNALED;
+  inv.invalidate_rkey = key;
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, inv), 0);
+  d.drain();
+  ASSERT_EQ(d.net[1].poll_cq(d.s.scq, wc), 1);
+  ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  const auto out = d.receive(write_packet(d, wire::op::kRcWriteMiddle, 501, 0, 0, all.subspan(kMtu, kMtu)));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(is_nak(out[0], kNakAccess, 501));
+  EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(kMtu, 2 * kMtu), 0)) << "stored through an invalidated window";
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing
