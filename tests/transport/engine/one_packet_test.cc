@@ -275,5 +275,96 @@ TEST(EngineOnePacket, WriteIntoAWindowInvalidatedAfterItsFirstStoresNoMore) {
   EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(kMtu, 2 * kMtu), 0)) << "stored through an invalidated window";
 }
 
+// A send queue of one slot, so every WR reuses the slot (and the L_Key check) of the
+// one before: a WR with the same SGE as its slot's last is not checked again only
+// while that check holds. Each WR posted from region `r` (one SGE: offset, length,
+// key), acknowledged by the test if it went out; its completion status.
+struct OneSlot {
+  OneSlot() : d(options()) {}
+  static RcOptions options() {
+    RcOptions o;
+    o.max_send_wr = 1;
+    return o;
+  }
+  ibv_wc_status post(ibv_wr_opcode op, uint64_t iova, uint32_t len, uint32_t lkey) {
+    const Sge sge{iova, len, lkey};
+    EXPECT_EQ(d.net[1].post_send(d.now, d.s.qpn, one_sge_wr(sge, op, 0x7000000, 0x5555, ++wr_id)), 0);
+    const auto sent = d.drain();
+    if (!sent.empty()) {
+      // (A READ here is one packet long.)
+      auto ack = d.spec(op == IBV_WR_RDMA_READ ? wire::op::kRcReadResponseOnly : wire::op::kRcAck,
+                        sent.back().psn.value());
+      ack.ack_req = false;
+      ack.aeth = wire::AethFields{0x1f, 1};
+      std::vector<uint8_t> bytes(op == IBV_WR_RDMA_READ ? len : 0, 0x3c);
+      ack.payload = bytes;
+      d.receive(ack);
+    }
+    std::vector<ibv_wc> wc(4);
+    const int n = d.net[1].poll_cq(d.s.scq, wc);
+    EXPECT_EQ(n, 1);
+    return n == 1 ? wc[0].status : IBV_WC_GENERAL_ERR;
+  }
+  Dut d;
+  uint64_t wr_id = 0;
+};
+
+// The same SGE as the slot's last WRITE, in a region without local write access: a
+// WRITE again passes, a READ into it (which needs local write) fails its check
+// (IBV_WC_LOC_PROT_ERR).
+TEST(EngineOnePacket, SameSgeForAReadAfterAWriteIsCheckedForLocalWrite) {
+  OneSlot t;
+  std::vector<uint8_t> buf(4096, 1);
+  const uint64_t iova = 0x50000000 + (reinterpret_cast<uint64_t>(buf.data()) & 0xfff);
+  const auto ro = t.d.net[1].reg_mr(t.d.s.pd, buf.data(), buf.size(), iova, 0);
+  ASSERT_TRUE(ro.ok());
+  EXPECT_EQ(t.post(IBV_WR_RDMA_WRITE, iova, 1024, ro.value().lkey), IBV_WC_SUCCESS);
+  EXPECT_EQ(t.post(IBV_WR_RDMA_WRITE, iova, 1024, ro.value().lkey), IBV_WC_SUCCESS);
+  EXPECT_EQ(t.post(IBV_WR_RDMA_READ, iova, 1024, ro.value().lkey), IBV_WC_LOC_PROT_ERR);
+  EXPECT_TRUE(all_equal(buf, 1)) << "a READ stored into a region without local write";
+}
+
+// The same SGE as the slot's last WR after its region was deregistered (and after
+// another region was): checked again, IBV_WC_LOC_PROT_ERR for the gone one.
+TEST(EngineOnePacket, SameSgeAfterADeregIsCheckedAgain) {
+  OneSlot t;
+  std::vector<uint8_t> a(4096, 1), b(4096, 2);
+  const uint64_t ia = 0x50000000 + (reinterpret_cast<uint64_t>(a.data()) & 0xfff);
+  const uint64_t ib = 0x60000000 + (reinterpret_cast<uint64_t>(b.data()) & 0xfff);
+  const auto ka = t.d.net[1].reg_mr(t.d.s.pd, a.data(), a.size(), ia, IBV_ACCESS_LOCAL_WRITE);
+  const auto kb = t.d.net[1].reg_mr(t.d.s.pd, b.data(), b.size(), ib, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(ka.ok() && kb.ok());
+  EXPECT_EQ(t.post(IBV_WR_RDMA_WRITE, ia, 1024, ka.value().lkey), IBV_WC_SUCCESS);
+  ASSERT_EQ(t.d.net[1].dereg_mr(kb.value().lkey), 0);
+  EXPECT_EQ(t.post(IBV_WR_RDMA_WRITE, ia, 1024, ka.value().lkey), IBV_WC_SUCCESS) << "another region's dereg";
+  EXPECT_EQ(t.post(IBV_WR_RDMA_WRITE, ia, 1024, ka.value().lkey), IBV_WC_SUCCESS);
+  ASSERT_EQ(t.d.net[1].dereg_mr(ka.value().lkey), 0);
+  EXPECT_EQ(t.post(IBV_WR_RDMA_WRITE, ia, 1024, ka.value().lkey), IBV_WC_LOC_PROT_ERR);
+}
+
+// An SGE that differs from the slot's last (checked, passing) one in its length,
+// its address or its key, each making it leave its region: checked, and failed.
+TEST(EngineOnePacket, ADifferentSgeInTheSlotIsChecked) {
+  std::vector<uint8_t> a(4096, 1), b(4096, 2);
+  struct Case {
+    const char* what;
+    int64_t addr_delta;
+    uint32_t len;
+    bool other_key;
+  } cases[] = {{"longer", 0, 4096 + 64, false}, {"later", 2048, 4096, false}, {"another key", 0, 4096, true}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    OneSlot t;
+    const uint64_t ia = 0x50000000 + (reinterpret_cast<uint64_t>(a.data()) & 0xfff);
+    const uint64_t ib = 0x60000000 + (reinterpret_cast<uint64_t>(b.data()) & 0xfff);
+    const auto ka = t.d.net[1].reg_mr(t.d.s.pd, a.data(), a.size(), ia, IBV_ACCESS_LOCAL_WRITE);
+    const auto kb = t.d.net[1].reg_mr(t.d.s.pd, b.data(), 1024, ib, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_TRUE(ka.ok() && kb.ok());
+    EXPECT_EQ(t.post(IBV_WR_RDMA_WRITE, ia, 4096, ka.value().lkey), IBV_WC_SUCCESS);
+    EXPECT_EQ(t.post(IBV_WR_RDMA_WRITE, ia + c.addr_delta, c.len, c.other_key ? kb.value().lkey : ka.value().lkey),
+              IBV_WC_LOC_PROT_ERR);
+  }
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing
