@@ -366,5 +366,50 @@ TEST(EngineOnePacket, ADifferentSgeInTheSlotIsChecked) {
   }
 }
 
+// A WR of two SGEs whose first is the slot's last (one-SGE) WR's: checked and taken
+// whole, its packet carrying both SGEs' bytes in order.
+TEST(EngineOnePacket, TwoSgesStartingWithTheSlotsLastAreBothSent) {
+  OneSlot t;
+  Dut& d = t.d;
+  std::fill(d.s.buf.begin(), d.s.buf.begin() + 512, 0x11);
+  std::fill(d.s.buf.begin() + 4096, d.s.buf.begin() + 4096 + 512, 0x22);
+  EXPECT_EQ(t.post(IBV_WR_RDMA_WRITE, d.s.iova, 512, d.s.keys.lkey), IBV_WC_SUCCESS);
+  const Sge sges[2] = {{d.s.iova, 512, d.s.keys.lkey}, {d.s.iova + 4096, 512, d.s.keys.lkey}};
+  SendWr wr;
+  wr.wr_id = 9;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.sg_list = sges;
+  wr.remote_addr = 0x7000000;
+  wr.rkey = 0x5555;
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, wr), 0);
+  Capture c;
+  for (int i = 0; i < 20 && c.pkts.empty(); ++i) {
+    d.net[1].advance(d.now);
+    d.net[1].transmit(d.now, c, 64);
+    d.now += 1'000'000;
+  }
+  ASSERT_EQ(c.pkts.size(), 1u);
+  ASSERT_EQ(c.pkts[0].payload_len, 1024u);
+  const auto payload = std::span(c.frames[0]).subspan(c.pkts[0].payload_offset, 1024);
+  EXPECT_TRUE(all_equal(payload.first(512), 0x11));
+  EXPECT_TRUE(all_equal(payload.subspan(512), 0x22));
+}
+
+// A WRITE posted while the QP drains (SQD) waits (10.3.1: WRs not started are not
+// sent in SQD), at its post and at every later transmit.
+TEST(EngineOnePacket, WritePostedInSqdIsNotSent) {
+  Dut d;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_SQD;
+  ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+  const Sge sge{d.s.iova, 64, d.s.keys.lkey};
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, one_sge_wr(sge, IBV_WR_RDMA_WRITE, 0x7000000, 0x5555, 1)), 0);
+  EXPECT_TRUE(d.drain().empty()) << "sent in SQD";
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, one_sge_wr(sge, IBV_WR_SEND, 0, 0, 2)), 0);
+  EXPECT_TRUE(d.drain().empty()) << "sent in SQD";
+  std::vector<ibv_wc> wc(4);
+  EXPECT_EQ(d.net[1].poll_cq(d.s.scq, wc), 0);
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing
