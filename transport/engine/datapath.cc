@@ -100,6 +100,11 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
         // A WRITE's middle or last packet in order (most packets of a long WRITE).
       } else if (r.pkt.opcode == wire::op::kRcSendMiddle && rx_send_continues(now, q, r.pkt, frame)) {
         // A SEND's middle packet in order.
+      } else if ((r.pkt.opcode == wire::op::kRcSendOnly || r.pkt.opcode == wire::op::kRcSendFirst ||
+                  r.pkt.opcode == wire::op::kRcSendOnlyImm) &&
+                 rx_send_first(now, q, r.pkt, frame)) {
+        // A SEND's first or only packet in order into the next receive (every packet of
+        // a one-packet SEND).
       } else {
         on_request(now, q, r.pkt, frame, true);
       }

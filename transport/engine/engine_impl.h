@@ -198,6 +198,16 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // without a RespPacket. True: done. False with nothing changed when any check
   // would not pass: on_request then runs the steps.
   bool rx_write_first(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  // A SEND's FIRST or ONLY packet (not with invalidate) whose ICRC receive() left to
+  // the copy: resp_check_state .. resp_check_resource in their passing forms (the QP
+  // takes requests, the expected PSN, no message in progress, one MTU (FIRST) or at
+  // most one (ONLY), a receive queued), then resp_execute_send's copy into that
+  // receive's buffer that checks the ICRC, the receive taken (and for an ONLY
+  // completed) and resp_acknowledge, in one function without a RespPacket. True:
+  // done (also when the frame failed its ICRC and was dropped). False with nothing
+  // changed (but bytes of the receive's buffer, which the steps then write again)
+  // when a check would not pass or the receive cannot take the bytes.
+  bool rx_send_first(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
   RespStep resp_check_state(const QpCtx& q);
   RespStep resp_check_psn(QpCtx& q, const RespPacket& r);
   RespStep resp_nak_sequence(Picos now, QpCtx& q);

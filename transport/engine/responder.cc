@@ -223,6 +223,59 @@ bool EngineImpl::rx_write_first(Picos now, QpCtx& q, const wire::RocePacket& pkt
   return true;
 }
 
+bool EngineImpl::rx_send_first(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                               std::span<uint8_t> frame) {
+  // receive() made sure of the opcode (SEND FIRST, ONLY or ONLY with immediate) and
+  // left the ICRC to the copy. resp_check_state, resp_check_psn (in order),
+  // resp_check_op_seq (no message in progress).
+  if (pkt.psn != q.resp.psn || q.resp.in_msg != ResponderState::InMsg::kNone || q.resp.failed) return false;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return false;
+  // resp_check_length: a FIRST carries one MTU, an ONLY at most one.
+  const uint64_t len = pkt.payload_len;
+  const bool last = pkt.op->is_last();
+  if (last ? len > q.mtu : len != q.mtu) return false;
+  // resp_check_resource: a receive is queued (else the steps' RNR NAK).
+  const RecvWqe* w = peek_recv_wqe(q);
+  if (w == nullptr || len > w->length) return false;  // too small: the steps' LOC_LEN_ERR
+  // resp_execute_send: into the receive's buffer, the ICRC checked on the way, before
+  // the receive is taken.
+  const std::span<const uint8_t> payload(frame.data() + pkt.payload_offset, len);
+  wire::Crc32Fold crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
+  if (!scatter_crc(mrs_, q.pd, w->sges, 0, payload, &crc)) return false;  // an SGE gone: the steps' way
+  q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
+  wire::crc32_fold(crc, payload.data() + len, pkt.pad);
+  if (wire::icrc_finish(wire::crc32_fold_register(crc)) != pkt.icrc) [[unlikely]] {
+    drop_bad_icrc(now, q, pkt, frame.size());
+    return true;
+  }
+  take_recv_wqe(q, &q.resp.cur_recv);  // peeked above: there is one
+  q.resp.have_recv = true;
+  q.resp.recv_offset = len;
+  if (!last) {
+    q.resp.in_msg = ResponderState::InMsg::kSend;
+  } else {
+    ibv_wc wc{};
+    wc.wr_id = q.resp.cur_recv.wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RECV;
+    wc.byte_len = static_cast<uint32_t>(len);
+    wc.qp_num = q.qp.qpn().value();
+    wc.src_qp = q.qp.dest_qpn().value();
+    if (pkt.imm) {
+      wc.wc_flags |= IBV_WC_WITH_IMM;
+      wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
+    }
+    q.resp.have_recv = false;
+    ++q.resp.msn;
+    complete(q.recv_cq, wc);
+  }
+  // resp_acknowledge.
+  q.resp.psn += 1;
+  if (pkt.ack_req) queue_ack(now, q);
+  return true;
+}
+
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame, bool icrc_pending) {
   if (!icrc_pending && (pkt.opcode == wire::op::kRcWriteOnly || pkt.opcode == wire::op::kRcWriteFirst) &&

@@ -8,6 +8,8 @@
 // corrupted copy stores nothing.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -409,6 +411,205 @@ TEST(EngineOnePacket, WritePostedInSqdIsNotSent) {
   EXPECT_TRUE(d.drain().empty()) << "sent in SQD";
   std::vector<ibv_wc> wc(4);
   EXPECT_EQ(d.net[1].poll_cq(d.s.scq, wc), 0);
+}
+
+// ---- a SEND's first or only packet (rx_send_first) ---------------------------
+
+void post_recv(Dut& d, uint64_t off, uint32_t len, uint64_t wr_id, uint32_t lkey = 0) {
+  const Sge sge{d.s.iova + off, len, lkey ? lkey : d.s.keys.lkey};
+  RecvWr rwr;
+  rwr.wr_id = wr_id;
+  rwr.sg_list = std::span(&sge, 1);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+}
+
+std::vector<ibv_wc> recv_completions(Dut& d) {
+  std::vector<ibv_wc> wc(8);
+  const int n = d.net[1].poll_cq(d.s.rcq, wc);
+  wc.resize(n > 0 ? n : 0);
+  return wc;
+}
+
+wire::FrameSpec send_packet(Dut& d, uint8_t opcode, uint32_t psn, std::span<const uint8_t> data) {
+  auto f = d.spec(opcode, psn);
+  f.payload = data;
+  return f;
+}
+
+// SEND ONLYs one by one: a gap (NAKed once, no receive taken), a corrupted copy of
+// the missing one (dropped: no receive taken, nothing answered), the intact one (its
+// receive completes with its bytes), a duplicate of it (ACKed again, no receive
+// taken), an ONLY with immediate (its receive completes with the immediate), then a
+// second gap (NAKed: the in-order ONLYs ended the first).
+TEST(EngineOnePacket, SendOnlysTakeTheirReceivesOnlyInOrderAndIntact) {
+  Dut d;
+  post_recv(d, 0, 4096, 1);
+  post_recv(d, 8192, 4096, 2);
+  post_recv(d, 16384, 4096, 3);
+  const std::vector<uint8_t> data = pattern(kMtu, 21), other = pattern(kMtu, 99);
+  auto out = d.receive(send_packet(d, wire::op::kRcSendOnly, 501, data));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(is_nak(out[0], kNakSeq, 500));
+  EXPECT_TRUE(d.receive(send_packet(d, wire::op::kRcSendOnly, 502, data)).empty()) << "same gap";
+  EXPECT_TRUE(d.receive_corrupt(send_packet(d, wire::op::kRcSendOnly, 500, other), 40, 0x04).empty());
+  EXPECT_EQ(d.net[1].counters().rx_bad_icrc, 1u);
+  EXPECT_TRUE(recv_completions(d).empty());
+  out = d.receive(send_packet(d, wire::op::kRcSendOnly, 500, data));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(syndrome(out[0]), 0x1f);
+  auto wc = recv_completions(d);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc[0].byte_len, kMtu);
+  EXPECT_EQ(wc[0].wc_flags & IBV_WC_WITH_IMM, 0u);
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin()));
+  out = d.receive(send_packet(d, wire::op::kRcSendOnly, 500, other));  // a duplicate
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(syndrome(out[0]), 0x1f);
+  EXPECT_TRUE(recv_completions(d).empty());
+  EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(8192, kMtu), 0)) << "a duplicate took a receive";
+  auto imm = send_packet(d, wire::op::kRcSendOnlyImm, 501, std::span(other).first(300));
+  imm.imm = 0x0a0b0c0d;
+  EXPECT_EQ(d.receive(imm).size(), 1u);
+  wc = recv_completions(d);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 2u);
+  EXPECT_EQ(wc[0].byte_len, 300u);
+  EXPECT_NE(wc[0].wc_flags & IBV_WC_WITH_IMM, 0u);
+  EXPECT_EQ(wc[0].imm_data, htonl(0x0a0b0c0d));
+  EXPECT_TRUE(std::equal(other.begin(), other.begin() + 300, d.s.buf.begin() + 8192));
+  out = d.receive(send_packet(d, wire::op::kRcSendOnly, 503, data));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(is_nak(out[0], kNakSeq, 502));
+}
+
+// A SEND FIRST in order opens the message (its MIDDLE and LAST fill the same
+// receive, which completes once with every byte); lengths: a FIRST of half an MTU
+// and an ONLY of two MTUs are Invalid Requests and take no receive.
+TEST(EngineOnePacket, SendFirstOpensTheMessageAndWrongLengthsAreInvalid) {
+  const std::vector<uint8_t> data = pattern(3 * kMtu, 23);
+  const std::span<const uint8_t> all(data);
+  {
+    Dut d;
+    post_recv(d, 0, 4 * kMtu, 7);
+    auto first = send_packet(d, wire::op::kRcSendFirst, 500, all.first(kMtu));
+    first.ack_req = false;
+    EXPECT_TRUE(d.receive(first).empty());
+    EXPECT_TRUE(recv_completions(d).empty());
+    auto mid = send_packet(d, wire::op::kRcSendMiddle, 501, all.subspan(kMtu, kMtu));
+    mid.ack_req = false;
+    EXPECT_TRUE(d.receive(mid).empty());
+    EXPECT_EQ(d.receive(send_packet(d, wire::op::kRcSendLast, 502, all.subspan(2 * kMtu))).size(), 1u);
+    const auto wc = recv_completions(d);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].wr_id, 7u);
+    EXPECT_EQ(wc[0].byte_len, 3 * kMtu);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin()));
+  }
+  struct Case {
+    const char* what;
+    uint8_t opcode;
+    uint32_t len;
+  } cases[] = {{"FIRST of half an MTU", wire::op::kRcSendFirst, kMtu / 2},
+               {"ONLY of two MTUs", wire::op::kRcSendOnly, 2 * kMtu}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    Dut d;
+    post_recv(d, 0, 4 * kMtu, 7);
+    const auto out = d.receive(send_packet(d, c.opcode, 500, all.first(c.len)));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(is_nak(out[0], kNakInvalid, 500));
+    EXPECT_EQ(d.net[1].counters().rx_bad_length, 1u);
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).first(4 * kMtu), 0)) << "stored";
+  }
+}
+
+// A SEND ONLY inside a WRITE in progress: an Invalid Request (9.7.5.1.3), the
+// receive not taken. One behind a fatal NAK not yet sent, and one in ERR: not taken.
+TEST(EngineOnePacket, SendOnlyOutOfSequenceBehindAFatalNakOrInErrIsNotTaken) {
+  const std::vector<uint8_t> data = pattern(kMtu, 25);
+  for (int k = 0; k < 3; ++k) {
+    SCOPED_TRACE(k == 0 ? "inside a WRITE" : k == 1 ? "behind a fatal NAK" : "in ERR");
+    Dut d;
+    post_recv(d, 8192, 4096, 1);
+    uint32_t psn = 500;
+    if (k == 0) {
+      auto first = write_packet(d, wire::op::kRcWriteFirst, 500, 0, 3 * kMtu, data);
+      first.ack_req = false;
+      EXPECT_TRUE(d.receive(first).empty());
+      psn = 501;
+    } else if (k == 1) {
+      deliver(d, send_packet(d, wire::op::kRcSendFirst, 500, std::span(data).first(kMtu / 2)));  // too short
+    } else {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+    }
+    deliver(d, send_packet(d, wire::op::kRcSendOnly, psn, data));
+    const auto out = d.drain();
+    EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(8192, kMtu), 0)) << "stored";
+    const auto wc = recv_completions(d);
+    if (k == 2) {
+      ASSERT_EQ(wc.size(), 1u);
+      EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+    } else {
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_TRUE(is_nak(out[0], kNakInvalid, k == 0 ? 501 : 500));
+    }
+    EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_ERR);
+  }
+}
+
+// The receive a SEND ONLY would take: none (an RNR NAK, then the ONLY again once one
+// is posted: taken), too small (IBV_WC_LOC_LEN_ERR, an Invalid Request NAK), or in a
+// region deregistered since its post (IBV_WC_LOC_PROT_ERR, a Remote Operational
+// Error NAK).
+TEST(EngineOnePacket, SendOnlyWithoutAFittingReceive) {
+  const std::vector<uint8_t> data = pattern(kMtu, 27);
+  {
+    Dut d;
+    auto out = d.receive(send_packet(d, wire::op::kRcSendOnly, 500, data));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(syndrome(out[0]) >> 5, 1) << "an RNR NAK";
+    post_recv(d, 0, 4096, 1);
+    out = d.receive(send_packet(d, wire::op::kRcSendOnly, 500, data));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(syndrome(out[0]), 0x1f);
+    ASSERT_EQ(recv_completions(d).size(), 1u);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin()));
+  }
+  {
+    Dut d;
+    post_recv(d, 0, kMtu - 1, 1);
+    const auto out = d.receive(send_packet(d, wire::op::kRcSendOnly, 500, data));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(is_nak(out[0], kNakInvalid, 500));
+    const auto wc = recv_completions(d);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_LOC_LEN_ERR);
+    EXPECT_EQ(d.s.buf[kMtu - 1], 0) << "stored past the receive";
+  }
+  {
+    Dut d;
+    std::vector<uint8_t> dst(4096, 0);
+    const uint64_t iova = 0x50000000 + (reinterpret_cast<uint64_t>(dst.data()) & 0xfff);
+    const auto k = d.net[1].reg_mr(d.s.pd, dst.data(), dst.size(), iova, IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_TRUE(k.ok());
+    const Sge sge{iova, 4096, k.value().lkey};
+    RecvWr rwr;
+    rwr.wr_id = 5;
+    rwr.sg_list = std::span(&sge, 1);
+    ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+    ASSERT_EQ(d.net[1].dereg_mr(k.value().lkey), 0);
+    const auto out = d.receive(send_packet(d, wire::op::kRcSendOnly, 500, data));
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(is_nak(out[0], 0x63, 500)) << "a Remote Operational Error NAK";
+    const auto wc = recv_completions(d);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_LOC_PROT_ERR);
+    EXPECT_TRUE(all_equal(dst, 0)) << "stored into a deregistered region";
+  }
 }
 
 }  // namespace
