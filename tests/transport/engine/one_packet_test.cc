@@ -457,6 +457,7 @@ TEST(EngineOnePacket, SendOnlysTakeTheirReceivesOnlyInOrderAndIntact) {
   out = d.receive(send_packet(d, wire::op::kRcSendOnly, 500, data));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(syndrome(out[0]), 0x1f);
+  EXPECT_EQ(out[0].aeth->msn, 1u);
   auto wc = recv_completions(d);
   ASSERT_EQ(wc.size(), 1u);
   EXPECT_EQ(wc[0].wr_id, 1u);
@@ -471,7 +472,9 @@ TEST(EngineOnePacket, SendOnlysTakeTheirReceivesOnlyInOrderAndIntact) {
   EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(8192, kMtu), 0)) << "a duplicate took a receive";
   auto imm = send_packet(d, wire::op::kRcSendOnlyImm, 501, std::span(other).first(300));
   imm.imm = 0x0a0b0c0d;
-  EXPECT_EQ(d.receive(imm).size(), 1u);
+  out = d.receive(imm);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].aeth->msn, 2u);
   wc = recv_completions(d);
   ASSERT_EQ(wc.size(), 1u);
   EXPECT_EQ(wc[0].wr_id, 2u);
@@ -482,6 +485,54 @@ TEST(EngineOnePacket, SendOnlysTakeTheirReceivesOnlyInOrderAndIntact) {
   out = d.receive(send_packet(d, wire::op::kRcSendOnly, 503, data));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(is_nak(out[0], kNakSeq, 502));
+  // To ERR: only the receive never taken is flushed (the completed ones are done).
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+  wc = recv_completions(d);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].wr_id, 3u);
+  EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+}
+
+// A SEND ONLY with invalidate of 1 KB (its ICRC checked at the copy) naming a type 2
+// window this QP bound: the steps' way (the window is invalidated, 10.6.7.2.4), so
+// the receive completes with IBV_WC_WITH_INV and the key, and a WRITE through the
+// key afterwards is a Remote Access Error.
+TEST(EngineOnePacket, SendOnlyWithInvalidateInvalidatesTheWindow) {
+  RcOptions o;
+  o.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND;
+  Dut d(o);
+  const auto mw = d.net[1].alloc_mw(d.s.pd, IBV_MW_TYPE_2);
+  ASSERT_TRUE(mw.ok());
+  const uint32_t key = (mw.value() & 0xffffff00u) | ((mw.value() + 1) & 0xff);
+  SendWr bind;
+  bind.wr_id = 1;
+  bind.opcode = IBV_WR_BIND_MW;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind = verbs::MwBind{mw.value(), key, d.s.keys.lkey, d.s.iova, 4 * kMtu, IBV_ACCESS_REMOTE_WRITE};
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, bind), 0);
+  d.drain();
+  std::vector<ibv_wc> wc(4);
+  ASSERT_EQ(d.net[1].poll_cq(d.s.scq, wc), 1);
+  ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  post_recv(d, 65536, 4096, 8);
+  const std::vector<uint8_t> data = pattern(kMtu, 31);
+  auto inv = send_packet(d, wire::op::kRcSendOnlyInv, 500, data);
+  inv.ieth = key;
+  const auto out = d.receive(inv);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(syndrome(out[0]), 0x1f);
+  const auto rc = recv_completions(d);
+  ASSERT_EQ(rc.size(), 1u);
+  EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
+  EXPECT_NE(rc[0].wc_flags & IBV_WC_WITH_INV, 0u);
+  EXPECT_EQ(rc[0].invalidated_rkey, key);
+  auto w = write_packet(d, wire::op::kRcWriteOnly, 501, 0, 64, std::span(data).first(64));
+  w.reth->rkey = key;
+  const auto nak = d.receive(w);
+  ASSERT_EQ(nak.size(), 1u);
+  EXPECT_TRUE(is_nak(nak[0], kNakAccess, 501));
 }
 
 // A SEND FIRST in order opens the message (its MIDDLE and LAST fill the same
@@ -610,6 +661,48 @@ TEST(EngineOnePacket, SendOnlyWithoutAFittingReceive) {
     EXPECT_EQ(wc[0].status, IBV_WC_LOC_PROT_ERR);
     EXPECT_TRUE(all_equal(dst, 0)) << "stored into a deregistered region";
   }
+}
+
+// An RC QP on an SRQ moved to ERR: its receives stay in the SRQ (ERR flushes the
+// QP's own receive queue, not a shared one), and a SEND ONLY that arrives takes
+// none of them and stores nothing (10.3.1: a QP in ERR takes no request).
+TEST(EngineOnePacket, SendOnlyToAQpInErrTakesNoReceiveOfItsSrq) {
+  Dut d;
+  Side b;
+  b.pd = d.s.pd;
+  b.scq = d.net[1].create_cq(64).value();
+  b.rcq = d.net[1].create_cq(64).value();
+  ibv_srq_attr sa{};
+  sa.max_wr = 16;
+  sa.max_sge = 1;
+  auto srq = d.net[1].create_srq(b.pd, sa);
+  ASSERT_TRUE(srq.ok());
+  QpCreate c;
+  c.pd = b.pd;
+  c.send_cq = b.scq;
+  c.recv_cq = b.rcq;
+  c.use_srq = true;
+  c.srq = srq.value();
+  c.init.cap.max_send_wr = 16;
+  c.init.cap.max_send_sge = 1;
+  b.qpn = d.net[1].create_qp(c).value();
+  connect(d.net[1], b, d.peer, d.net[0].config().ip, d.opt, 9000, 500);
+  const Sge sge{d.s.iova + 8192, 4096, d.s.keys.lkey};
+  RecvWr rwr;
+  rwr.wr_id = 3;
+  rwr.sg_list = std::span(&sge, 1);
+  ASSERT_EQ(d.net[1].post_srq_recv(srq.value(), rwr), 0);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(d.net[1].modify_qp(b.qpn, a, IBV_QP_STATE), 0);
+  const std::vector<uint8_t> data = pattern(kMtu, 29);
+  auto f = send_packet(d, wire::op::kRcSendOnly, 500, data);
+  f.dest_qp = b.qpn;
+  deliver(d, f);
+  d.drain();
+  EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(8192, kMtu), 0)) << "stored in ERR";
+  std::vector<ibv_wc> wc(4);
+  EXPECT_EQ(d.net[1].poll_cq(b.rcq, wc), 0) << "a receive of the SRQ taken in ERR";
 }
 
 }  // namespace
