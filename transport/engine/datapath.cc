@@ -172,6 +172,10 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       if (op.kind == wire::OpKind::kAck || op.kind == wire::OpKind::kAtomicAck ||
           op.kind == wire::OpKind::kReadResponse) {
         on_response(now, *q, pkt, frame);
+      } else if ((pkt.opcode == wire::op::kRcWriteOnly || pkt.opcode == wire::op::kRcWriteFirst) &&
+                 rx_write_first(now, *q, pkt, frame)) {
+        // A WRITE's first or only packet in order, every check passing (every packet
+        // of a one-packet WRITE), its ICRC checked above.
       } else {
         on_request(now, *q, pkt, frame);
       }

@@ -195,8 +195,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // requests, the expected PSN, no message in progress, the lengths of
   // resp_check_length, the QP's remote-write access and check_rkey's answer), then
   // resp_execute_write's copy and state and resp_acknowledge, in one function
-  // without a RespPacket. True: done. False with nothing changed when any check
-  // would not pass: on_request then runs the steps.
+  // without a RespPacket (receive() calls it). True: done. False with nothing changed
+  // when any check would not pass: on_request then runs the steps.
   bool rx_write_first(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
   // A SEND's FIRST or ONLY packet (not with invalidate) whose ICRC receive() left to
   // the copy: resp_check_state .. resp_check_resource in their passing forms (the QP

@@ -278,12 +278,6 @@ bool EngineImpl::rx_send_first(Picos now, QpCtx& q, const wire::RocePacket& pkt,
 
 void EngineImpl::on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                             std::span<uint8_t> frame, bool icrc_pending) {
-  if (!icrc_pending && (pkt.opcode == wire::op::kRcWriteOnly || pkt.opcode == wire::op::kRcWriteFirst) &&
-      rx_write_first(now, q, pkt, frame)) {
-    // A WRITE's first or only packet in order, every check passing (a message's
-    // first packet: every packet of a one-packet WRITE).
-    return;
-  }
   RespPacket r{pkt, frame.subspan(pkt.payload_offset, pkt.payload_len), frame, icrc_pending, {}};
   RespStep step;
   if (icrc_pending && resp_continues(q, r)) {
