@@ -149,8 +149,9 @@ struct RespResource {
   // Transmission of the response: next packet index, or npkts when sent.
   uint32_t sent = 0;
   bool queued = false;
-  // READ of an MR's key: that MR, once build_response checked the whole [va, va +
-  // length) against it; valid while MrTable::deregs() equals mr_deregs (an MR's PD,
+  // READ of an MR's key: that MR, once the request's check (resp_check_rkey) or
+  // build_response checked the whole [va, va + length) against it; valid while
+  // MrTable::deregs() equals mr_deregs (an MR's PD,
   // access and range never change while it is registered), so the later packets
   // need no lookup. UINT64_MAX: not checked (every packet checks its own range).
   const verbs::Mr* mr = nullptr;
@@ -292,6 +293,7 @@ struct RespPacket {
   RespResource* res = nullptr;   // READ/atomic: the responder resource it got
   uint8_t* write_dst = nullptr;  // WRITE middle/last: the next byte, found by resp_check_rkey
   const verbs::Mr* write_mr = nullptr;  // WRITE first/only: the MR its R_Key named (resp_check_rkey; a window's: null)
+  const verbs::Mr* read_mr = nullptr;   // READ: the MR its R_Key named for the whole READ (a window's: null)
 };
 
 struct CqCtx {

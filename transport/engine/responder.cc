@@ -444,7 +444,7 @@ RespStep EngineImpl::resp_check_rkey(const QpCtx& q, RespPacket& r) {
     case OpKind::kReadRequest: {
       const wire::RethFields& reth = *r.pkt.reth;
       c = (access & IBV_ACCESS_REMOTE_READ)
-              ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ)
+              ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ, &r.read_mr)
               : verbs::MrCheck::kAccessViolation;
       break;
     }
@@ -644,6 +644,10 @@ RespStep EngineImpl::resp_execute_read(Picos now, QpCtx& q, RespPacket& r) {
   r.res->va = reth.va;
   r.res->rkey = reth.rkey;
   r.res->length = reth.dma_len;
+  // The check of the whole READ just made (resp_check_rkey, an MR's key): its
+  // responses need none while no MR is deregistered (build_response).
+  r.res->mr = r.read_mr;
+  r.res->mr_deregs = r.read_mr != nullptr ? mrs_.deregs() : UINT64_MAX;
   q.resp.psn += r.res->npkts;
   ++q.resp.msn;
   queue_resource(now, q, static_cast<uint32_t>(r.res - q.resp.resources.data()));

@@ -189,6 +189,43 @@ TEST(EngineReadResponse, RegionDeregisteredMidBurstIsARemoteAccessError) {
   EXPECT_EQ(d.net[1].query_qp(d.s.qpn)->state(), IBV_QPS_ERR);
 }
 
+// A READ of one MTU (its response one packet) whose region is deregistered after the
+// request was taken and before the response is built: a Remote Access Error NAK, no
+// response with the region's bytes (the request's R_Key check is kept for the
+// response only while no MR is deregistered). Then a READ of the DUT's own region
+// after that dereg: answered (checked again).
+TEST(EngineReadResponse, OnePacketReadWhoseRegionGoesBeforeItsResponseIsNaked) {
+  Dut d;
+  std::vector<uint8_t> src(kMtu, 0x66);
+  const uint64_t iova = 0x30000000 + (reinterpret_cast<uint64_t>(src.data()) & 0xfff);
+  const auto keys = d.net[1].reg_mr(d.s.pd, src.data(), src.size(), iova,
+                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  ASSERT_TRUE(keys.ok());
+  deliver(d, read_request(d, 500, iova, keys.value().rkey, kMtu), 1'000'000);
+  ASSERT_EQ(d.net[1].dereg_mr(keys.value().lkey), 0);
+  Capture c;
+  transmit_until(d, c, 1);
+  ASSERT_EQ(c.pkts.size(), 1u);
+  EXPECT_EQ(c.pkts[0].opcode, wire::op::kRcAck);
+  EXPECT_EQ(syndrome(c.pkts[0]), 0x62) << "a NAK, Remote Access Error";
+  EXPECT_EQ(c.pkts[0].psn.value(), 500u);
+
+  Dut e;
+  std::fill(e.s.buf.begin(), e.s.buf.begin() + kMtu, 0x44);
+  std::vector<uint8_t> other(kMtu, 0);
+  const auto ko = e.net[1].reg_mr(e.s.pd, other.data(), other.size(),
+                                  0x40000000 + (reinterpret_cast<uint64_t>(other.data()) & 0xfff),
+                                  IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(ko.ok());
+  deliver(e, read_request(e, 500, e.s.iova, e.s.keys.rkey, kMtu), 1'000'000);
+  ASSERT_EQ(e.net[1].dereg_mr(ko.value().lkey), 0);  // another region
+  Capture r;
+  transmit_until(e, r, 1);
+  ASSERT_EQ(r.pkts.size(), 1u);
+  EXPECT_EQ(r.pkts[0].opcode, wire::op::kRcReadResponseOnly);
+  EXPECT_TRUE(all_equal(std::span(r.frames[0]).subspan(r.pkts[0].payload_offset, kMtu), 0x44));
+}
+
 // ---- the requester: responses straight into the READ ------------------------
 
 // The DUT's READ of n MTUs (n * kMtu bytes, or `len`) into its buffer at `local`:
