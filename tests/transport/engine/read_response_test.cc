@@ -226,6 +226,39 @@ TEST(EngineReadResponse, OnePacketReadWhoseRegionGoesBeforeItsResponseIsNaked) {
   EXPECT_TRUE(all_equal(std::span(r.frames[0]).subspan(r.pkts[0].payload_offset, kMtu), 0x44));
 }
 
+// A READ of one MTU through a type 2 window, the window invalidated by the DUT
+// (LOCAL_INV) after the request was taken and before the response is built: a
+// Remote Access Error NAK (a window's key is checked again at every response).
+TEST(EngineReadResponse, ReadThroughAWindowInvalidatedBeforeItsResponseIsNaked) {
+  RcOptions o;
+  o.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND;
+  Dut d(o);
+  const auto mw = d.net[1].alloc_mw(d.s.pd, IBV_MW_TYPE_2);
+  ASSERT_TRUE(mw.ok());
+  const uint32_t key = (mw.value() & 0xffffff00u) | ((mw.value() + 1) & 0xff);
+  SendWr bind;
+  bind.wr_id = 1;
+  bind.opcode = IBV_WR_BIND_MW;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind = verbs::MwBind{mw.value(), key, d.s.keys.lkey, d.s.iova, 4 * kMtu, IBV_ACCESS_REMOTE_READ};
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, bind), 0);
+  d.drain();
+  ASSERT_EQ(poll(d).size(), 1u);
+  std::fill(d.s.buf.begin(), d.s.buf.begin() + kMtu, 0x55);
+  deliver(d, read_request(d, 500, d.s.iova, key, kMtu), d.now + 1'000'000);
+  SendWr inv;
+  inv.wr_id = 2;
+  inv.opcode = IBV_WR_LOCAL_INV;
+  inv.send_flags = IBV_SEND_SIGNALED;
+  inv.invalidate_rkey = key;
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, inv), 0);
+  Capture c;
+  transmit_until(d, c, 1);
+  ASSERT_EQ(c.pkts.size(), 1u);
+  EXPECT_EQ(c.pkts[0].opcode, wire::op::kRcAck);
+  EXPECT_EQ(syndrome(c.pkts[0]), 0x62) << "a NAK, Remote Access Error";
+}
+
 // ---- the requester: responses straight into the READ ------------------------
 
 // The DUT's READ of n MTUs (n * kMtu bytes, or `len`) into its buffer at `local`:
