@@ -215,6 +215,14 @@ struct ResponderState {
   bool have_recv = false;      // a receive WQE is being filled
   RecvWqe cur_recv;
   uint64_t recv_offset = 0;
+  // cur_recv's SGEs checked whole (check_sges, local write) by the message's first
+  // middle packet (rx_send_continues): when recv_checked_deregs is MrTable::deregs(),
+  // recv_checked_ok says whether every SGE lay in a live MR of the QP's PD with
+  // local write, and recv_bias holds their translations. take_recv_wqe() into
+  // cur_recv resets it (UINT64_MAX: not checked).
+  std::vector<uint64_t> recv_bias;
+  uint64_t recv_checked_deregs = UINT64_MAX;
+  bool recv_checked_ok = false;
   // The RDMA WRITE in progress: where its next byte goes, as the R_Key and the
   // registration it named at FIRST (verbs::Mr::id), never as a pointer into the
   // region: every packet finds the MR again (or uses write_mr below only while no

@@ -36,6 +36,7 @@ uint8_t* EngineImpl::write_target(const QpCtx& q) const {
 }
 
 bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
+  if (out == &q.resp.cur_recv) q.resp.recv_checked_deregs = UINT64_MAX;  // another receive: not checked
   if (q.use_srq) {
     auto it = srqs_.find(q.srq);
     if (it == srqs_.end() || it->second->queue.empty()) return false;
@@ -162,7 +163,28 @@ bool EngineImpl::rx_send_continues(Picos now, QpCtx& q, const wire::RocePacket& 
   if (off + len > w.length) return false;  // the steps' LOC_LEN_ERR
   const std::span<const uint8_t> payload(frame.data() + pkt.payload_offset, len);
   wire::Crc32Fold crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
-  if (!scatter_crc(mrs_, q.pd, w.sges, off, payload, &crc)) return false;  // an SGE gone: the steps' way
+  // The receive's SGEs checked whole once per receive (again after a dereg): a
+  // piece of an SGE that passed lies in the same MR, so the walk's check of each
+  // piece would pass and find the same translation. Otherwise (not all of an SGE
+  // in its MR) each piece is checked as before.
+  const uint64_t deregs = mrs_.deregs();
+  if (q.resp.recv_checked_deregs != deregs) [[unlikely]] {
+    q.resp.recv_bias.resize(w.sges.size());
+    q.resp.recv_checked_ok =
+        check_sges(mrs_, q.pd, w.sges, IBV_ACCESS_LOCAL_WRITE, q.resp.recv_bias.data()) == verbs::MrCheck::kOk;
+    q.resp.recv_checked_deregs = deregs;
+  }
+  bool copied;
+  if (q.resp.recv_checked_ok && w.sges.size() == 1) [[likely]] {
+    // One SGE: the bytes are one piece of it (off + len <= its length, above).
+    wire::crc32_fold_copy(crc, reinterpret_cast<uint8_t*>(w.sges[0].addr + off + q.resp.recv_bias[0]),
+                          payload.data(), len);
+    copied = true;
+  } else {
+    copied = scatter_crc(mrs_, q.pd, w.sges, CheckedSges{q.resp.recv_bias.data(), q.resp.recv_checked_ok}, off,
+                         payload, &crc);
+  }
+  if (!copied) return false;  // an SGE gone: the steps' way
   q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
   wire::crc32_fold(crc, payload.data() + len, pkt.pad);
   if (wire::icrc_finish(wire::crc32_fold_register(crc)) != pkt.icrc) [[unlikely]] {
