@@ -12,7 +12,8 @@ total:  the inclusive cost of every call from outside the engine into an
 codec:  the self cost of isoroce::wire:: functions and libc's mem*;
 engine: total - codec;
 all divided by the data packets, counted as calls of resp_execute_write or
-rx_write_continues (write), resp_execute_send or rx_send_continues (send) or
+rx_write_continues or rx_write_first (write), resp_execute_send, rx_send_continues
+or rx_send_first (send) or
 complete_send (read; times the response
 packets of a message of --size BYTES, default 1, with the benchmark's 4096-byte
 MTU: give the size for a READ of more than 4 KB). --top N also lists
@@ -25,11 +26,13 @@ import sys
 from collections import defaultdict
 
 ENTRY = ("transmit", "receive", "post_send", "post_recv", "poll_cq", "advance", "next_deadline")
-# The calls that count data packets: a WRITE's in-order middle and last packets take
-# rx_write_continues, a SEND's middle ones rx_send_continues (their false answer, a
-# packet that fails a check there and goes the step way, would count twice; the
-# benchmark has none).
-PKT = {"write": ("resp_execute_write", "rx_write_continues"), "send": ("resp_execute_send", "rx_send_continues"),
+# The calls that count data packets: a WRITE's in-order first and only packets take
+# rx_write_first, its middle and last ones rx_write_continues, a SEND's first and only
+# ones rx_send_first, its middle ones rx_send_continues (their false answer, a packet
+# that fails a check there and goes the step way, would count twice; the benchmark
+# has none).
+PKT = {"write": ("resp_execute_write", "rx_write_continues", "rx_write_first"),
+       "send": ("resp_execute_send", "rx_send_continues", "rx_send_first"),
        "read": ("complete_send",)}
 
 

@@ -32,12 +32,6 @@ ibv_wc_status nak_status(uint8_t code) {
 
 // ---- timers ----------------------------------------------------------------
 
-// 9.7.6.1.3: the local ACK timeout is 4.096 us * 2^timeout; 0 means infinite.
-Picos ack_timeout_picos(uint8_t exp) {
-  if (exp == 0) return sched::kNever;
-  return 4'096'000ull << std::min<uint8_t>(exp, 31);  // 4.096 us * 2^exp
-}
-
 Picos rnr_timer_picos(uint8_t code) {
   // 9.7.5.2.8, table 45: the RNR NAK timer field, in 10 us units (code 0 is
   // 655.36 ms).
@@ -182,20 +176,37 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
                              std::span<uint8_t> frame, bool icrc_pending) {
   bool copied = false;
   if (icrc_pending && !read_response_copy_and_check(now, q, pkt, frame, &copied)) return;
-  if (copied && !pkt.op->is_last() && pkt.psn == q.comp.psn) {
-    // A READ response other than the last, copied into the oldest WR (a READ) at the
-    // PSN that WR expects, which is also the oldest unacknowledged one (always so
-    // while that READ is the oldest WR; tested because what follows relies on it):
-    // the steps would pass the state and PSN checks (read_response_copy_and_check
-    // made them), and comp_read_response's retire_acked(psn - 1) would change nothing
-    // (the READ owes this very PSN and is the head). What is left of them: the
-    // progress, and the timer restarted (9.7.6.1.3).
+  if (copied && pkt.psn == q.comp.psn) {
+    // A READ response copied into the oldest WR (a READ) at the PSN that WR expects,
+    // which is also the oldest unacknowledged one (always so while that READ is the
+    // oldest WR; tested because what follows relies on it): the steps would pass the
+    // state and PSN checks (read_response_copy_and_check made them, and its length
+    // checks are comp_read_response's), and comp_read_response's retire_acked(psn - 1)
+    // would change nothing (the READ owes this very PSN and is the head, so no PSN
+    // is retired and no WR completes). What is left of them: the progress, then
+    // either the timer restarted (9.7.6.1.3) or, for the last response, the READ
+    // done and everything through its PSN retired.
     if (q.comp.timed) rtt_sample(now, q, pkt);
-    q.sq.front().read_done += pkt.payload_len;
+    SendWqe& w = q.sq.front();
+    w.read_done += pkt.payload_len;
     q.comp.read_retry_pending = false;
+    if (pkt.op->is_last()) {
+      w.completed_ok = true;
+      retire_acked(now, q, pkt.psn);
+      return;
+    }
     q.comp.psn = pkt.psn + 1;
     q.comp.retry_left = q.qp.attr().retry_cnt;
-    arm_ack_timer(now, q);
+    // arm_ack_timer()'s passing form: the READ owes later PSNs (this one is not its
+    // last), so something is outstanding; the deadline restarts from now, and a timer
+    // is queued only if none is queued earlier (schedule_timer's own test).
+    if (now >= q.comp.rnr_until) [[likely]] {
+      const Picos t = ack_timeout_picos(q.qp.attr().timeout);
+      q.comp.ack_deadline = t == sched::kNever ? sched::kNever : now + t;
+      if (q.comp.ack_deadline < q.timer_at) schedule_timer(q, q.comp.ack_deadline);
+    } else {
+      arm_ack_timer(now, q);
+    }
     return;
   }
   CompStep step = CompStep::kCheckState;

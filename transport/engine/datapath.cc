@@ -100,6 +100,11 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
         // A WRITE's middle or last packet in order (most packets of a long WRITE).
       } else if (r.pkt.opcode == wire::op::kRcSendMiddle && rx_send_continues(now, q, r.pkt, frame)) {
         // A SEND's middle packet in order.
+      } else if ((r.pkt.opcode == wire::op::kRcSendOnly || r.pkt.opcode == wire::op::kRcSendFirst ||
+                  r.pkt.opcode == wire::op::kRcSendOnlyImm) &&
+                 rx_send_first(now, q, r.pkt, frame)) {
+        // A SEND's first or only packet in order into the next receive (every packet of
+        // a one-packet SEND).
       } else {
         on_request(now, q, r.pkt, frame, true);
       }
@@ -167,6 +172,10 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
       if (op.kind == wire::OpKind::kAck || op.kind == wire::OpKind::kAtomicAck ||
           op.kind == wire::OpKind::kReadResponse) {
         on_response(now, *q, pkt, frame);
+      } else if ((pkt.opcode == wire::op::kRcWriteOnly || pkt.opcode == wire::op::kRcWriteFirst) &&
+                 rx_write_first(now, *q, pkt, frame)) {
+        // A WRITE's first or only packet in order, every check passing (every packet
+        // of a one-packet WRITE), its ICRC checked above.
       } else {
         on_request(now, *q, pkt, frame);
       }
@@ -340,6 +349,10 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
     // response can be queued: d's peek found none, and none is queued during a
     // dequeue.)
     next_request(*q, d, next);
+  } else if (d.kind == TxKind::kResponse && q->resp.resources[d.resource].queued) {
+    // A READ response whose resource has more to send (take_response left it at the
+    // queue's front): its next response, derived from d.
+    next_response(*q, d, next);
   } else {
     peek(tx_now_, *q, next);
   }

@@ -201,6 +201,25 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // nothing changed (but bytes of the receive in progress, which the steps then
   // write again) when a check would not pass or the receive cannot take the bytes.
   bool rx_send_continues(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  // A WRITE's (without immediate) FIRST or ONLY packet whose ICRC receive() already
+  // checked (its RETH names the target, so it is never stored before the check):
+  // resp_check_state .. resp_check_resource in their passing forms (the QP takes
+  // requests, the expected PSN, no message in progress, the lengths of
+  // resp_check_length, the QP's remote-write access and check_rkey's answer), then
+  // resp_execute_write's copy and state and resp_acknowledge, in one function
+  // without a RespPacket (receive() calls it). True: done. False with nothing changed
+  // when any check would not pass: on_request then runs the steps.
+  bool rx_write_first(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  // A SEND's FIRST or ONLY packet (not with invalidate) whose ICRC receive() left to
+  // the copy: resp_check_state .. resp_check_resource in their passing forms (the QP
+  // takes requests, the expected PSN, no message in progress, one MTU (FIRST) or at
+  // most one (ONLY), a receive queued), then resp_execute_send's copy into that
+  // receive's buffer that checks the ICRC, the receive taken (and for an ONLY
+  // completed) and resp_acknowledge, in one function without a RespPacket. True:
+  // done (also when the frame failed its ICRC and was dropped). False with nothing
+  // changed (but bytes of the receive's buffer, which the steps then write again)
+  // when a check would not pass or the receive cannot take the bytes.
+  bool rx_send_first(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
   RespStep resp_check_state(const QpCtx& q);
   RespStep resp_check_psn(QpCtx& q, const RespPacket& r);
   RespStep resp_nak_sequence(Picos now, QpCtx& q);
@@ -226,6 +245,14 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void fail_recv(QpCtx& q, ibv_wc_status status);
   uint32_t ack_frame_bytes() const;  // an ACK/NAK on the link, overhead included
   void peek_response(QpCtx& q, TxDesc& d);
+  // peek_response()'s answer right after take_response(q, d) left d's resource at the
+  // front of the queue with packets to send (RespResource::queued still set): the
+  // READ's next response, derived from d (PSN and offset one packet on, middle or last
+  // opcode from the resource's npkts, the frame length reused when opcode and length
+  // repeat). Valid for the rest of the scheduler dequeue (QpCtx::tx_next): a duplicate
+  // READ that restarts the resource, or a new one queued, arrive by receive(), never
+  // during a dequeue.
+  void next_response(const QpCtx& q, const TxDesc& d, TxDesc& n) const;
   void take_response(QpCtx& q, const TxDesc& d);
   size_t build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // ACK/NAK from the responder's state, or 0 if nothing is due.

@@ -30,9 +30,12 @@ namespace isoroce::transport::detail {
 // the link beyond its bytes. Scheduler sizes include it.
 inline constexpr uint32_t kEthWireOverhead = 24;
 
-// 4.096 us * 2^exp (IBTA 9.7.6.1.3, the local ACK timeout); 0 means infinite
-// (completer.cc).
-Picos ack_timeout_picos(uint8_t exp);
+// 4.096 us * 2^exp (IBTA 9.7.6.1.3, the local ACK timeout); 0 means infinite.
+// Inline: every READ response restarts the timer with it.
+inline Picos ack_timeout_picos(uint8_t exp) {
+  if (exp == 0) return sched::kNever;
+  return 4'096'000ull << (exp < 31 ? exp : 31);  // 4.096 us * 2^exp
+}
 // The RNR NAK timer encoding (IBTA 9.7.5.2.8, table 45) in picoseconds
 // (completer.cc).
 Picos rnr_timer_picos(uint8_t code);
@@ -146,8 +149,9 @@ struct RespResource {
   // Transmission of the response: next packet index, or npkts when sent.
   uint32_t sent = 0;
   bool queued = false;
-  // READ of an MR's key: that MR, once build_response checked the whole [va, va +
-  // length) against it; valid while MrTable::deregs() equals mr_deregs (an MR's PD,
+  // READ of an MR's key: that MR, once the request's check (resp_check_rkey) or
+  // build_response checked the whole [va, va + length) against it; valid while
+  // MrTable::deregs() equals mr_deregs (an MR's PD,
   // access and range never change while it is registered), so the later packets
   // need no lookup. UINT64_MAX: not checked (every packet checks its own range).
   const verbs::Mr* mr = nullptr;
@@ -211,6 +215,14 @@ struct ResponderState {
   bool have_recv = false;      // a receive WQE is being filled
   RecvWqe cur_recv;
   uint64_t recv_offset = 0;
+  // cur_recv's SGEs checked whole (check_sges, local write) by the message's first
+  // middle packet (rx_send_continues): when recv_checked_deregs is MrTable::deregs(),
+  // recv_checked_ok says whether every SGE lay in a live MR of the QP's PD with
+  // local write, and recv_bias holds their translations. take_recv_wqe() into
+  // cur_recv resets it (UINT64_MAX: not checked).
+  std::vector<uint64_t> recv_bias;
+  uint64_t recv_checked_deregs = UINT64_MAX;
+  bool recv_checked_ok = false;
   // The RDMA WRITE in progress: where its next byte goes, as the R_Key and the
   // registration it named at FIRST (verbs::Mr::id), never as a pointer into the
   // region: every packet finds the MR again (or uses write_mr below only while no
@@ -289,6 +301,7 @@ struct RespPacket {
   RespResource* res = nullptr;   // READ/atomic: the responder resource it got
   uint8_t* write_dst = nullptr;  // WRITE middle/last: the next byte, found by resp_check_rkey
   const verbs::Mr* write_mr = nullptr;  // WRITE first/only: the MR its R_Key named (resp_check_rkey; a window's: null)
+  const verbs::Mr* read_mr = nullptr;   // READ: the MR its R_Key named for the whole READ (a window's: null)
 };
 
 struct CqCtx {

@@ -70,6 +70,10 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   if (q.sq.full()) return ENOMEM;
 
   SendWqe& w = q.sq.push();
+  // What the slot's previous WR left (its vectors are reused): its L_Key check, if it
+  // passed and no MR was deregistered since, holds for an identical SGE (below).
+  const bool prev_checked = w.mr_deregs == mrs_.deregs() && w.sges.size() == 1;
+  const bool prev_writes = w.is_read_or_atomic();
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.send_flags = wr.send_flags;
@@ -98,18 +102,28 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
     // The slot's vectors keep their capacity from WR to WR: resized, then
     // written (inline_data is read only for an inline WR, so it is left as is).
     const size_t n = wr.sg_list.size();
-    w.sges.resize(n);
-    w.sge_bias.resize(n);
-    std::copy(wr.sg_list.begin(), wr.sg_list.end(), w.sges.begin());
-    // L_Key checks happen now, once per WR; a failure completes the WR with
-    // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
-    // The packets use what the check found (sge_bias) unless an MR was
-    // deregistered since: then each packet checks its SGEs again.
-    const uint32_t needed = w.is_read_or_atomic() ? IBV_ACCESS_LOCAL_WRITE : 0;
-    if (check_sges(mrs_, q.pd, w.sges, needed, w.sge_bias.data()) == verbs::MrCheck::kOk) [[likely]] {
+    const bool writes = w.is_read_or_atomic();
+    if (n == 1 && prev_checked && prev_writes == writes && w.sges[0].addr == wr.sg_list[0].addr &&
+        w.sges[0].length == wr.sg_list[0].length && w.sges[0].lkey == wr.sg_list[0].lkey) [[likely]] {
+      // The same SGE as the slot's previous WR, whose check (of the same QP's PD, for
+      // the same access) passed with no MR deregistered since: the check would pass
+      // again with the same answer (a registered MR's key, PD, access and range never
+      // change; a new registration changes no other MR), so sges and sge_bias stand.
       w.mr_deregs = mrs_.deregs();
     } else {
-      w.local_error = IBV_WC_LOC_PROT_ERR;
+      w.sges.resize(n);
+      w.sge_bias.resize(n);
+      std::copy(wr.sg_list.begin(), wr.sg_list.end(), w.sges.begin());
+      // L_Key checks happen now, once per WR; a failure completes the WR with
+      // IBV_WC_LOC_PROT_ERR when the requester reaches it (the post succeeds).
+      // The packets use what the check found (sge_bias) unless an MR was
+      // deregistered since: then each packet checks its SGEs again.
+      const uint32_t needed = writes ? IBV_ACCESS_LOCAL_WRITE : 0;
+      if (check_sges(mrs_, q.pd, w.sges, needed, w.sge_bias.data()) == verbs::MrCheck::kOk) [[likely]] {
+        w.mr_deregs = mrs_.deregs();
+      } else {
+        w.local_error = IBV_WC_LOC_PROT_ERR;
+      }
     }
   }
   if (q.qp.type() == IBV_QPT_UD) address_ud(q, wr, w);

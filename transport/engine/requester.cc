@@ -48,19 +48,23 @@ void EngineImpl::peek_request(Picos now, QpCtx& q, TxDesc& d) {
   if (w.local_error != IBV_WC_SUCCESS) return;  // datapath completes it in error outside the scheduler
   if (w.is_local_op()) return;                   // run by run_local_ops(), no packet
   const uint32_t mtu = q.mtu;
-  if (q.req.pkt != 0 && w.opcode != IBV_WR_RDMA_READ) [[likely]] {
-    // A middle or last packet of a WRITE or SEND (an atomic is one packet, so a
-    // packet index past 0 is one of these or a READ re-issued mid-read): the
-    // default case of the switch below, every field written once instead of the
-    // descriptor cleared first.
+  if (!w.is_read_or_atomic()) [[likely]] {
+    // A packet of a WRITE or SEND: the default case of the switch below, every field
+    // written once instead of the descriptor cleared first. A first packet waits as
+    // below (SQD, IBV_SEND_FENCE); the initiator depth concerns READs and atomics
+    // only.
+    if (q.req.pkt == 0) {
+      if (st == IBV_QPS_SQD && w.state == WqeState::kQueued) return;
+      if ((w.send_flags & IBV_SEND_FENCE) && q.req.rd_atomic_inflight > 0) return;
+    }
     const uint32_t n = packets_for(w.length, mtu);
-    const bool last = q.req.pkt + 1 == n;
+    const bool first = q.req.pkt == 0, last = q.req.pkt + 1 == n;
     const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     const bool inv = w.opcode == IBV_WR_SEND_WITH_INV;
     d.kind = TxKind::kRequest;
     d.qp_slot = q.slot;
-    d.opcode = write ? write_opcode(false, last, imm) : send_opcode(false, last, imm, inv);
+    d.opcode = write ? write_opcode(first, last, imm) : send_opcode(first, last, imm, inv);
     d.psn = q.req.psn;
     d.wqe = static_cast<uint32_t>(q.req.wqe);
     d.offset = static_cast<uint64_t>(q.req.pkt) * mtu;

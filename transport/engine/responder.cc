@@ -36,6 +36,7 @@ uint8_t* EngineImpl::write_target(const QpCtx& q) const {
 }
 
 bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
+  if (out == &q.resp.cur_recv) q.resp.recv_checked_deregs = UINT64_MAX;  // another receive: not checked
   if (q.use_srq) {
     auto it = srqs_.find(q.srq);
     if (it == srqs_.end() || it->second->queue.empty()) return false;
@@ -162,7 +163,28 @@ bool EngineImpl::rx_send_continues(Picos now, QpCtx& q, const wire::RocePacket& 
   if (off + len > w.length) return false;  // the steps' LOC_LEN_ERR
   const std::span<const uint8_t> payload(frame.data() + pkt.payload_offset, len);
   wire::Crc32Fold crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
-  if (!scatter_crc(mrs_, q.pd, w.sges, off, payload, &crc)) return false;  // an SGE gone: the steps' way
+  // The receive's SGEs checked whole once per receive (again after a dereg): a
+  // piece of an SGE that passed lies in the same MR, so the walk's check of each
+  // piece would pass and find the same translation. Otherwise (not all of an SGE
+  // in its MR) each piece is checked as before.
+  const uint64_t deregs = mrs_.deregs();
+  if (q.resp.recv_checked_deregs != deregs) [[unlikely]] {
+    q.resp.recv_bias.resize(w.sges.size());
+    q.resp.recv_checked_ok =
+        check_sges(mrs_, q.pd, w.sges, IBV_ACCESS_LOCAL_WRITE, q.resp.recv_bias.data()) == verbs::MrCheck::kOk;
+    q.resp.recv_checked_deregs = deregs;
+  }
+  bool copied;
+  if (q.resp.recv_checked_ok && w.sges.size() == 1) [[likely]] {
+    // One SGE: the bytes are one piece of it (off + len <= its length, above).
+    wire::crc32_fold_copy(crc, reinterpret_cast<uint8_t*>(w.sges[0].addr + off + q.resp.recv_bias[0]),
+                          payload.data(), len);
+    copied = true;
+  } else {
+    copied = scatter_crc(mrs_, q.pd, w.sges, CheckedSges{q.resp.recv_bias.data(), q.resp.recv_checked_ok}, off,
+                         payload, &crc);
+  }
+  if (!copied) return false;  // an SGE gone: the steps' way
   q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
   wire::crc32_fold(crc, payload.data() + len, pkt.pad);
   if (wire::icrc_finish(wire::crc32_fold_register(crc)) != pkt.icrc) [[unlikely]] {
@@ -170,6 +192,106 @@ bool EngineImpl::rx_send_continues(Picos now, QpCtx& q, const wire::RocePacket& 
     return true;
   }
   q.resp.recv_offset += len;
+  // resp_acknowledge.
+  q.resp.psn += 1;
+  if (pkt.ack_req) queue_ack(now, q);
+  return true;
+}
+
+bool EngineImpl::rx_write_first(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                                std::span<uint8_t> frame) {
+  // on_request made sure of the opcode (a WRITE's FIRST or ONLY without immediate,
+  // so a RETH) and of the ICRC (checked by receive()).
+  const wire::OpcodeInfo& op = *pkt.op;
+  // resp_check_state, resp_check_psn (in order), resp_check_op_seq (no message in
+  // progress).
+  if (pkt.psn != q.resp.psn || q.resp.in_msg != ResponderState::InMsg::kNone || q.resp.failed) return false;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return false;
+  // resp_check_length: a FIRST carries one MTU, an ONLY at most one, within what the
+  // RETH announces (an ONLY exactly that), never more than a message may hold.
+  const wire::RethFields& reth = *pkt.reth;
+  const uint64_t len = pkt.payload_len;
+  const bool last = op.is_last();
+  if (last ? len > q.mtu || len != reth.dma_len : len != q.mtu || len > reth.dma_len) return false;
+  if (reth.dma_len > kMaxMsgSize) return false;
+  // resp_check_rkey: the QP allows remote writes and the R_Key grants [va, va + dma_len).
+  if (!(q.qp.attr().qp_access_flags & IBV_ACCESS_REMOTE_WRITE)) return false;
+  const verbs::Mr* mr = nullptr;
+  if (check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_WRITE, &mr) != verbs::MrCheck::kOk) {
+    return false;
+  }
+  // resp_check_resource: a WRITE without immediate needs none. Every check passed.
+  q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
+  // resp_execute_write for a first packet: the MR the key names (an MR's key: the one
+  // check_rkey found; a window's: its MR).
+  const verbs::Mr* first_mr = mr != nullptr ? mr : rkey_mr(reth.rkey);
+  q.resp.write_rkey = reth.rkey;
+  q.resp.write_mr_id = first_mr != nullptr ? first_mr->id : 0;
+  q.resp.write_mr = mr;
+  q.resp.write_mr_deregs = mr != nullptr ? mrs_.deregs() : UINT64_MAX;
+  q.resp.write_total = reth.dma_len;
+  if (len != 0) std::memcpy(mr_ptr(*first_mr, reth.va), frame.data() + pkt.payload_offset, len);
+  q.resp.write_va = reth.va + len;
+  q.resp.write_left = reth.dma_len - len;
+  if (last) {
+    ++q.resp.msn;
+  } else {
+    q.resp.in_msg = ResponderState::InMsg::kWrite;
+  }
+  // resp_acknowledge.
+  q.resp.psn += 1;
+  if (pkt.ack_req) queue_ack(now, q);
+  return true;
+}
+
+bool EngineImpl::rx_send_first(Picos now, QpCtx& q, const wire::RocePacket& pkt,
+                               std::span<uint8_t> frame) {
+  // receive() made sure of the opcode (SEND FIRST, ONLY or ONLY with immediate) and
+  // left the ICRC to the copy. resp_check_state, resp_check_psn (in order),
+  // resp_check_op_seq (no message in progress).
+  if (pkt.psn != q.resp.psn || q.resp.in_msg != ResponderState::InMsg::kNone || q.resp.failed) return false;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return false;
+  // resp_check_length: a FIRST carries one MTU, an ONLY at most one.
+  const uint64_t len = pkt.payload_len;
+  const bool last = pkt.op->is_last();
+  if (last ? len > q.mtu : len != q.mtu) return false;
+  // resp_check_resource: a receive is queued (else the steps' RNR NAK).
+  const RecvWqe* w = peek_recv_wqe(q);
+  if (w == nullptr || len > w->length) return false;  // too small: the steps' LOC_LEN_ERR
+  // resp_execute_send: into the receive's buffer, the ICRC checked on the way, before
+  // the receive is taken.
+  const std::span<const uint8_t> payload(frame.data() + pkt.payload_offset, len);
+  wire::Crc32Fold crc = wire::icrc_fold_begin(frame, pkt.l3_offset, pkt.payload_offset);
+  if (!scatter_crc(mrs_, q.pd, w->sges, 0, payload, &crc)) return false;  // an SGE gone: the steps' way
+  q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
+  wire::crc32_fold(crc, payload.data() + len, pkt.pad);
+  if (wire::icrc_finish(wire::crc32_fold_register(crc)) != pkt.icrc) [[unlikely]] {
+    drop_bad_icrc(now, q, pkt, frame.size());
+    return true;
+  }
+  take_recv_wqe(q, &q.resp.cur_recv);  // peeked above: there is one
+  q.resp.have_recv = true;
+  q.resp.recv_offset = len;
+  if (!last) {
+    q.resp.in_msg = ResponderState::InMsg::kSend;
+  } else {
+    ibv_wc wc{};
+    wc.wr_id = q.resp.cur_recv.wr_id;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RECV;
+    wc.byte_len = static_cast<uint32_t>(len);
+    wc.qp_num = q.qp.qpn().value();
+    wc.src_qp = q.qp.dest_qpn().value();
+    if (pkt.imm) {
+      wc.wc_flags |= IBV_WC_WITH_IMM;
+      wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
+    }
+    q.resp.have_recv = false;
+    ++q.resp.msn;
+    complete(q.recv_cq, wc);
+  }
   // resp_acknowledge.
   q.resp.psn += 1;
   if (pkt.ack_req) queue_ack(now, q);
@@ -344,7 +466,7 @@ RespStep EngineImpl::resp_check_rkey(const QpCtx& q, RespPacket& r) {
     case OpKind::kReadRequest: {
       const wire::RethFields& reth = *r.pkt.reth;
       c = (access & IBV_ACCESS_REMOTE_READ)
-              ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ)
+              ? check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ, &r.read_mr)
               : verbs::MrCheck::kAccessViolation;
       break;
     }
@@ -544,6 +666,10 @@ RespStep EngineImpl::resp_execute_read(Picos now, QpCtx& q, RespPacket& r) {
   r.res->va = reth.va;
   r.res->rkey = reth.rkey;
   r.res->length = reth.dma_len;
+  // The check of the whole READ just made (resp_check_rkey, an MR's key): its
+  // responses need none while no MR is deregistered (build_response).
+  r.res->mr = r.read_mr;
+  r.res->mr_deregs = r.read_mr != nullptr ? mrs_.deregs() : UINT64_MAX;
   q.resp.psn += r.res->npkts;
   ++q.resp.msn;
   queue_resource(now, q, static_cast<uint32_t>(r.res - q.resp.resources.data()));
@@ -718,6 +844,23 @@ void EngineImpl::peek_response(QpCtx& q, TxDesc& d) {
   }
   d.frame_len = frame_len(d.opcode, d.length);
   return;
+}
+
+void EngineImpl::next_response(const QpCtx& q, const TxDesc& d, TxDesc& n) const {
+  const RespResource& r = q.resp.resources[d.resource];
+  // take_response() moved r.sent one past d's packet: n is packet r.sent, never the
+  // first (d was before it), the last when it is the resource's npkts-th.
+  n.kind = TxKind::kResponse;
+  n.qp_slot = d.qp_slot;
+  n.resource = d.resource;
+  n.wqe = 0;
+  n.psn = d.psn + 1;
+  n.offset = d.offset + q.mtu;
+  n.length = static_cast<uint32_t>(std::min<uint64_t>(q.mtu, r.length - n.offset));
+  n.opcode = r.sent + 1 == r.npkts ? wire::op::kRcReadResponseLast : wire::op::kRcReadResponseMiddle;
+  n.ack_req = false;
+  n.retransmit = false;
+  n.frame_len = n.opcode == d.opcode && n.length == d.length ? d.frame_len : frame_len(n.opcode, n.length);
 }
 
 void EngineImpl::take_response(QpCtx& q, const TxDesc& d) {

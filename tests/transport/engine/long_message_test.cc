@@ -796,5 +796,54 @@ TEST(EngineLongMessage, ReadResponseAcknowledgesTheWriteBeforeIt) {
   EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin() + r.local));
 }
 
+// A receive whose one SGE reaches past the end of its region (8 MTUs named, 4
+// registered): its whole-SGE check fails, so each middle packet's piece is checked
+// on its own (the walk), and a SEND of 3 MTUs, all inside the region, lands and
+// completes. Then a second SEND of 3 MTUs into a receive of another region: its
+// bytes go there (the first receive's check is not the second's).
+TEST(EngineLongMessage, SendMiddleIntoAReceiveLongerThanItsRegionUsesThePiecesChecks) {
+  Dut d;
+  std::vector<uint8_t> region(4 * kMtu, 0);
+  const uint64_t iova = 0x50000000 + (reinterpret_cast<uint64_t>(region.data()) & 0xfff);
+  const auto k = d.net[1].reg_mr(d.s.pd, region.data(), region.size(), iova, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(k.ok());
+  const Sge sge{iova, 8 * kMtu, k.value().lkey};
+  RecvWr rwr;
+  rwr.wr_id = 1;
+  rwr.sg_list = std::span(&sge, 1);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+  const Sge sge2{d.s.iova + 65536, 4 * kMtu, d.s.keys.lkey};
+  rwr.wr_id = 2;
+  rwr.sg_list = std::span(&sge2, 1);
+  ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
+  const std::vector<uint8_t> data = pattern(3 * kMtu, 37);
+  const std::span<const uint8_t> all(data);
+  for (uint32_t m = 0; m < 2; ++m) {
+    SCOPED_TRACE(m);
+    const uint32_t psn = 500 + 3 * m;
+    auto first = d.spec(wire::op::kRcSendFirst, psn);
+    first.ack_req = false;
+    first.payload = all.first(kMtu);
+    EXPECT_TRUE(d.receive(first).empty());
+    auto mid = d.spec(wire::op::kRcSendMiddle, psn + 1);
+    mid.ack_req = false;
+    mid.payload = all.subspan(kMtu, kMtu);
+    EXPECT_TRUE(d.receive(mid).empty());
+    auto last = d.spec(wire::op::kRcSendLast, psn + 2);
+    last.payload = all.subspan(2 * kMtu);
+    const auto out = d.receive(last);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_TRUE(is_ack(out[0], psn + 2));
+    const auto wc = poll(d, d.s.rcq);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].wr_id, m + 1);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc[0].byte_len, 3 * kMtu);
+  }
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), region.begin()));
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), d.s.buf.begin() + 65536));
+  EXPECT_TRUE(all_equal(std::span(region).subspan(3 * kMtu), 0));
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing
