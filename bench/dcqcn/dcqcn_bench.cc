@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "transport/dcqcn/reaction_point.h"
+#include "bench/engine/pool_sink.h"
 #include "transport/engine/engine.h"
 #include "transport/wire/build.h"
 
@@ -39,30 +40,9 @@ namespace {
 constexpr uint64_t kLinkBps = 100'000'000'000;
 constexpr uint64_t kSize = 64 << 10;
 constexpr uint32_t kWindow = 16;
-constexpr size_t kBurst = 32;
-constexpr size_t kFrameBuf = 4352;
 constexpr uint64_t kRemoteIova = 0x7f0000000000;
 constexpr uint64_t kLocalIova = 0x10000000;
 constexpr Picos kCnpEvery = 4'000'000;  // 4 us
-
-class PoolSink final : public TxSink {
- public:
-  PoolSink() : bufs_(kBurst * kFrameBuf) {}
-  std::span<uint8_t> tx_buffer(size_t len) override {
-    if (count_ == kBurst || len > kFrameBuf) return {};
-    return {bufs_.data() + count_ * kFrameBuf, kFrameBuf};
-  }
-  void tx_commit(Picos departure, size_t len) override { frames_[count_++] = {departure, len}; }
-  size_t count() const { return count_; }
-  std::span<uint8_t> frame(size_t i) { return {bufs_.data() + i * kFrameBuf, frames_[i].second}; }
-  Picos departure(size_t i) const { return frames_[i].first; }
-  void clear() { count_ = 0; }
-
- private:
-  std::vector<uint8_t> bufs_;
-  std::array<std::pair<Picos, size_t>, kBurst> frames_{};
-  size_t count_ = 0;
-};
 
 struct Side {
   std::unique_ptr<Engine> engine;

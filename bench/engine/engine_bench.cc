@@ -45,6 +45,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench/engine/pool_sink.h"
 #include "transport/engine/engine.h"
 #include "transport/wire/build.h"
 #include "transport/wire/icrc.h"
@@ -58,41 +59,10 @@ constexpr Picos kLookahead = 1'000'000;         // 1 us of departures per transm
 constexpr uint32_t kMtu = 4096;
 constexpr uint32_t kWindow = 16;       // work requests outstanding
 constexpr uint32_t kRecvDepth = 32;    // receives kept posted for SEND
-constexpr size_t kBurst = 32;          // frames per transmit() call = pool size
-constexpr size_t kFrameBuf = 4352;     // 4096 B payload + every header, rounded up
 constexpr uint64_t kRemoteIova = 0x7f0000000000;
 constexpr uint64_t kLocalIova = 0x10000000;
 
 uint32_t data_packets(uint64_t size) { return size == 0 ? 1 : static_cast<uint32_t>((size + kMtu - 1) / kMtu); }
-
-// Built frames land in a fixed pool of buffers; the driver hands them to the peer
-// right after transmit() returns, so the pool is reused every step: no allocation
-// per packet.
-class PoolSink final : public TxSink {
- public:
-  struct Frame {
-    Picos departure;
-    size_t len;
-  };
-
-  PoolSink() : bufs_(kBurst * kFrameBuf) {}
-
-  std::span<uint8_t> tx_buffer(size_t len) override {
-    if (count_ == kBurst || len > kFrameBuf) return {};
-    return {bufs_.data() + count_ * kFrameBuf, kFrameBuf};
-  }
-  void tx_commit(Picos departure, size_t len) override { frames_[count_++] = {departure, len}; }
-
-  size_t count() const { return count_; }
-  std::span<uint8_t> frame(size_t i) { return {bufs_.data() + i * kFrameBuf, frames_[i].len}; }
-  Picos departure(size_t i) const { return frames_[i].departure; }
-  void clear() { count_ = 0; }
-
- private:
-  std::vector<uint8_t> bufs_;
-  std::array<Frame, kBurst> frames_{};
-  size_t count_ = 0;
-};
 
 struct Side {
   std::unique_ptr<Engine> engine;

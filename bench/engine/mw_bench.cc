@@ -23,35 +23,15 @@
 #include <memory>
 #include <vector>
 
+#include "bench/engine/pool_sink.h"
 #include "transport/engine/engine.h"
 
 namespace isoroce::transport::bench {
 namespace {
 
 constexpr uint32_t kWindow = 16;
-constexpr size_t kBurst = 32;
-constexpr size_t kFrameBuf = 4352;
 constexpr uint64_t kIova = 0x10000000;
 constexpr size_t kBytes = 1 << 20;
-
-class PoolSink final : public TxSink {
- public:
-  PoolSink() : bufs_(kBurst * kFrameBuf) {}
-  std::span<uint8_t> tx_buffer(size_t len) override {
-    if (count_ == kBurst || len > kFrameBuf) return {};
-    return {bufs_.data() + count_ * kFrameBuf, kFrameBuf};
-  }
-  void tx_commit(Picos departure, size_t len) override { frames_[count_++] = {departure, len}; }
-  size_t count() const { return count_; }
-  std::span<uint8_t> frame(size_t i) { return {bufs_.data() + i * kFrameBuf, frames_[i].second}; }
-  Picos departure(size_t i) const { return frames_[i].first; }
-  void clear() { count_ = 0; }
-
- private:
-  std::vector<uint8_t> bufs_;
-  std::array<std::pair<Picos, size_t>, kBurst> frames_{};
-  size_t count_ = 0;
-};
 
 struct Side {
   std::unique_ptr<Engine> e;
