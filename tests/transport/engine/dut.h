@@ -85,6 +85,27 @@ struct Dut {
     return f;
   }
 
+  // A type 2 window over the first `len` bytes of the DUT's MR, bound by the
+  // DUT's QP with `access`, its bind completed and checked: the window's R_Key
+  // (0 after a failed expectation).
+  uint32_t bind_type2_window(uint32_t access, uint64_t len) {
+    const auto mw = net[1].alloc_mw(s.pd, IBV_MW_TYPE_2);
+    EXPECT_TRUE(mw.ok());
+    if (!mw.ok()) return 0;
+    const uint32_t key = (mw.value() & 0xffffff00u) | ((mw.value() + 1) & 0xff);
+    SendWr bind;
+    bind.wr_id = 1;
+    bind.opcode = IBV_WR_BIND_MW;
+    bind.send_flags = IBV_SEND_SIGNALED;
+    bind.bind = verbs::MwBind{mw.value(), key, s.keys.lkey, s.iova, len, access};
+    EXPECT_EQ(net[1].post_send(now, s.qpn, bind), 0);
+    drain();
+    std::vector<ibv_wc> wc(4);
+    EXPECT_EQ(net[1].poll_cq(s.scq, wc), 1);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+    return wc[0].status == IBV_WC_SUCCESS ? key : 0;
+  }
+
   Pair net;
   RcOptions opt;
   Side s, peer;
