@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <span>
+#include <vector>
+
 #include "tests/transport/engine/pair.h"
 #include "transport/wire/build.h"
 
@@ -113,5 +117,16 @@ struct Dut {
 };
 
 inline uint8_t syndrome(const wire::RocePacket& p) { return p.aeth ? p.aeth->syndrome : 0xff; }
+
+// n bytes i * step + seed: a payload whose every byte says where it belongs.
+inline std::vector<uint8_t> pattern_bytes(size_t n, uint8_t seed, uint8_t step) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * step + seed);
+  return v;
+}
+
+inline bool all_equal(std::span<const uint8_t> b, uint8_t v) {
+  return std::all_of(b.begin(), b.end(), [v](uint8_t x) { return x == v; });
+}
 
 }  // namespace isoroce::transport::testing

@@ -19,15 +19,7 @@ namespace {
 
 constexpr uint32_t kMtu = 1024;
 
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 7 + seed);
-  return v;
-}
-
-bool all_equal(std::span<const uint8_t> b, uint8_t v) {
-  return std::all_of(b.begin(), b.end(), [v](uint8_t x) { return x == v; });
-}
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) { return pattern_bytes(n, seed, 7); }
 
 // The frame of f with one byte flipped, `from_end` bytes before its end.
 std::vector<wire::RocePacket> receive_corrupt(Dut& d, const wire::FrameSpec& f, size_t from_end) {

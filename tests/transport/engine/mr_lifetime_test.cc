@@ -32,10 +32,6 @@ Region reg(Engine& e, PdHandle pd, size_t len, uint32_t access, uint64_t iova_ba
   return r;
 }
 
-bool all_equal(std::span<const uint8_t> b, uint8_t v) {
-  return std::all_of(b.begin(), b.end(), [v](uint8_t x) { return x == v; });
-}
-
 // The exploit of the issue: client A's WRITE is under way into client B's MR;
 // B deregisters it; client C registers a region without remote access. The
 // rest of A's WRITE must land nowhere: NAK remote access error, QP to ERR.

@@ -20,15 +20,7 @@ namespace {
 
 constexpr uint32_t kMtu = 1024;
 
-std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 11 + seed);
-  return v;
-}
-
-bool all_equal(std::span<const uint8_t> b, uint8_t v) {
-  return std::all_of(b.begin(), b.end(), [v](uint8_t x) { return x == v; });
-}
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) { return pattern_bytes(n, seed, 11); }
 
 // The frame of f delivered to the DUT (nothing transmitted).
 void deliver(Dut& d, const wire::FrameSpec& f) {
