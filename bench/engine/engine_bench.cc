@@ -21,6 +21,9 @@
 //   BM_BuildParseFusedBurst/<size> BM_BuildParseFused in bursts of 32 frames through a
 //                            pool laid out as BM_Engine's (build 32, then parse and
 //                            copy 32): the same codec work with a driver's buffers.
+//   BM_ProtocolFloor/<verb>/<size> the codec work each verb's messages need by the
+//                            engine's design (a READ's request; a WRITE's first packet
+//                            checked before it is stored), per data packet.
 //   BM_MemcpyFrames/<size>   the copy floor: the same two copies per data packet
 //                            (source -> frame, frame -> destination), nothing else.
 //   BM_Engine/<verb>_traced/<size>  the same with a trace sink that counts records
@@ -480,6 +483,105 @@ void BM_BuildParseFusedBurst(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBurst * std::min<uint64_t>(size, kMtu)));
 }
 
+// The data packets of one message of `verb` (IBV_WR_SEND, IBV_WR_RDMA_WRITE, or
+// IBV_WR_RDMA_READ for its responses), with the opcodes the requester or responder
+// gives them.
+std::vector<PacketPlan> plan(ibv_wr_opcode verb, uint64_t size) {
+  std::vector<PacketPlan> p = plan(size);
+  namespace op = wire::op;
+  for (PacketPlan& q : p) {
+    const bool only = q.opcode == op::kRcWriteOnly, first = q.opcode == op::kRcWriteFirst,
+               last = q.opcode == op::kRcWriteLast;
+    if (verb == IBV_WR_SEND) {
+      q.opcode = only ? op::kRcSendOnly : first ? op::kRcSendFirst : last ? op::kRcSendLast : op::kRcSendMiddle;
+    } else if (verb == IBV_WR_RDMA_READ) {
+      q.opcode = only    ? op::kRcReadResponseOnly
+                 : first ? op::kRcReadResponseFirst
+                 : last  ? op::kRcReadResponseLast
+                         : op::kRcReadResponseMiddle;
+    }
+  }
+  return p;
+}
+
+// Packet `p` of a message of `size` bytes from `src` into `s`, with the extension
+// headers its opcode carries: a WRITE's RETH on its first packet, a READ
+// response's AETH on its first, last or only one; AckReq on a request's last.
+inline void plan_packet(wire::FrameSpec& s, ibv_wr_opcode verb, const PacketPlan& p, uint32_t psn,
+                        uint64_t size, std::span<const uint8_t> src) {
+  if (verb == IBV_WR_RDMA_WRITE) return plan_packet(s, p, psn, size, src);
+  namespace op = wire::op;
+  s.opcode = p.opcode;
+  s.psn = wire::Psn(psn & 0xffffff);
+  s.reth.reset();
+  s.aeth.reset();
+  if (verb == IBV_WR_SEND) {
+    s.ack_req = p.opcode == op::kRcSendOnly || p.opcode == op::kRcSendLast;
+  } else {
+    s.ack_req = false;
+    if (p.opcode != op::kRcReadResponseMiddle) s.aeth = wire::AethFields{0x1f, psn & 0xffffff};
+  }
+  s.payload = src.subspan(p.offset, p.len);
+}
+
+// The protocol floor: the codec work the engine's protocol needs for each message
+// of `verb`, payload bytes read once per side except where the engine's design
+// reads them twice:
+//   write  the data packets as BM_BuildParseFused, except that a FIRST or ONLY
+//          packet's ICRC is checked on its own before the copy (the engine's rule:
+//          a corrupted RETH must not write memory);
+//   send   the data packets with SEND opcodes (no RETH), fused on both sides;
+//   read   the READ request (BTH + RETH, no payload) built and parsed with its
+//          ICRC, then the response packets (AETH on the first, last or only one)
+//          fused on both sides.
+// ACKs are left out: a responder may coalesce them (IBTA 9.7.5.2.1), and the
+// engine's count against the engine. items/s: data packets (WRITE or SEND
+// packets, READ responses), the unit of BM_Engine's s_per_data_pkt; the floor for
+// a message of one packet, which BM_BuildParseFused leaves out for READ and WRITE.
+void BM_ProtocolFloor(benchmark::State& state, ibv_wr_opcode verb) {
+  const auto size = static_cast<uint64_t>(state.range(0));
+  const std::vector<PacketPlan> pkts = plan(verb, size);
+  std::vector<uint8_t> src(size, 0x5a), dst(size, 0);
+  std::vector<uint8_t> frame(kFrameBuf);
+  wire::FrameSpec s = floor_spec();
+  wire::FrameSpec req = floor_spec();
+  req.opcode = wire::op::kRcReadRequest;
+  req.ack_req = true;
+  req.reth = wire::RethFields{kRemoteIova, 0x1234, static_cast<uint32_t>(size)};
+  uint32_t psn = 0;
+  for (auto _ : state) {
+    if (verb == IBV_WR_RDMA_READ) {
+      req.psn = wire::Psn(psn & 0xffffff);
+      const wire::BuildResult b = wire::build_frame(req, frame);
+      const wire::ParseResult r = wire::parse_frame(std::span(frame).first(b.len));
+      if (!r.ok()) {
+        state.SkipWithError("READ request: parse_frame failed");
+        return;
+      }
+      benchmark::DoNotOptimize(r.pkt.reth);
+      benchmark::ClobberMemory();
+    }
+    for (const PacketPlan& p : pkts) {
+      plan_packet(s, verb, p, psn++, size, src);
+      const wire::BuildResult b = wire::build_frame(s, frame);
+      const std::span<uint8_t> f = std::span(frame).first(b.len);
+      if (verb == IBV_WR_RDMA_WRITE && s.reth) {
+        const wire::ParseResult r = wire::parse_frame(f);
+        if (!r.ok()) {
+          state.SkipWithError("parse_frame failed");
+          return;
+        }
+        std::memcpy(dst.data() + p.offset, f.data() + r.pkt.payload_offset, r.pkt.payload_len);
+      } else if (!fused_receive(f, dst.data() + p.offset)) {
+        state.SkipWithError("parse or ICRC failed");
+        return;
+      }
+      benchmark::ClobberMemory();
+    }
+  }
+  report_baseline(state, size, pkts.size());
+}
+
 void BM_MemcpyFrames(benchmark::State& state) {
   const auto size = static_cast<uint64_t>(state.range(0));
   const std::vector<PacketPlan> pkts = plan(size);
@@ -513,6 +615,9 @@ BENCHMARK(BM_BuildParse)->Apply(sizes);
 BENCHMARK(BM_BuildParseFused)->Apply(sizes);
 BENCHMARK(BM_BuildParseFusedBurst)->Apply(sizes);
 BENCHMARK(BM_MemcpyFrames)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ProtocolFloor, write, IBV_WR_RDMA_WRITE)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ProtocolFloor, send, IBV_WR_SEND)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ProtocolFloor, read, IBV_WR_RDMA_READ)->Apply(sizes);
 
 }  // namespace
 }  // namespace isoroce::transport::bench

@@ -38,7 +38,8 @@ def ns_per_item(r):
     return 1e9 / r["items_per_second"]
 
 print(f"{'verb':<6} {'size':>6} {'ns/frame':>9} {'ns/data pkt':>12} {'frames/msg':>11} "
-      f"{'payload GB/s':>13} {'codec ns':>9} {'x codec':>8} {'unfused ns':>11} {'memcpy ns':>10} {'x memcpy':>9}")
+      f"{'payload GB/s':>13} {'codec ns':>9} {'x codec':>8} {'proto ns':>9} {'x proto':>8} {'unfused ns':>11} "
+      f"{'memcpy ns':>10} {'x memcpy':>9}")
 for verb in ("write", "send", "read"):
     for size in (64, 4096, 1 << 20):
         e = runs.get(f"BM_Engine/{verb}/{size}")
@@ -48,6 +49,8 @@ for verb in ("write", "send", "read"):
         bp = runs.get(f"BM_BuildParseFused/{size}")
         old = runs.get(f"BM_BuildParse/{size}")
         mc = runs.get(f"BM_MemcpyFrames/{size}")
+        pf = runs.get(f"BM_ProtocolFloor/{verb}/{size}")
+        pf_ns = ns_per_item(pf) if pf else None
         bp_ns = ns_per_item(bp) if bp else None
         old_ns = ns_per_item(old) if old else None
         mc_ns = ns_per_item(mc) if mc else None
@@ -55,7 +58,8 @@ for verb in ("write", "send", "read"):
             return format(v, spec) if v is not None else "-"
         print(f"{verb:<6} {size_name(size):>6} {ns_per_item(e):>9.1f} {pkt:>12.1f} "
               f"{e['frames_per_msg']:>11.2f} {e['bytes_per_second'] / 1e9:>13.2f} "
-              f"{fmt(bp_ns, '9.1f')} {fmt(pkt / bp_ns if bp_ns else None, '7.2f')}x {fmt(old_ns, '11.1f')} "
+              f"{fmt(bp_ns, '9.1f')} {fmt(pkt / bp_ns if bp_ns else None, '7.2f')}x "
+              f"{fmt(pf_ns, '9.1f')} {fmt(pkt / pf_ns if pf_ns else None, '7.2f')}x {fmt(old_ns, '11.1f')} "
               f"{fmt(mc_ns, '10.1f')} {fmt(pkt / mc_ns if mc_ns else None, '8.1f')}x")
 # Tracing: off (the rows above) against every event recorded into a counting sink.
 traced = [(v, z) for v in ("write", "send", "read") for z in (64, 4096, 1 << 20)
