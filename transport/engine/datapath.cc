@@ -34,38 +34,6 @@ wire::FrameSpec& EngineImpl::frame_spec(const QpCtx& q, const Peer& peer, uint8_
   return s;
 }
 
-wire::FrameSpec& EngineImpl::frame_fields(const Peer& peer, uint8_t opcode, wire::Psn psn, bool data) {
-  // One FrameSpec per engine, every per-frame field set again here: a fresh
-  // one per frame was zeroed with `rep stos` (224 bytes), most of this
-  // function's time (perf, docs/performance.md "The engine's own cost per packet").
-  wire::FrameSpec& s = tx_spec_;
-  s.clear_extensions();
-  const uint8_t tc = peer.traffic_class ? peer.traffic_class & 0xfc
-                                        : static_cast<uint8_t>(config_.dscp << 2);
-  // Data is ECN-capable (ECT(0)) so the fabric can mark it; ACKs/NAKs are not.
-  s.traffic_class = static_cast<uint8_t>(tc | (data && config_.ecn_capable ? 0x2 : 0));
-  s.opcode = opcode;
-  s.solicited = false;
-  s.mig_req = false;
-  s.fecn = false;
-  s.becn = false;
-  s.ack_req = false;
-  s.psn = psn;
-  return s;
-}
-
-wire::FrameSpec& EngineImpl::rc_spec(const QpCtx& q, uint8_t opcode, wire::Psn psn, bool data) {
-  if (q.tx_tmpl.valid()) [[likely]] return frame_fields(q.peer, opcode, psn, data);
-  return frame_spec(q, q.peer, opcode, psn, q.qp.dest_qpn().value(), data);
-}
-
-wire::BuildResult EngineImpl::build_rc(const QpCtx& q, const wire::FrameSpec& spec,
-                                       std::span<const std::span<const uint8_t>> payload,
-                                       std::span<uint8_t> out) {
-  if (q.tx_tmpl.valid()) [[likely]] return wire::build_frame_templated(q.tx_tmpl, spec, payload, out);
-  return wire::build_frame_gather(spec, payload, out);
-}
-
 void EngineImpl::make_template(const QpCtx& q, const Peer& peer, uint32_t dest_qpn, uint16_t sport,
                                wire::HeaderTemplate* t) {
   wire::FrameSpec& s = frame_spec(q, peer, wire::op::kRcAck, wire::Psn(0), dest_qpn, false);
@@ -86,15 +54,23 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   wire::ParseResult r = wire::parse_frame(frame, kNoIcrc);
   QpCtx* pending_qp = nullptr;  // the QP of a frame whose ICRC is checked at the copy
   if (r.ok()) {
-    pending_qp = icrc_deferrable(r.pkt);
-    if (pending_qp != nullptr) {
+    bool check_now = false;  // a WRITE's FIRST or ONLY: its ICRC checked before anything
+    pending_qp = icrc_deferrable(r.pkt, &check_now);
+    if (pending_qp != nullptr && check_now &&
+        wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
+      pending_qp = nullptr;  // dropped below, as every frame failing its ICRC
+      r.error = wire::ParseError::kBadIcrc;
+    } else if (pending_qp != nullptr) {
       // icrc_deferrable() made every check below that such a frame must pass (for
       // the port, its QP an RC QP, from that QP's peer, RC transport, not CE-marked):
       // straight to the QP, as below.
       QpCtx& q = *pending_qp;
       trace(now, trace::Event::kFrameRx, q, r.pkt.psn.value(), static_cast<uint32_t>(frame.size()), r.pkt.opcode);
       count_rx(q, frame.size());
-      if (r.pkt.op->kind == wire::OpKind::kReadResponse) {
+      if (check_now) {
+        // A WRITE's FIRST or ONLY without immediate, its ICRC checked above: as below.
+        if (!rx_write_first(now, q, r.pkt, frame)) on_request(now, q, r.pkt, frame);
+      } else if (r.pkt.op->kind == wire::OpKind::kReadResponse) {
         on_response(now, q, r.pkt, frame, true);
       } else if (r.pkt.op->kind == wire::OpKind::kWrite && rx_write_continues(now, q, r.pkt, frame)) {
         // A WRITE's middle or last packet in order (most packets of a long WRITE).
@@ -109,8 +85,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
         on_request(now, q, r.pkt, frame, true);
       }
       return;
-    }
-    if (wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
+    } else if (wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
       r.error = wire::ParseError::kBadIcrc;
     }
   }
@@ -176,6 +151,8 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
                  rx_write_first(now, *q, pkt, frame)) {
         // A WRITE's first or only packet in order, every check passing (every packet
         // of a one-packet WRITE), its ICRC checked above.
+      } else if (pkt.opcode == wire::op::kRcReadRequest && rx_read_request(now, *q, pkt)) {
+        // A READ request in order, every check passing, a resource free.
       } else {
         on_request(now, *q, pkt, frame);
       }
@@ -188,7 +165,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kWrongTransport);
 }
 
-QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) {
+QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt, bool* check_now) {
   // Worth it from a few hundred bytes; every check receive() makes before handing an
   // RC request to its QP passes, so no frame is dropped or counted there unchecked.
   // Of a WRITE, only the middle and last packets: their target address comes from
@@ -206,10 +183,15 @@ QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) {
   // A READ response: it goes into the buffer of the READ its PSN belongs to
   // (EngineImpl::read_response_copy_and_check).
   const bool read_response = op.kind == wire::OpKind::kReadResponse;
-  if (op.transport != wire::Transport::kRc || !(write || send || read_response) ||
-      pkt.payload_len < kMinPayload) {
+  // A WRITE's FIRST or ONLY without immediate (rx_write_first's packets): its ICRC is
+  // checked at once, whatever its length, but it is spared the checks below made
+  // twice.
+  const bool write_first = pkt.opcode == wire::op::kRcWriteOnly || pkt.opcode == wire::op::kRcWriteFirst;
+  if (op.transport != wire::Transport::kRc ||
+      !(write_first || ((write || send || read_response) && pkt.payload_len >= kMinPayload))) {
     return nullptr;
   }
+  *check_now = write_first;
   if (!same_ip(pkt.dst_ip, config_.ip) || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;
   QpCtx* q = find_qp(pkt.dest_qp);
   return q != nullptr && q->qp.type() == IBV_QPT_RC && same_ip(pkt.src_ip, q->peer.ip) ? q : nullptr;
