@@ -54,23 +54,15 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   wire::ParseResult r = wire::parse_frame(frame, kNoIcrc);
   QpCtx* pending_qp = nullptr;  // the QP of a frame whose ICRC is checked at the copy
   if (r.ok()) {
-    bool check_now = false;  // a WRITE's FIRST or ONLY: its ICRC checked before anything
-    pending_qp = icrc_deferrable(r.pkt, &check_now);
-    if (pending_qp != nullptr && check_now &&
-        wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
-      pending_qp = nullptr;  // dropped below, as every frame failing its ICRC
-      r.error = wire::ParseError::kBadIcrc;
-    } else if (pending_qp != nullptr) {
+    pending_qp = icrc_deferrable(r.pkt);
+    if (pending_qp != nullptr) {
       // icrc_deferrable() made every check below that such a frame must pass (for
       // the port, its QP an RC QP, from that QP's peer, RC transport, not CE-marked):
       // straight to the QP, as below.
       QpCtx& q = *pending_qp;
       trace(now, trace::Event::kFrameRx, q, r.pkt.psn.value(), static_cast<uint32_t>(frame.size()), r.pkt.opcode);
       count_rx(q, frame.size());
-      if (check_now) {
-        // A WRITE's FIRST or ONLY without immediate, its ICRC checked above: as below.
-        if (!rx_write_first(now, q, r.pkt, frame)) on_request(now, q, r.pkt, frame);
-      } else if (r.pkt.op->kind == wire::OpKind::kReadResponse) {
+      if (r.pkt.op->kind == wire::OpKind::kReadResponse) {
         on_response(now, q, r.pkt, frame, true);
       } else if (r.pkt.op->kind == wire::OpKind::kWrite && rx_write_continues(now, q, r.pkt, frame)) {
         // A WRITE's middle or last packet in order (most packets of a long WRITE).
@@ -85,7 +77,8 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
         on_request(now, q, r.pkt, frame, true);
       }
       return;
-    } else if (wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
+    }
+    if (wire::icrc_compute(frame, r.pkt.l3_offset, frame.size() - wire::kIcrcBytes) != r.pkt.icrc) {
       r.error = wire::ParseError::kBadIcrc;
     }
   }
@@ -165,7 +158,7 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
   trace_drop(now, pkt.dest_qp.value(), frame.size(), DropReason::kWrongTransport);
 }
 
-QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt, bool* check_now) {
+QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt) {
   // Worth it from a few hundred bytes; every check receive() makes before handing an
   // RC request to its QP passes, so no frame is dropped or counted there unchecked.
   // Of a WRITE, only the middle and last packets: their target address comes from
@@ -183,15 +176,10 @@ QpCtx* EngineImpl::icrc_deferrable(const wire::RocePacket& pkt, bool* check_now)
   // A READ response: it goes into the buffer of the READ its PSN belongs to
   // (EngineImpl::read_response_copy_and_check).
   const bool read_response = op.kind == wire::OpKind::kReadResponse;
-  // A WRITE's FIRST or ONLY without immediate (rx_write_first's packets): its ICRC is
-  // checked at once, whatever its length, but it is spared the checks below made
-  // twice.
-  const bool write_first = pkt.opcode == wire::op::kRcWriteOnly || pkt.opcode == wire::op::kRcWriteFirst;
-  if (op.transport != wire::Transport::kRc ||
-      !(write_first || ((write || send || read_response) && pkt.payload_len >= kMinPayload))) {
+  if (op.transport != wire::Transport::kRc || !(write || send || read_response) ||
+      pkt.payload_len < kMinPayload) {
     return nullptr;
   }
-  *check_now = write_first;
   if (!same_ip(pkt.dst_ip, config_.ip) || (pkt.pkey & 0x7fff) != 0x7fff || pkt.ecn() == 0x3) return nullptr;
   QpCtx* q = find_qp(pkt.dest_qp);
   return q != nullptr && q->qp.type() == IBV_QPT_RC && same_ip(pkt.src_ip, q->peer.ip) ? q : nullptr;

@@ -197,11 +197,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // One request packet through the steps of RespStep (internal.h).
   void on_request(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame,
                   bool icrc_pending = false);
-  // The QP of a frame whose ICRC is checked while its payload is copied (receive()),
-  // or (*check_now set) of a WRITE's FIRST or ONLY without immediate, whose ICRC
-  // receive() checks before anything else: either goes straight to its QP, every check
-  // receive() makes of an RC request made here. nullptr: the plain way.
-  QpCtx* icrc_deferrable(const wire::RocePacket& pkt, bool* check_now);
+  // The QP of a frame whose ICRC is checked while its payload is copied (receive());
+  // nullptr: check it now.
+  QpCtx* icrc_deferrable(const wire::RocePacket& pkt);
   // A frame that turned out to fail its deferred ICRC: dropped, and no longer
   // counted as received by its QP.
   void drop_bad_icrc(Picos now, QpCtx& q, const wire::RocePacket& pkt, size_t frame_bytes);
