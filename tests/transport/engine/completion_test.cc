@@ -28,8 +28,9 @@ struct Recorder final : trace::Sink {
 // Engine 0's QP sends and receives into one CQ of two entries; engine 1's is as
 // make_side() makes it.
 struct SharedCq {
-  SharedCq() {
+  explicit SharedCq(ibv_mtu mtu = IBV_MTU_1024) {
     RcOptions o;
+    o.mtu = mtu;
     Engine& e = net[0];
     a.pd = e.alloc_pd().value();
     a.scq = a.rcq = e.create_cq(2).value();
@@ -45,6 +46,7 @@ struct SharedCq {
     c.init.cap.max_recv_wr = 64;
     c.init.cap.max_send_sge = 1;
     c.init.cap.max_recv_sge = 1;
+    c.init.cap.max_inline_data = 320;  // the device's most: more than the smallest MTU
     c.init.sq_sig_all = 0;
     a.qpn = e.create_qp(c).value();
     b = make_side(net[1], o);
@@ -108,40 +110,43 @@ void expect_recv(const ibv_wc& wc, uint64_t wr_id, uint32_t len, const SharedCq&
   EXPECT_EQ(wc.imm_data, imm ? htonl(imm_host) : 0u);
 }
 
-// Receives of one-packet SENDs (512 bytes: their ICRC checked at the copy, so
+// Receives of one-packet SENDs (256 bytes and up: their ICRC checked at the copy, so
 // rx_send_first writes their completion) with and without immediate, and signaled
 // WRITE, READ, FETCH_ADD and SEND completions, alternating over the CQ's two entries
-// so each kind lands in an entry the other kind wrote last; an unsignaled WRITE
-// completes nothing. Then the completion trace of both kinds.
+// so that a receive without immediate and a send land where a receive with
+// immediate was; an unsignaled WRITE completes nothing. Then the completion trace
+// and the count of completions queued.
 TEST(EngineCompletion, EntriesWrittenInPlaceCarryTheirFieldsAndNothingOfTheLast) {
   SharedCq t;
   Recorder rec;
   t.net[0].attach_trace(&rec, trace::bit(Event::kCompletion), 0);
   const uint32_t qpn = t.a.qpn.value();
+  const Sge rsge{t.b.iova + 8192, 4096, t.b.keys.lkey};
+  RecvWr rwr{77, std::span(&rsge, 1)};
+  ASSERT_EQ(t.net[1].post_recv(t.b.qpn, rwr), 0);  // for engine 0's SEND below
   // Entry 0: a receive with immediate; entry 1: a WRITE.
   t.post_recv(1);
   t.post(1, IBV_WR_SEND_WITH_IMM, 512, 10);
   expect_recv(t.one(), 1, 512, t, true, 0x1234abcd + 10);
   t.post(0, IBV_WR_RDMA_WRITE, 3000, 2);
   expect_send(t.one(), 2, IBV_WC_RDMA_WRITE, 3000, qpn);
-  // Entry 0 (last: a receive with immediate): a READ; entry 1 (last: a WRITE): a
-  // receive without immediate.
-  t.post(0, IBV_WR_RDMA_READ, 2500, 3);
-  expect_send(t.one(), 3, IBV_WC_RDMA_READ, 2500, qpn);
-  t.post_recv(4);
+  // Entry 0 (last: a receive with immediate): a receive without; entry 1: a receive
+  // with immediate.
+  t.post_recv(3);
   t.post(1, IBV_WR_SEND, 700, 11);
-  expect_recv(t.one(), 4, 700, t, false, 0);
-  // Receives with immediate in both entries, then a FETCH_ADD and a SEND over them.
-  for (uint64_t k = 0; k < 2; ++k) {
-    t.post_recv(5 + k);
-    t.post(1, IBV_WR_SEND_WITH_IMM, 300, 12 + k);
-    expect_recv(t.one(), 5 + k, 300, t, true, 0x1234abcd + 12 + static_cast<uint32_t>(k));
-  }
-  t.post(0, IBV_WR_ATOMIC_FETCH_AND_ADD, 8, 7);
-  expect_send(t.one(), 7, IBV_WC_FETCH_ADD, 8, qpn);
-  const Sge rsge{t.b.iova + 8192, 4096, t.b.keys.lkey};
-  RecvWr rwr{77, std::span(&rsge, 1)};
-  ASSERT_EQ(t.net[1].post_recv(t.b.qpn, rwr), 0);
+  expect_recv(t.one(), 3, 700, t, false, 0);
+  t.post_recv(4);
+  t.post(1, IBV_WR_SEND_WITH_IMM, 300, 12);
+  expect_recv(t.one(), 4, 300, t, true, 0x1234abcd + 12);
+  // Entry 0: a READ; entry 1 (last: a receive with immediate): a FETCH_ADD.
+  t.post(0, IBV_WR_RDMA_READ, 2500, 5);
+  expect_send(t.one(), 5, IBV_WC_RDMA_READ, 2500, qpn);
+  t.post(0, IBV_WR_ATOMIC_FETCH_AND_ADD, 8, 6);
+  expect_send(t.one(), 6, IBV_WC_FETCH_ADD, 8, qpn);
+  // Entry 0: a receive with immediate; entry 1: a SEND over it.
+  t.post_recv(7);
+  t.post(1, IBV_WR_SEND_WITH_IMM, 300, 13);
+  expect_recv(t.one(), 7, 300, t, true, 0x1234abcd + 13);
   t.post(0, IBV_WR_SEND, 1024, 8);
   expect_send(t.one(), 8, IBV_WC_SEND, 1024, qpn);
   // Unsignaled: nothing.
@@ -149,6 +154,7 @@ TEST(EngineCompletion, EntriesWrittenInPlaceCarryTheirFieldsAndNothingOfTheLast)
   ASSERT_TRUE(t.net.run());
   std::vector<ibv_wc> wc(4);
   EXPECT_EQ(t.net[0].poll_cq(t.a.scq, wc), 0);
+  EXPECT_EQ(t.net[0].completions_queued(), 8u);
   // The trace: each completion once, with its QPN, message id (the post count for a
   // send, 0 for a receive), length, status and opcode.
   ASSERT_EQ(rec.records.size(), 8u);
@@ -162,11 +168,12 @@ TEST(EngineCompletion, EntriesWrittenInPlaceCarryTheirFieldsAndNothingOfTheLast)
   EXPECT_EQ(r1.qp, qpn);
   EXPECT_EQ(r1.psn, 0u);  // the QP's first post
   EXPECT_EQ(r1.bytes, 3000u);
+  EXPECT_EQ(r1.a, static_cast<uint64_t>(IBV_WC_SUCCESS));
   EXPECT_EQ(r1.b, static_cast<uint64_t>(IBV_WC_RDMA_WRITE));
-  const trace::Record& r2 = rec.records[2];
-  EXPECT_EQ(r2.psn, 1u);
-  EXPECT_EQ(r2.bytes, 2500u);
-  EXPECT_EQ(r2.b, static_cast<uint64_t>(IBV_WC_RDMA_READ));
+  const trace::Record& r4 = rec.records[4];
+  EXPECT_EQ(r4.psn, 1u);
+  EXPECT_EQ(r4.bytes, 2500u);
+  EXPECT_EQ(r4.b, static_cast<uint64_t>(IBV_WC_RDMA_READ));
 }
 
 // Three signaled WRITEs complete into the CQ of two entries, none polled: two
@@ -177,6 +184,7 @@ TEST(EngineCompletion, ACompletionPastAFullCqIsAnOverrun) {
   ASSERT_TRUE(t.net.run());
   EXPECT_EQ(t.net[0].counters().cq_overruns, 1u);
   EXPECT_EQ(t.net[0].cq_queued(t.a.scq), 2u);
+  EXPECT_EQ(t.net[0].completions_queued(), 2u) << "the lost one counted";
   const auto ev = t.net[0].take_async_events();
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].type, AsyncEventType::kCqError);
@@ -184,6 +192,28 @@ TEST(EngineCompletion, ACompletionPastAFullCqIsAnOverrun) {
   ASSERT_EQ(t.net[0].poll_cq(t.a.scq, wc), 2);
   expect_send(wc[0], 0, IBV_WC_RDMA_WRITE, 100, t.a.qpn.value());
   expect_send(wc[1], 1, IBV_WC_RDMA_WRITE, 100, t.a.qpn.value());
+}
+
+// Not a completion, the same fixture: an inline WRITE of 300 bytes over a 256-byte
+// path MTU (two packets, built from the WR's inline copy, one piece each without
+// the gather): each packet carries the bytes of its own offset.
+TEST(EngineCompletion, InlineDataLongerThanTheMtuIsSentFromEachPacketsOffset) {
+  SharedCq t(IBV_MTU_256);
+  std::vector<uint8_t> src(300);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+  const Sge sge{reinterpret_cast<uint64_t>(src.data()), 300, 0};
+  SendWr wr;
+  wr.wr_id = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+  wr.sg_list = std::span(&sge, 1);
+  wr.remote_addr = t.b.iova;
+  wr.rkey = t.b.keys.rkey;
+  ASSERT_EQ(t.net[0].post_send(t.net.now(), t.a.qpn, wr), 0);
+  std::fill(src.begin(), src.end(), 0);  // read at post
+  expect_send(t.one(), 1, IBV_WC_RDMA_WRITE, 300, t.a.qpn.value());
+  for (size_t i = 0; i < 300; ++i) ASSERT_EQ(t.b.buf[i], static_cast<uint8_t>(i * 7 + 1)) << i;
+  EXPECT_EQ(t.net.sent(0).size(), 2u);
 }
 
 }  // namespace

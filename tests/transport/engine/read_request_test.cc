@@ -189,6 +189,7 @@ TEST(EngineReadRequest, ReadBehindAFatalNakOrInErrIsNotAnswered) {
     if (!err) {
       ASSERT_EQ(out.size(), 1u);
       EXPECT_TRUE(is_nak(out[0], kNakAccess, 500));
+      EXPECT_EQ(out[0].aeth->msn, 0u) << "the READ behind the NAK was executed";
     } else {
       EXPECT_TRUE(out.empty());
     }
@@ -196,13 +197,19 @@ TEST(EngineReadRequest, ReadBehindAFatalNakOrInErrIsNotAnswered) {
   }
 }
 
-// Lengths (9.7.5.1.4): a READ asking for 2^31 + 1 bytes is an Invalid Request
-// (before its R_Key is looked at); one for the last byte of a 16 KB region and one
-// for the whole region are answered.
+// Lengths (9.7.5.1.4): a READ asking for 2^31 + 1 bytes of a region that claims 4 GB
+// (nothing of it is read) is an Invalid Request, its R_Key good for the range; one
+// for the last byte of a 16 KB region and one for the whole region are answered.
 TEST(EngineReadRequest, ReadLongerThanAMessageIsAnInvalidRequest) {
   {
     Dut d;
-    const auto out = d.receive(read_request(d, 500, 0, 0x80000001u));
+    std::vector<uint8_t> page(4096, 0);
+    auto mr = d.net[1].reg_mr(d.s.pd, page.data(), 1ull << 32, reinterpret_cast<uint64_t>(page.data()),
+                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    ASSERT_TRUE(mr.ok());
+    auto f = d.spec(wire::op::kRcReadRequest, 500);
+    f.reth = wire::RethFields{reinterpret_cast<uint64_t>(page.data()), mr.value().rkey, (1u << 31) + 1};
+    const auto out = d.receive(f);
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(is_nak(out[0], kNakInvalid, 500));
     EXPECT_EQ(d.net[1].counters().rx_bad_length, 1u);
@@ -275,6 +282,36 @@ TEST(EngineReadRequest, ReadWithoutAFreeResourceIsDroppedUntilOneIsFree) {
     expect_read(c, 0, 504 + i, data, (4 + i) * kMtu, kMtu, 4 + i);
   }
   EXPECT_EQ(d.net[1].counters().rx_no_resource, 1u);
+}
+
+// With two responder resources: A (resource 0) answered; B of 8 MTUs (resource 1)
+// with one response sent; C (resource 0) queued behind it; then a duplicate of B
+// (9.7.5.1.1) cancels C's responses (its resource free again) and restarts B in
+// place. The next READ, D, finds resource 1 (where the round robin stands) busy and
+// takes resource 0 round the ring: B's responses from its start, then D's.
+TEST(EngineReadRequest, ResourcesAreTakenRoundTheRing) {
+  RcOptions o;
+  o.max_rd_atomic = 1;
+  Dut d(o);
+  const std::vector<uint8_t> data = pattern(16 * kMtu, 21);
+  std::copy(data.begin(), data.end(), d.s.buf.begin());
+  Capture c = receive(d, read_request(d, 500, 0, kMtu));
+  ASSERT_EQ(c.pkts.size(), 1u);
+  deliver(d, read_request(d, 501, kMtu, 8 * kMtu));
+  Capture one;
+  d.net[1].advance(d.now);
+  d.net[1].transmit(d.now, one, 1);
+  ASSERT_EQ(one.pkts.size(), 1u);
+  EXPECT_EQ(one.pkts[0].psn.value(), 501u);
+  deliver(d, read_request(d, 509, 9 * kMtu, kMtu));
+  deliver(d, read_request(d, 501, kMtu, 8 * kMtu));
+  EXPECT_EQ(d.net[1].counters().responses_cancelled, 1u);
+  deliver(d, read_request(d, 510, 10 * kMtu, kMtu));
+  EXPECT_EQ(d.net[1].counters().rx_no_resource, 0u);
+  c = drain(d);
+  ASSERT_EQ(c.pkts.size(), 9u);
+  expect_read(c, 0, 501, data, kMtu, 8 * kMtu, 4);
+  expect_read(c, 8, 510, data, 10 * kMtu, kMtu, 4);
 }
 
 // A READ through a type 2 window (its key no MR's): answered with the window's bytes,
