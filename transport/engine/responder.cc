@@ -819,18 +819,14 @@ RespResource* EngineImpl::alloc_resource(QpCtx& q) {
   // The oldest resource not being answered right now. Replays of duplicates
   // can keep some busy after the requester moved on, so there are twice as
   // many resources as max_dest_rd_atomic (engine.cc).
-  // From res_next round the ring, wrapping by compare (no division per request).
   const uint32_t n = static_cast<uint32_t>(q.resp.resources.size());
-  uint32_t i = q.resp.res_next;
-  if (i >= n && n != 0) i %= n;  // never past the end but after resources shrank
   for (uint32_t k = 0; k < n; ++k) {
+    const uint32_t i = (q.resp.res_next + k) % n;
     RespResource& r = q.resp.resources[i];
-    if (!r.queued) {
-      q.resp.res_next = i + 1 == n ? 0 : i + 1;
-      r = RespResource{};
-      return &r;
-    }
-    if (++i == n) i = 0;
+    if (r.queued) continue;
+    q.resp.res_next = (i + 1) % n;
+    r = RespResource{};
+    return &r;
   }
   return nullptr;
 }

@@ -200,7 +200,7 @@ TEST(EngineCompletion, ACompletionPastAFullCqIsAnOverrun) {
 TEST(EngineCompletion, InlineDataLongerThanTheMtuIsSentFromEachPacketsOffset) {
   SharedCq t(IBV_MTU_256);
   std::vector<uint8_t> src(300);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + 1 + i / 256 * 100);
   const Sge sge{reinterpret_cast<uint64_t>(src.data()), 300, 0};
   SendWr wr;
   wr.wr_id = 1;
@@ -212,7 +212,7 @@ TEST(EngineCompletion, InlineDataLongerThanTheMtuIsSentFromEachPacketsOffset) {
   ASSERT_EQ(t.net[0].post_send(t.net.now(), t.a.qpn, wr), 0);
   std::fill(src.begin(), src.end(), 0);  // read at post
   expect_send(t.one(), 1, IBV_WC_RDMA_WRITE, 300, t.a.qpn.value());
-  for (size_t i = 0; i < 300; ++i) ASSERT_EQ(t.b.buf[i], static_cast<uint8_t>(i * 7 + 1)) << i;
+  for (size_t i = 0; i < 300; ++i) ASSERT_EQ(t.b.buf[i], static_cast<uint8_t>(i * 7 + 1 + i / 256 * 100)) << i;
   EXPECT_EQ(t.net.sent(0).size(), 2u);
 }
 
