@@ -192,7 +192,17 @@ void EngineImpl::on_response(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     q.comp.read_retry_pending = false;
     if (pkt.op->is_last()) {
       w.completed_ok = true;
-      retire_acked(now, q, pkt.psn);
+      // retire_acked(psn)'s answer without its walk: everything through psn is
+      // acknowledged, and the oldest PSN still owed is psn + 1. (psn is before
+      // max_psn, so psn + 1 is no further than max_psn; the READ is done; every later
+      // WR starts after the READ's last PSN, psn, so a READ or atomic among them owes
+      // psn + 1 at the earliest.) Then, as there, the retry counts are restored, the
+      // timer rearmed and the completed WRs completed.
+      q.comp.psn = pkt.psn + 1;
+      q.comp.retry_left = q.qp.attr().retry_cnt;
+      q.comp.rnr_retry_left = q.qp.attr().rnr_retry;
+      arm_ack_timer(now, q);
+      complete_done_wqes(now, q);
       return;
     }
     q.comp.psn = pkt.psn + 1;

@@ -34,38 +34,6 @@ wire::FrameSpec& EngineImpl::frame_spec(const QpCtx& q, const Peer& peer, uint8_
   return s;
 }
 
-wire::FrameSpec& EngineImpl::frame_fields(const Peer& peer, uint8_t opcode, wire::Psn psn, bool data) {
-  // One FrameSpec per engine, every per-frame field set again here: a fresh
-  // one per frame was zeroed with `rep stos` (224 bytes), most of this
-  // function's time (perf, docs/performance.md "The engine's own cost per packet").
-  wire::FrameSpec& s = tx_spec_;
-  s.clear_extensions();
-  const uint8_t tc = peer.traffic_class ? peer.traffic_class & 0xfc
-                                        : static_cast<uint8_t>(config_.dscp << 2);
-  // Data is ECN-capable (ECT(0)) so the fabric can mark it; ACKs/NAKs are not.
-  s.traffic_class = static_cast<uint8_t>(tc | (data && config_.ecn_capable ? 0x2 : 0));
-  s.opcode = opcode;
-  s.solicited = false;
-  s.mig_req = false;
-  s.fecn = false;
-  s.becn = false;
-  s.ack_req = false;
-  s.psn = psn;
-  return s;
-}
-
-wire::FrameSpec& EngineImpl::rc_spec(const QpCtx& q, uint8_t opcode, wire::Psn psn, bool data) {
-  if (q.tx_tmpl.valid()) [[likely]] return frame_fields(q.peer, opcode, psn, data);
-  return frame_spec(q, q.peer, opcode, psn, q.qp.dest_qpn().value(), data);
-}
-
-wire::BuildResult EngineImpl::build_rc(const QpCtx& q, const wire::FrameSpec& spec,
-                                       std::span<const std::span<const uint8_t>> payload,
-                                       std::span<uint8_t> out) {
-  if (q.tx_tmpl.valid()) [[likely]] return wire::build_frame_templated(q.tx_tmpl, spec, payload, out);
-  return wire::build_frame_gather(spec, payload, out);
-}
-
 void EngineImpl::make_template(const QpCtx& q, const Peer& peer, uint32_t dest_qpn, uint16_t sport,
                                wire::HeaderTemplate* t) {
   wire::FrameSpec& s = frame_spec(q, peer, wire::op::kRcAck, wire::Psn(0), dest_qpn, false);
@@ -176,6 +144,8 @@ void EngineImpl::receive(Picos now, std::span<uint8_t> frame) {
                  rx_write_first(now, *q, pkt, frame)) {
         // A WRITE's first or only packet in order, every check passing (every packet
         // of a one-packet WRITE), its ICRC checked above.
+      } else if (pkt.opcode == wire::op::kRcReadRequest && rx_read_request(now, *q, pkt)) {
+        // A READ request in order, every check passing, a resource free.
       } else {
         on_request(now, *q, pkt, frame);
       }

@@ -135,10 +135,8 @@ int EngineImpl::destroy_cq(CqHandle cq) {
   return 0;
 }
 
-CqCtx* EngineImpl::find_cq(CqHandle cq) {
-  // A QP's completions go to one or two CQs again and again; handles are never
-  // reused and destroy_cq() forgets the cached one.
-  if (cq_cache_ != nullptr && cq_cache_handle_ == cq) return cq_cache_;
+CqCtx* EngineImpl::find_cq_slow(CqHandle cq) {
+  // Handles are never reused and destroy_cq() forgets the cached one.
   auto it = cqs_.find(cq);
   if (it == cqs_.end()) return nullptr;
   cq_cache_handle_ = cq;
@@ -173,18 +171,16 @@ int EngineImpl::resize_cq(CqHandle cq, int cqe, uint32_t outside) {
   return 0;
 }
 
+void EngineImpl::cq_overrun(CqHandle cq, const CqCtx& c) {
+  // CQ overrun (IBTA 11.4.2.1): the completion is lost, the consumer is told.
+  ++counters_.cq_overruns;
+  if (c.cq.count() == c.cq.capacity()) events_.push_back({AsyncEventType::kCqError, cq});
+}
+
 void EngineImpl::complete(CqHandle cq, const ibv_wc& wc, uint32_t msg_id) {
-  CqCtx* cp = find_cq(cq);
-  if (cp == nullptr) return;
-  CqCtx& c = *cp;
-  if (!c.cq.push()) {
-    // CQ overrun (IBTA 11.4.2.1): the completion is lost, the consumer is told.
-    ++counters_.cq_overruns;
-    if (c.cq.count() == c.cq.capacity()) events_.push_back({AsyncEventType::kCqError, cq});
-    return;
-  }
-  c.entries.push() = wc;
-  ++completions_queued_;
+  ibv_wc* slot = cq_slot(cq);
+  if (slot == nullptr) return;
+  *slot = wc;
   if (trace_.on(trace::Event::kCompletion)) [[unlikely]] {
     const QpCtx* q = find_qp(wire::Qpn(wc.qp_num));
     trace_.emit(trace_now_, trace::Event::kCompletion, wc.qp_num, msg_id, wc.byte_len,
@@ -214,20 +210,30 @@ ibv_wc_opcode wc_opcode(ibv_wr_opcode op) {
 
 void EngineImpl::complete_send(QpCtx& q, const SendWqe& w, ibv_wc_status status) {
   sched_->on_completion(tx_now_, q.slot, w.length);  // every WQE, signaled or not (a policy event)
-  if (status == IBV_WC_SUCCESS && !w.signaled) return;  // errors always complete (IBTA 10.7.2.2)
+  if (status == IBV_WC_SUCCESS) [[likely]] {
+    if (!w.signaled) return;  // errors always complete (IBTA 10.7.2.2)
+    // complete()'s work for a successful completion, the entry written in place: the
+    // fields below and zeros (no ibv_wc built and copied).
+    ibv_wc* wc = cq_slot(q.send_cq);
+    if (wc == nullptr) [[unlikely]] return;
+    *wc = ibv_wc{};
+    wc->wr_id = w.wr_id;
+    wc->status = IBV_WC_SUCCESS;
+    wc->opcode = wc_opcode(w.opcode);
+    wc->qp_num = q.qp.qpn().value();
+    wc->byte_len = verbs::is_atomic(w.opcode) ? 8 : static_cast<uint32_t>(w.length);
+    if (trace_.on(trace::Event::kCompletion)) [[unlikely]] {
+      trace_.emit(trace_now_, trace::Event::kCompletion, wc->qp_num, w.msg_id, wc->byte_len, q.cls, wc->status,
+                  wc->opcode);
+    }
+    return;
+  }
+  // An error completion: no byte count.
   ibv_wc wc{};
   wc.wr_id = w.wr_id;
   wc.status = status;
   wc.opcode = wc_opcode(w.opcode);
   wc.qp_num = q.qp.qpn().value();
-  if (status == IBV_WC_SUCCESS) {
-    switch (w.opcode) {
-      case IBV_WR_RDMA_READ: wc.byte_len = static_cast<uint32_t>(w.length); break;
-      case IBV_WR_ATOMIC_CMP_AND_SWP:
-      case IBV_WR_ATOMIC_FETCH_AND_ADD: wc.byte_len = 8; break;
-      default: wc.byte_len = static_cast<uint32_t>(w.length); break;
-    }
-  }
   complete(q.send_cq, wc, w.msg_id);
 }
 

@@ -114,7 +114,27 @@ class EngineImpl final : public Engine, private sched::PacketSource {
 
   // ---- engine.cc
   QpCtx* find_qp(wire::Qpn qpn);
-  CqCtx* find_cq(CqHandle cq);  // nullptr: no such CQ
+  // nullptr: no such CQ. The last answer is tried first, inline (a QP's completions
+  // go to one or two CQs again and again; destroy_cq() forgets the cached one).
+  CqCtx* find_cq(CqHandle cq) {
+    if (cq_cache_ != nullptr && cq_cache_handle_ == cq) [[likely]] return cq_cache_;
+    return find_cq_slow(cq);
+  }
+  CqCtx* find_cq_slow(CqHandle cq);
+  // The entry of cq's next completion, taken (nullptr: no such CQ, or it overran,
+  // which complete() counts and reports). complete() and the completions written in
+  // place (complete_send, rx_send_first) go through it.
+  ibv_wc* cq_slot(CqHandle cq) {
+    CqCtx* cp = find_cq(cq);
+    if (cp == nullptr) [[unlikely]] return nullptr;
+    if (!cp->cq.push()) [[unlikely]] {
+      cq_overrun(cq, *cp);
+      return nullptr;
+    }
+    ++completions_queued_;
+    return &cp->entries.push();
+  }
+  void cq_overrun(CqHandle cq, const CqCtx& c);
   const QpCtx* find_qp(wire::Qpn qpn) const;
   // msg_id: the send's trace message id (QpCtx::posted at post), 0 for receives.
   void complete(CqHandle cq, const ibv_wc& wc, uint32_t msg_id = 0);
@@ -220,6 +240,14 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // changed (but bytes of the receive's buffer, which the steps then write again)
   // when a check would not pass or the receive cannot take the bytes.
   bool rx_send_first(Picos now, QpCtx& q, const wire::RocePacket& pkt, std::span<uint8_t> frame);
+  // A READ request (its ICRC checked by receive(): it has no payload to defer it
+  // to): resp_check_state .. resp_check_resource in their passing forms (the QP
+  // takes requests, the expected PSN, no message in progress, a DMA length a message
+  // may hold, the QP's remote-read access and check_rkey's answer, a free responder
+  // resource), then resp_execute_read's state and the resource queued, in one
+  // function without a RespPacket (receive() calls it). True: done. False with
+  // nothing changed when any check would not pass: on_request then runs the steps.
+  bool rx_read_request(Picos now, QpCtx& q, const wire::RocePacket& pkt);
   RespStep resp_check_state(const QpCtx& q);
   RespStep resp_check_psn(QpCtx& q, const RespPacket& r);
   RespStep resp_nak_sequence(Picos now, QpCtx& q);
@@ -336,13 +364,38 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   size_t transmit_parting(Picos now, TxSink& sink);
   // The spec of q's next frame to peer, in tx_spec_ (valid until the next call).
   // tx_spec_'s per-frame fields only (traffic class, opcode, PSN, BTH flags, no
-  // extension header): the path's fields come from a HeaderTemplate.
-  wire::FrameSpec& frame_fields(const Peer& peer, uint8_t opcode, wire::Psn psn, bool data);
+  // extension header): the path's fields come from a HeaderTemplate. Inline, as
+  // rc_spec() and build_rc(): once or twice per frame, from requester.cc,
+  // responder.cc and ud.cc.
+  wire::FrameSpec& frame_fields(const Peer& peer, uint8_t opcode, wire::Psn psn, bool data) {
+    // One FrameSpec per engine, every per-frame field set again here: a fresh
+    // one per frame was zeroed with `rep stos` (224 bytes), most of this
+    // function's time (perf, docs/performance.md "The engine's own cost per packet").
+    wire::FrameSpec& s = tx_spec_;
+    s.clear_extensions();
+    const uint8_t tc = peer.traffic_class ? peer.traffic_class & 0xfc : static_cast<uint8_t>(config_.dscp << 2);
+    // Data is ECN-capable (ECT(0)) so the fabric can mark it; ACKs/NAKs are not.
+    s.traffic_class = static_cast<uint8_t>(tc | (data && config_.ecn_capable ? 0x2 : 0));
+    s.opcode = opcode;
+    s.solicited = false;
+    s.mig_req = false;
+    s.fecn = false;
+    s.becn = false;
+    s.ack_req = false;
+    s.psn = psn;
+    return s;
+  }
   // frame_fields() when the QP's template is built, else frame_spec() (RC).
-  wire::FrameSpec& rc_spec(const QpCtx& q, uint8_t opcode, wire::Psn psn, bool data);
+  wire::FrameSpec& rc_spec(const QpCtx& q, uint8_t opcode, wire::Psn psn, bool data) {
+    if (q.tx_tmpl.valid()) [[likely]] return frame_fields(q.peer, opcode, psn, data);
+    return frame_spec(q, q.peer, opcode, psn, q.qp.dest_qpn().value(), data);
+  }
   // Builds an RC frame from its QP's template (or from the whole spec without one).
   wire::BuildResult build_rc(const QpCtx& q, const wire::FrameSpec& spec,
-                             std::span<const std::span<const uint8_t>> payload, std::span<uint8_t> out);
+                             std::span<const std::span<const uint8_t>> payload, std::span<uint8_t> out) {
+    if (q.tx_tmpl.valid()) [[likely]] return wire::build_frame_templated(q.tx_tmpl, spec, payload, out);
+    return wire::build_frame_gather(spec, payload, out);
+  }
   // Builds the header template of frames from q to peer's dest_qpn with sport.
   void make_template(const QpCtx& q, const Peer& peer, uint32_t dest_qpn, uint16_t sport,
                      wire::HeaderTemplate* t);

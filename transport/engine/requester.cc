@@ -203,21 +203,30 @@ size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> o
     spec.atomic = wire::AtomicFields{w.remote_addr, w.rkey, cas ? w.swap : w.compare_add,
                                      cas ? w.compare_add : 0};
   }
-  payload_scratch_.clear();
+  // The payload: one piece (inline data, or one SGE) without the scratch vector, or
+  // the pieces gather() finds.
+  std::span<const uint8_t> piece;
+  std::span<const std::span<const uint8_t>> pieces;
   if (d.length > 0) {
     if (w.is_inline) {
-      payload_scratch_.emplace_back(w.inline_data.data() + d.offset, d.length);
+      piece = std::span<const uint8_t>(w.inline_data.data() + d.offset, d.length);
+      pieces = std::span(&piece, 1);
     } else if (w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
       // gather() of one SGE checked at post (no MR deregistered since): the message
       // is that SGE, so the packet's bytes are one piece of it.
-      payload_scratch_.emplace_back(reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]),
-                                    d.length);
-    } else if (!gather(mrs_, q.pd, w.sges, checked_sges(w), d.offset, d.length, payload_scratch_)) {
-      lose_local_mr(q, d);
-      return 0;
+      piece = std::span<const uint8_t>(
+          reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]), d.length);
+      pieces = std::span(&piece, 1);
+    } else {
+      payload_scratch_.clear();
+      if (!gather(mrs_, q.pd, w.sges, checked_sges(w), d.offset, d.length, payload_scratch_)) {
+        lose_local_mr(q, d);
+        return 0;
+      }
+      pieces = payload_scratch_;
     }
   }
-  const wire::BuildResult r = build_rc(q, spec, payload_scratch_, out);
+  const wire::BuildResult r = build_rc(q, spec, pieces, out);
   return r.ok() ? r.len : 0;
 }
 

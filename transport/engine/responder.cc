@@ -277,24 +277,68 @@ bool EngineImpl::rx_send_first(Picos now, QpCtx& q, const wire::RocePacket& pkt,
   if (!last) {
     q.resp.in_msg = ResponderState::InMsg::kSend;
   } else {
-    ibv_wc wc{};
-    wc.wr_id = q.resp.cur_recv.wr_id;
-    wc.status = IBV_WC_SUCCESS;
-    wc.opcode = IBV_WC_RECV;
-    wc.byte_len = static_cast<uint32_t>(len);
-    wc.qp_num = q.qp.qpn().value();
-    wc.src_qp = q.qp.dest_qpn().value();
-    if (pkt.imm) {
-      wc.wc_flags |= IBV_WC_WITH_IMM;
-      wc.imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
-    }
     q.resp.have_recv = false;
     ++q.resp.msn;
-    complete(q.recv_cq, wc);
+    // complete()'s work, the entry written in place (no ibv_wc built and copied).
+    if (ibv_wc* wc = cq_slot(q.recv_cq)) [[likely]] {
+      *wc = ibv_wc{};
+      wc->wr_id = q.resp.cur_recv.wr_id;
+      wc->status = IBV_WC_SUCCESS;
+      wc->opcode = IBV_WC_RECV;
+      wc->byte_len = static_cast<uint32_t>(len);
+      wc->qp_num = q.qp.qpn().value();
+      wc->src_qp = q.qp.dest_qpn().value();
+      if (pkt.imm) {
+        wc->wc_flags = IBV_WC_WITH_IMM;
+        wc->imm_data = htonl(*pkt.imm);  // ibv_wc carries it in network order
+      }
+      if (trace_.on(trace::Event::kCompletion)) [[unlikely]] {
+        trace_.emit(trace_now_, trace::Event::kCompletion, wc->qp_num, 0, wc->byte_len, q.cls, wc->status,
+                    wc->opcode);
+      }
+    }
   }
   // resp_acknowledge.
   q.resp.psn += 1;
   if (pkt.ack_req) queue_ack(now, q);
+  return true;
+}
+
+bool EngineImpl::rx_read_request(Picos now, QpCtx& q, const wire::RocePacket& pkt) {
+  // receive() made sure of the opcode (a READ request, so a RETH) and of the ICRC.
+  // resp_check_state, resp_check_psn (in order), resp_check_op_seq (no message in
+  // progress; a READ is an opcode RC executes).
+  if (pkt.psn != q.resp.psn || q.resp.in_msg != ResponderState::InMsg::kNone || q.resp.failed) return false;
+  const ibv_qp_state st = q.qp.state();
+  if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return false;
+  // resp_check_length: no payload to check (the opcode carries none); the RETH asks
+  // for no more than a message may hold.
+  const wire::RethFields& reth = *pkt.reth;
+  if (reth.dma_len > kMaxMsgSize) return false;
+  // resp_check_rkey: the QP allows remote reads and the R_Key grants [va, va + dma_len).
+  if (!(q.qp.attr().qp_access_flags & IBV_ACCESS_REMOTE_READ)) return false;
+  const verbs::Mr* mr = nullptr;
+  if (check_rkey(q, reth.rkey, reth.va, reth.dma_len, IBV_ACCESS_REMOTE_READ, &mr) != verbs::MrCheck::kOk) {
+    return false;
+  }
+  // resp_check_resource: a responder resource (alloc_resource changes nothing when it
+  // finds none: the steps then find none either and drop the request).
+  RespResource* res = alloc_resource(q);
+  if (res == nullptr) return false;
+  // Every check passed.
+  q.resp.nak_seq_sent = false;  // resp_check_psn's effect on an in-order packet
+  // resp_execute_read.
+  res->kind = RespResource::Kind::kRead;
+  res->first_psn = pkt.psn;
+  res->npkts = packets_for(reth.dma_len, q.mtu);
+  res->va = reth.va;
+  res->rkey = reth.rkey;
+  res->length = reth.dma_len;
+  res->mr = mr;
+  res->mr_deregs = mr != nullptr ? mrs_.deregs() : UINT64_MAX;
+  q.resp.psn += res->npkts;
+  ++q.resp.msn;
+  queue_resource(now, q, static_cast<uint32_t>(res - q.resp.resources.data()));
   return true;
 }
 
@@ -877,7 +921,7 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
   const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
   if (op.has(wire::kHdrAeth)) spec.aeth = wire::AethFields{kAckSyndrome, q.resp.msn};
   if (op.has(wire::kHdrAtomicAckEth)) spec.atomic_ack = r.atomic_orig;
-  payload_scratch_.clear();
+  std::span<const uint8_t> piece;  // the payload: one piece of one MR, or none
   if (d.length > 0) {
     // Checked again for every packet: the region may have been deregistered
     // since the request. Then the rest of the READ is a Remote Access Error
@@ -900,9 +944,10 @@ size_t EngineImpl::build_response(QpCtx& q, const TxDesc& d, std::span<uint8_t> 
         r.mr_deregs = mrs_.deregs();
       }
     }
-    payload_scratch_.emplace_back(mr_ptr(mr != nullptr ? *mr : *rkey_mr(r.rkey), r.va + d.offset), d.length);
+    piece = std::span<const uint8_t>(mr_ptr(mr != nullptr ? *mr : *rkey_mr(r.rkey), r.va + d.offset), d.length);
   }
-  const wire::BuildResult res = build_rc(q, spec, payload_scratch_, out);
+  const wire::BuildResult res =
+      build_rc(q, spec, std::span(&piece, d.length > 0 ? 1 : 0), out);
   return res.ok() ? res.len : 0;
 }
 

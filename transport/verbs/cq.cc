@@ -14,15 +14,6 @@ Result<Cq> Cq::create(const Device& dev, int cqe) {
   return Cq(static_cast<uint32_t>(cqe));
 }
 
-bool Cq::push() {
-  if (count_ >= capacity_) {
-    overflowed_ = true;
-    return false;
-  }
-  ++count_;
-  return true;
-}
-
 void Cq::pop(uint32_t n) { count_ -= n < count_ ? n : count_; }
 
 int Cq::resize(const Device& dev, int cqe, uint32_t outside) {

@@ -20,7 +20,14 @@ class Cq {
   static Result<Cq> create(const Device& dev, int cqe);
 
   // One completion in; false (and overflowed() from then on) when full.
-  bool push();
+  bool push() {  // inline: once per completion
+    if (count_ >= capacity_) [[unlikely]] {
+      overflowed_ = true;
+      return false;
+    }
+    ++count_;
+    return true;
+  }
   // The consumer polled n entries (n larger than count() is clamped).
   void pop(uint32_t n);
   // ibv_resize_cq(): EINVAL below the entries already queued (rxe_cq_chk_attr()),

@@ -456,5 +456,36 @@ TEST(EngineReadResponse, ResponseDuringAnRnrWaitLeavesTheTimerToTheWait) {
   EXPECT_EQ(d.net[1].counters().timeouts, 0u);
 }
 
+// The tenth pass's last in-order response (docs/performance.md "The engine, tenth
+// pass") retires through its PSN as retire_acked does, restoring the retry count:
+// with retry_cnt 1, a READ whose response is lost once (one retry spent) completes
+// when answered again; then a WRITE whose packet is lost once is sent again (the
+// count was restored) and completes, instead of failing with RETRY_EXC_ERR.
+TEST(EngineReadResponse, LastResponseRestoresTheRetryCount) {
+  RcOptions o;
+  o.retry_cnt = 1;
+  RcPair p(o);
+  int dropped_response = 0, dropped_write = 0;
+  p.net.set_hook([&](int from, std::vector<uint8_t>& f) {
+    const auto r = wire::parse_frame(f);
+    if (!r.ok()) return Fate::kDeliver;
+    if (from == 1 && r.pkt.opcode == wire::op::kRcReadResponseOnly && dropped_response++ == 0) return Fate::kDrop;
+    if (from == 0 && r.pkt.opcode == wire::op::kRcWriteOnly && dropped_write++ == 0) return Fate::kDrop;
+    return Fate::kDeliver;
+  });
+  ASSERT_EQ(p.post(0, IBV_WR_RDMA_READ, 0, kMtu, 0, 1), 0);
+  ASSERT_TRUE(p.net.run());
+  auto wc = p.poll(0, false);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(dropped_response, 2);
+  ASSERT_EQ(p.post(0, IBV_WR_RDMA_WRITE, 0, kMtu, 8192, 2), 0);
+  ASSERT_TRUE(p.net.run());
+  wc = p.poll(0, false);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << "the WRITE's retry was not restored";
+  EXPECT_EQ(dropped_write, 2);
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing
