@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Unmodified perftest through libisoroce-verbs.so across the two ports of one
 # `isoroced --loopback`, beside its ceilings measured in the same run: kernel
-# TCP on loopback (qperf tcp_lat / tcp_bw) and single-core memcpy
+# TCP on loopback (qperf tcp_lat unpinned, on one CPU and across the two; tcp_bw)
+# and single-core memcpy
 # (isoroce-bench-memcpy). Prints one table with the ratios.
 #
 # Usage: bench/verbs/run.sh [BUILD_DIR]     MTU=1024 for the daemon's default;
@@ -74,18 +75,39 @@ done
 
 echo
 echo "ceilings, same machine, same run:"
-qperf >/dev/null 2>&1 &
-qp=$!
-sleep 0.5
-tcp=$(qperf -t 3 localhost -m 2 tcp_lat -m 64K tcp_bw 2>&1)
-kill $qp 2>/dev/null || true
-tcp_lat=$(awk '/^ *latency/ {v=$3; u=$4} END {if (u == "ms") v *= 1000; if (u == "ns") v /= 1000; print v}' <<<"$tcp")
+# qperf's server and client unpinned, and both on CPU 0 as the applications of the
+# "apps on CPU 0" rows: on this VM TCP loopback latency depends mostly on whether
+# the two share a CPU (a wakeup on the other CPU costs an interprocessor interrupt).
+qperf_run() {  # [taskset -c N]: prints qperf's output for tcp_lat 2 B and tcp_bw 64 KB
+  "$@" qperf >/dev/null 2>&1 &
+  local qp=$!
+  sleep 0.5
+  "$@" qperf -t 3 localhost -m 2 tcp_lat -m 64K tcp_bw 2>&1 || true
+  kill $qp 2>/dev/null || true
+  wait $qp 2>/dev/null || true
+}
+lat_us() { awk '/^ *latency/ {v=$3; u=$4} END {if (u == "ms") v *= 1000; if (u == "ns") v /= 1000; print v}'; }
+tcp=$(qperf_run)
+tcp_lat=$(lat_us <<<"$tcp")
+tcp_lat0=$(qperf_run taskset -c 0 | lat_us)
+# Server on CPU 0, client on CPU 1: every round trip wakes a process on the other CPU.
+qperf_split() {
+  taskset -c 0 qperf >/dev/null 2>&1 &
+  local qp=$!
+  sleep 0.5
+  taskset -c 1 qperf -t 3 localhost -m 2 tcp_lat 2>&1 || true
+  kill $qp 2>/dev/null || true
+  wait $qp 2>/dev/null || true
+}
+tcp_lat01=$(qperf_split | lat_us)
 tcp_bw=$(awk '/^ *bw/ {v=$3; u=$4} END {if (u == "GB/sec") v *= 1000; if (u == "KB/sec") v /= 1000; print v}' <<<"$tcp")
 mc=$("$bin/isoroce-bench-memcpy" --benchmark_format=csv --benchmark_min_time=0.5 2>/dev/null)
 # bytes_per_second is column 6 of the CSV.
 mc_res=$(awk -F, '/BM_MemcpyResident\/65536/ {printf "%.0f", $6 / 1e6}' <<<"$mc")
 mc_str=$(awk -F, '/BM_MemcpyStreaming\/65536/ {printf "%.0f", $6 / 1e6}' <<<"$mc")
 row "kernel TCP latency (qperf tcp_lat 2 B)" "$tcp_lat us" ""
+row "kernel TCP latency on CPU 0 (qperf tcp_lat 2 B, both on CPU 0)" "$tcp_lat0 us" ""
+row "kernel TCP latency across CPUs (qperf tcp_lat 2 B, server CPU 0, client CPU 1)" "$tcp_lat01 us" ""
 row "kernel TCP bandwidth (qperf tcp_bw 64 KB)" "$tcp_bw MB/s" ""
 row "memcpy 64 KB, cache-resident, 1 core" "$mc_res MB/s" ""
 row "memcpy 64 KB, streaming 256 MB, 1 core" "$mc_str MB/s" ""
@@ -93,9 +115,10 @@ row "memcpy 64 KB, streaming 256 MB, 1 core" "$mc_str MB/s" ""
 echo
 echo "ratios:"
 awk -v w0="${r[ib_write_lat/0]}" -v w1="${r[ib_write_lat/]}" -v s0="${r[ib_send_lat/0]}" -v s1="${r[ib_send_lat/]}" \
-  -v t="$tcp_lat" -v b="${r[ib_write_bw/65536]}" -v rb="${r[ib_read_bw/65536]}" -v m="$mc_res" -v ms="$mc_str" 'BEGIN {
-  printf "  ib_write_lat / tcp_lat          %.2f apps on CPU 0, %.2f unpinned  (goal < 1)\n", w0 / t, w1 / t
-  printf "  ib_send_lat / tcp_lat           %.2f apps on CPU 0, %.2f unpinned\n", s0 / t, s1 / t
+  -v t="$tcp_lat" -v t0="$tcp_lat0" -v b="${r[ib_write_bw/65536]}" -v rb="${r[ib_read_bw/65536]}" -v m="$mc_res" -v ms="$mc_str" 'BEGIN {
+  # Each layout against TCP in the same layout.
+  printf "  ib_write_lat / tcp_lat          %.2f apps on CPU 0, %.2f unpinned  (goal < 1)\n", w0 / t0, w1 / t
+  printf "  ib_send_lat / tcp_lat           %.2f apps on CPU 0, %.2f unpinned\n", s0 / t0, s1 / t
   printf "  ib_write_bw 64 KB / memcpy      %.2f resident, %.2f streaming  (goal >= 0.25)\n", b / m, b / ms
   printf "  ib_read_bw 64 KB / memcpy       %.2f resident, %.2f streaming\n", rb / m, rb / ms
 }'
