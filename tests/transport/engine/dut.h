@@ -110,6 +110,26 @@ struct Dut {
     return wc[0].status == IBV_WC_SUCCESS ? key : 0;
   }
 
+  // Opens a message at `psn` without AckReq, its first packet carrying `mtu_bytes`
+  // (one MTU): a SEND FIRST into a receive posted at s.iova + 8192, or a WRITE FIRST
+  // of three MTUs there. Nothing is answered. What a request that must not land
+  // inside another message is then sent into.
+  void open_message(bool send, uint32_t psn, std::span<const uint8_t> mtu_bytes) {
+    const auto mtu = static_cast<uint32_t>(mtu_bytes.size());
+    auto first = spec(send ? wire::op::kRcSendFirst : wire::op::kRcWriteFirst, psn);
+    if (send) {
+      const Sge sge{s.iova + 8192, 4 * mtu, s.keys.lkey};
+      RecvWr rwr;
+      rwr.sg_list = std::span(&sge, 1);
+      ASSERT_EQ(net[1].post_recv(s.qpn, rwr), 0);
+    } else {
+      first.reth = wire::RethFields{s.iova + 8192, s.keys.rkey, 3 * mtu};
+    }
+    first.ack_req = false;
+    first.payload = mtu_bytes;
+    EXPECT_TRUE(receive(first).empty());
+  }
+
   Pair net;
   RcOptions opt;
   Side s, peer;
@@ -127,6 +147,33 @@ inline std::vector<uint8_t> pattern_bytes(size_t n, uint8_t seed, uint8_t step) 
 
 inline bool all_equal(std::span<const uint8_t> b, uint8_t v) {
   return std::all_of(b.begin(), b.end(), [v](uint8_t x) { return x == v; });
+}
+
+// The responses c holds from index `from`, checked against a READ of src.size()
+// bytes from `src` that starts at PSN `psn`, in packets of `mtu`: one per MTU,
+// FIRST/MIDDLE/LAST (or ONLY), consecutive PSNs, each MTU long but the last, the
+// bytes of src in order, and each grant's frame length (the length the engine
+// asked the sink for) that of the frame built. `count` responses only (0: all),
+// when c holds the start of a longer run.
+inline void expect_read_responses(const Capture& c, size_t from, uint32_t psn, std::span<const uint8_t> src,
+                                  uint32_t mtu, size_t count = 0) {
+  const size_t n = std::max<size_t>(1, (src.size() + mtu - 1) / mtu);
+  ASSERT_GE(c.pkts.size(), from + (count ? count : n));
+  for (size_t i = 0; i < (count ? count : n); ++i) {
+    SCOPED_TRACE(i);
+    const wire::RocePacket& p = c.pkts[from + i];
+    const uint8_t want = n == 1       ? wire::op::kRcReadResponseOnly
+                         : i == 0     ? wire::op::kRcReadResponseFirst
+                         : i + 1 == n ? wire::op::kRcReadResponseLast
+                                      : wire::op::kRcReadResponseMiddle;
+    EXPECT_EQ(p.opcode, want);
+    EXPECT_EQ(p.psn.value(), psn + i);
+    const size_t len = std::min<size_t>(mtu, src.size() - i * mtu);
+    ASSERT_EQ(p.payload_len, len);
+    EXPECT_TRUE(std::equal(src.begin() + i * mtu, src.begin() + i * mtu + len,
+                           c.frames[from + i].begin() + p.payload_offset));
+    EXPECT_EQ(c.hints[from + i], c.frames[from + i].size()) << "the grant's size is not the frame's";
+  }
 }
 
 }  // namespace isoroce::transport::testing

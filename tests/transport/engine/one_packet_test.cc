@@ -53,20 +53,7 @@ TEST(EngineOnePacket, WriteOnlyInsideAnotherMessageIsAnInvalidRequest) {
   for (const bool send : {false, true}) {
     SCOPED_TRACE(send ? "inside a SEND" : "inside a WRITE");
     Dut d;
-    if (send) {
-      const Sge sge{d.s.iova + 8192, 4 * kMtu, d.s.keys.lkey};
-      RecvWr rwr;
-      rwr.sg_list = std::span(&sge, 1);
-      ASSERT_EQ(d.net[1].post_recv(d.s.qpn, rwr), 0);
-      auto first = d.spec(wire::op::kRcSendFirst, 500);
-      first.ack_req = false;
-      first.payload = data;
-      EXPECT_TRUE(d.receive(first).empty());
-    } else {
-      auto first = write_packet(d, wire::op::kRcWriteFirst, 500, 8192, 3 * kMtu, data);
-      first.ack_req = false;
-      EXPECT_TRUE(d.receive(first).empty());
-    }
+    d.open_message(send, 500, data);
     const auto out = d.receive(write_packet(d, wire::op::kRcWriteOnly, 501, 0, kMtu, data));
     ASSERT_EQ(out.size(), 1u);
     EXPECT_TRUE(is_nak(out[0], kNakInvalid, 501));

@@ -70,31 +70,10 @@ wire::FrameSpec read_request(Dut& d, uint32_t psn, uint64_t va, uint32_t rkey, u
   return f;
 }
 
-// The responses c holds from index `from`, checked against a READ of `len` bytes
-// from `src` that starts at PSN `psn`: one per MTU, FIRST/MIDDLE/LAST (or ONLY),
-// consecutive PSNs, each MTU long but the last, the bytes of src in order, and
-// each grant's frame length (the length the engine asked the sink for) that of the
-// frame built.
-// `count` responses only (0: all), when c holds the start of a longer run.
+// expect_read_responses (dut.h) in this file's MTU.
 void expect_responses(const Capture& c, size_t from, uint32_t psn, std::span<const uint8_t> src,
                       size_t count = 0) {
-  const size_t n = std::max<size_t>(1, (src.size() + kMtu - 1) / kMtu);
-  ASSERT_GE(c.pkts.size(), from + (count ? count : n));
-  for (size_t i = 0; i < (count ? count : n); ++i) {
-    SCOPED_TRACE(i);
-    const wire::RocePacket& p = c.pkts[from + i];
-    const uint8_t want = n == 1       ? wire::op::kRcReadResponseOnly
-                         : i == 0     ? wire::op::kRcReadResponseFirst
-                         : i + 1 == n ? wire::op::kRcReadResponseLast
-                                      : wire::op::kRcReadResponseMiddle;
-    EXPECT_EQ(p.opcode, want);
-    EXPECT_EQ(p.psn.value(), psn + i);
-    const size_t len = std::min<size_t>(kMtu, src.size() - i * kMtu);
-    ASSERT_EQ(p.payload_len, len);
-    EXPECT_TRUE(std::equal(src.begin() + i * kMtu, src.begin() + i * kMtu + len,
-                           c.frames[from + i].begin() + p.payload_offset));
-    EXPECT_EQ(c.hints[from + i], c.frames[from + i].size()) << "the grant's size is not the frame's";
-  }
+  expect_read_responses(c, from, psn, src, kMtu, count);
 }
 
 // ---- the responder: responses derived within a dequeue ----------------------
