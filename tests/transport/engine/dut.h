@@ -71,6 +71,13 @@ struct Dut {
     net[1].receive(now, frame);
     return drain();
   }
+  // The frame of f delivered, nothing transmitted (drain() sends what it caused).
+  void deliver(const wire::FrameSpec& f) {
+    std::vector<uint8_t> v(wire::frame_size(f));
+    ASSERT_TRUE(wire::build_frame(f, v).ok());
+    now += 1'000'000;
+    net[1].receive(now, v);
+  }
   std::vector<wire::RocePacket> drain() {
     Capture c;
     for (int i = 0; i < 100; ++i) {

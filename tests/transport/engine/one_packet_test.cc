@@ -22,14 +22,6 @@ constexpr uint32_t kMtu = 1024;
 
 std::vector<uint8_t> pattern(size_t n, uint8_t seed) { return pattern_bytes(n, seed, 11); }
 
-// The frame of f delivered to the DUT (nothing transmitted).
-void deliver(Dut& d, const wire::FrameSpec& f) {
-  std::vector<uint8_t> v(wire::frame_size(f));
-  ASSERT_TRUE(wire::build_frame(f, v).ok());
-  d.now += 1'000'000;
-  d.net[1].receive(d.now, v);
-}
-
 // A WRITE packet of `opcode` at PSN psn with payload `data`, a RETH (FIRST, ONLY)
 // naming `reth_len` bytes at offset `off` of the DUT's buffer.
 wire::FrameSpec write_packet(Dut& d, uint8_t opcode, uint32_t psn, uint64_t off, uint32_t reth_len,
@@ -78,9 +70,9 @@ TEST(EngineOnePacket, WriteOnlyBehindAFatalNakOrInErrStoresNothing) {
     } else {
       auto bad = write_packet(d, wire::op::kRcWriteOnly, 500, 0, kMtu, data);
       bad.reth->rkey ^= 0x5a5a00;
-      deliver(d, bad);
+      d.deliver(bad);
     }
-    deliver(d, write_packet(d, wire::op::kRcWriteOnly, 500, 0, kMtu, data));
+    d.deliver(write_packet(d, wire::op::kRcWriteOnly, 500, 0, kMtu, data));
     const auto out = d.drain();
     EXPECT_TRUE(all_equal(std::span(d.s.buf).first(kMtu), 0)) << "stored";
     if (!err) {
@@ -549,13 +541,13 @@ TEST(EngineOnePacket, SendOnlyOutOfSequenceBehindAFatalNakOrInErrIsNotTaken) {
       EXPECT_TRUE(d.receive(first).empty());
       psn = 501;
     } else if (k == 1) {
-      deliver(d, send_packet(d, wire::op::kRcSendFirst, 500, std::span(data).first(kMtu / 2)));  // too short
+      d.deliver(send_packet(d, wire::op::kRcSendFirst, 500, std::span(data).first(kMtu / 2)));  // too short
     } else {
       ibv_qp_attr a{};
       a.qp_state = IBV_QPS_ERR;
       ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
     }
-    deliver(d, send_packet(d, wire::op::kRcSendOnly, psn, data));
+    d.deliver(send_packet(d, wire::op::kRcSendOnly, psn, data));
     const auto out = d.drain();
     EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(8192, kMtu), 0)) << "stored";
     const auto wc = recv_completions(d);
@@ -656,7 +648,7 @@ TEST(EngineOnePacket, SendOnlyToAQpInErrTakesNoReceiveOfItsSrq) {
   const std::vector<uint8_t> data = pattern(kMtu, 29);
   auto f = send_packet(d, wire::op::kRcSendOnly, 500, data);
   f.dest_qp = b.qpn;
-  deliver(d, f);
+  d.deliver(f);
   d.drain();
   EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(8192, kMtu), 0)) << "stored in ERR";
   std::vector<ibv_wc> wc(4);

@@ -19,14 +19,6 @@ constexpr uint8_t kNakSeq = 0x60, kNakInvalid = 0x61, kNakAccess = 0x62;
 
 std::vector<uint8_t> pattern(size_t n, uint8_t seed) { return pattern_bytes(n, seed, 7); }
 
-// The frame of f delivered to the DUT (nothing transmitted).
-void deliver(Dut& d, const wire::FrameSpec& f) {
-  std::vector<uint8_t> v(wire::frame_size(f));
-  ASSERT_TRUE(wire::build_frame(f, v).ok());
-  d.now += 1'000'000;
-  d.net[1].receive(d.now, v);
-}
-
 // A READ request for `len` bytes at offset `off` of the DUT's buffer (key: its MR's
 // R_Key unless given).
 wire::FrameSpec read_request(Dut& d, uint32_t psn, uint64_t off, uint32_t len, uint32_t rkey = 0) {
@@ -54,7 +46,7 @@ Capture drain(Dut& d) {
 }
 
 Capture receive(Dut& d, const wire::FrameSpec& f) {
-  deliver(d, f);
+  d.deliver(f);
   return drain(d);
 }
 
@@ -152,9 +144,9 @@ TEST(EngineReadRequest, ReadBehindAFatalNakOrInErrIsNotAnswered) {
       a.qp_state = IBV_QPS_ERR;
       ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
     } else {
-      deliver(d, read_request(d, 500, 0, kMtu, d.s.keys.rkey ^ 0x5a5a00));
+      d.deliver(read_request(d, 500, 0, kMtu, d.s.keys.rkey ^ 0x5a5a00));
     }
-    deliver(d, read_request(d, 500, 0, kMtu));
+    d.deliver(read_request(d, 500, 0, kMtu));
     const auto out = d.drain();
     if (!err) {
       ASSERT_EQ(out.size(), 1u);
@@ -234,9 +226,9 @@ TEST(EngineReadRequest, ReadWithoutAFreeResourceIsDroppedUntilOneIsFree) {
   Dut d(o);
   const std::vector<uint8_t> data = pattern(16 * kMtu, 11);
   std::copy(data.begin(), data.end(), d.s.buf.begin());
-  deliver(d, read_request(d, 500, 0, 2 * kMtu));
-  deliver(d, read_request(d, 502, 2 * kMtu, kMtu));
-  deliver(d, read_request(d, 503, 3 * kMtu, kMtu));
+  d.deliver(read_request(d, 500, 0, 2 * kMtu));
+  d.deliver(read_request(d, 502, 2 * kMtu, kMtu));
+  d.deliver(read_request(d, 503, 3 * kMtu, kMtu));
   EXPECT_EQ(d.net[1].counters().rx_no_resource, 1u);
   Capture c = drain(d);
   ASSERT_EQ(c.pkts.size(), 3u);
@@ -267,16 +259,16 @@ TEST(EngineReadRequest, ResourcesAreTakenRoundTheRing) {
   std::copy(data.begin(), data.end(), d.s.buf.begin());
   Capture c = receive(d, read_request(d, 500, 0, kMtu));
   ASSERT_EQ(c.pkts.size(), 1u);
-  deliver(d, read_request(d, 501, kMtu, 8 * kMtu));
+  d.deliver(read_request(d, 501, kMtu, 8 * kMtu));
   Capture one;
   d.net[1].advance(d.now);
   d.net[1].transmit(d.now, one, 1);
   ASSERT_EQ(one.pkts.size(), 1u);
   EXPECT_EQ(one.pkts[0].psn.value(), 501u);
-  deliver(d, read_request(d, 509, 9 * kMtu, kMtu));
-  deliver(d, read_request(d, 501, kMtu, 8 * kMtu));
+  d.deliver(read_request(d, 509, 9 * kMtu, kMtu));
+  d.deliver(read_request(d, 501, kMtu, 8 * kMtu));
   EXPECT_EQ(d.net[1].counters().responses_cancelled, 1u);
-  deliver(d, read_request(d, 510, 10 * kMtu, kMtu));
+  d.deliver(read_request(d, 510, 10 * kMtu, kMtu));
   EXPECT_EQ(d.net[1].counters().rx_no_resource, 0u);
   c = drain(d);
   ASSERT_EQ(c.pkts.size(), 9u);
