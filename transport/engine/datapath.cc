@@ -290,7 +290,23 @@ bool EngineImpl::kick_unusual(Picos now, QpCtx& q) {
 sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   (void)bytes;
   QpCtx* q = slots_[slot].get();
-  TxDesc& d = granted_.emplace_back();
+  // Most packets of a long WRITE or SEND: a middle packet, which the QP's previous
+  // grant of this dequeue derived (below).
+  if (q != nullptr && q->tx_next_epoch == grant_epoch_ && q->tx_next.kind == TxKind::kRequest &&
+      (q->tx_next.opcode == wire::op::kRcWriteMiddle || q->tx_next.opcode == wire::op::kRcSendMiddle)) [[likely]] {
+    if (granted_n_ < granted_.size()) [[likely]] {
+      TxDesc& d = granted_[granted_n_++];
+      d = q->tx_next;
+      return take_middle_request(*q, d);
+    }
+  }
+  return grant_other(slot, q);
+}
+
+sched::Packet EngineImpl::grant_other(sched::QpId slot, QpCtx* q) {
+  if (granted_n_ == granted_.size()) granted_.emplace_back();
+  TxDesc& d = granted_[granted_n_++];
+  d = TxDesc{};
   if (q == nullptr) return {};
   // The packet this grant takes is the one the QP's previous grant of this dequeue
   // peeked as its next (nothing but grants runs during a dequeue, and a grant
@@ -339,10 +355,10 @@ size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
   if (now > tx_now_) tx_now_ = now;
   if (now > trace_now_) trace_now_ = now;
   size_t sent = parting_lens_.empty() ? 0 : transmit_parting(now, sink);
-  std::array<sched::Grant, 32> grants;
+  std::array<sched::Grant, 32>& grants = grants_;
   while (sent < max_frames) {
     const size_t want = std::min(grants.size(), max_frames - sent);
-    granted_.clear();
+    granted_n_ = 0;
     after_grant_.clear();
     ++grant_epoch_;
     const size_t n = sched_->dequeue(now, std::span(grants.data(), want), *this);

@@ -181,6 +181,43 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // QP's state, its RNR pause, the WR's error and kind cannot change during a
   // scheduler dequeue), and the WR's packet count is w.npkts (set when it started).
   void next_request(const QpCtx& q, const TxDesc& d, TxDesc& n) const;
+  // on_grant() of d, a WRITE's or SEND's middle packet (q.tx_next of this dequeue,
+  // copied to d): take_request(q, d) and next_request(q, d, q.tx_next) in the form
+  // they take for such a packet (the WR started and not done by it, no READ or
+  // atomic), q.tx_next moved one packet on in place while the next is again a middle
+  // one inside the window; next_request() otherwise.
+  sched::Packet take_middle_request(QpCtx& q, const TxDesc& d) {
+    // take_request(q, d): the WR started at its first packet (q.req.pkt > 0), is no
+    // READ or atomic, and goes on after d (q.req.pkt + 1 < w.npkts when d was peeked
+    // or derived, and nothing but grants ran since), so the count does not wrap.
+    if (d.retransmit) {
+      ++counters_.retransmits;
+      ++q.stats.retransmits;
+    }
+    ++q.req.psn;
+    ++q.req.pkt;
+    if (q.req.psn.after(q.req.max_psn)) q.req.max_psn = q.req.psn;
+    if (q.comp.ack_deadline == sched::kNever) [[unlikely]] arm_ack_timer(tx_now_, q);
+    // next_request(q, d, q.tx_next) when the next packet is again a middle one inside
+    // the window: d's opcode, length (the MTU) and frame length; its own PSN, offset,
+    // AckReq and retransmission flag.
+    const SendWqe& w = q.sq[d.wqe];
+    if (q.req.pkt + 1 < w.npkts && psn_diff(q.req.psn, q.comp.psn) < kMaxOutstanding) [[likely]] {
+      TxDesc& n = q.tx_next;
+      n.psn = q.req.psn;
+      n.offset = static_cast<uint64_t>(q.req.pkt) * q.mtu;
+      n.ack_req = ack_due(q.req.pkt, config_.ack_req_every);
+      n.retransmit = q.req.psn.before(q.req.max_psn);
+      return {n.frame_len + kEthWireOverhead, false};
+    }
+    return next_after_middle(q, d);
+  }
+  // take_middle_request()'s next packet the long way (the WR's last, or the window
+  // full): next_request() and on_grant()'s answer from it.
+  sched::Packet next_after_middle(QpCtx& q, const TxDesc& d);
+  // on_grant() of any other packet: its descriptor peeked (or taken from q.tx_next),
+  // taken, and the QP's next one peeked or derived.
+  sched::Packet grant_other(sched::QpId slot, QpCtx* q);
   // Starts WQE processing checks (local keys); false if it completed in error.
   bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
@@ -481,7 +518,13 @@ class EngineImpl final : public Engine, private sched::PacketSource {
 
   // transmit(): descriptors taken during the scheduler's dequeue, built after it.
   Picos tx_now_ = 0;
+  // granted_[0, granted_n_): this dequeue's; granted_ grows only if a dequeue grants
+  // more than its size (never with grants_ of 32), so a grant writes in place.
   std::vector<TxDesc> granted_;
+  size_t granted_n_ = 0;
+  // The grants of one dequeue: a member, not a local array value-initialised (768
+  // bytes zeroed) by every transmit() call.
+  std::array<sched::Grant, 32> grants_;
   std::vector<uint32_t> after_grant_;  // slots to kick once the dequeue returned
   std::vector<std::span<const uint8_t>> payload_scratch_;
   wire::FrameSpec tx_spec_;  // frame_spec()'s result, reused for every frame
