@@ -189,6 +189,23 @@ void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
 
 size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   SendWqe& w = q.sq[d.wqe];
+  if ((d.opcode == wire::op::kRcWriteMiddle || d.opcode == wire::op::kRcSendMiddle) && q.tx_tmpl.valid() &&
+      !w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
+    // A middle packet (most packets of a long WRITE or SEND) from its QP's template,
+    // of a WR of one SGE checked at post: the long way below with what it finds for
+    // such a packet. No extension header; not solicited (not a last packet); its
+    // payload (the MTU, never empty) one piece of the SGE.
+    wire::FrameSpec& spec = frame_fields(q.peer, d.opcode, d.psn, true);
+    spec.ack_req = d.ack_req;
+    const std::span<const uint8_t> piece(
+        reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]), d.length);
+    const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, std::span(&piece, 1), out);
+    return r.ok() ? r.len : 0;
+  }
+  return build_request_other(q, w, d, out);
+}
+
+size_t EngineImpl::build_request_other(QpCtx& q, SendWqe& w, const TxDesc& d, std::span<uint8_t> out) {
   wire::FrameSpec& spec = rc_spec(q, d.opcode, d.psn, true);
   spec.ack_req = d.ack_req;
   spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) && wire::opcode_info(d.opcode).is_last();
