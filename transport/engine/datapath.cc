@@ -287,6 +287,33 @@ bool EngineImpl::kick_unusual(Picos now, QpCtx& q) {
   return false;
 }
 
+inline sched::Packet EngineImpl::take_middle_request(QpCtx& q, const TxDesc& d) {
+  // take_request(q, d): the WR started at its first packet (q.req.pkt > 0), is no
+  // READ or atomic, and goes on after d (q.req.pkt + 1 < w.npkts when d was peeked
+  // or derived, and nothing but grants ran since), so the count does not wrap.
+  if (d.retransmit) {
+    ++counters_.retransmits;
+    ++q.stats.retransmits;
+  }
+  ++q.req.psn;
+  ++q.req.pkt;
+  if (q.req.psn.after(q.req.max_psn)) q.req.max_psn = q.req.psn;
+  if (q.comp.ack_deadline == sched::kNever) [[unlikely]] arm_ack_timer(tx_now_, q);
+  // next_request(q, d, q.tx_next) when the next packet is again a middle one inside
+  // the window: d's opcode, length (the MTU) and frame length; its own PSN, offset,
+  // AckReq and retransmission flag.
+  const SendWqe& w = q.sq[d.wqe];
+  if (q.req.pkt + 1 < w.npkts && psn_diff(q.req.psn, q.comp.psn) < kMaxOutstanding) [[likely]] {
+    TxDesc& n = q.tx_next;
+    n.psn = q.req.psn;
+    n.offset = static_cast<uint64_t>(q.req.pkt) * q.mtu;
+    n.ack_req = ack_due(q.req.pkt, config_.ack_req_every);
+    n.retransmit = q.req.psn.before(q.req.max_psn);
+    return {n.frame_len + kEthWireOverhead, false};
+  }
+  return next_after_middle(q, d);
+}
+
 sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   (void)bytes;
   QpCtx* q = slots_[slot].get();
