@@ -287,7 +287,7 @@ bool EngineImpl::kick_unusual(Picos now, QpCtx& q) {
   return false;
 }
 
-inline sched::Packet EngineImpl::take_middle_request(QpCtx& q, const TxDesc& d) {
+inline const TxDesc* EngineImpl::take_middle_request(QpCtx& q, const TxDesc& d) {
   // take_request(q, d): the WR started at its first packet (q.req.pkt > 0), is no
   // READ or atomic, and goes on after d (q.req.pkt + 1 < w.npkts when d was peeked
   // or derived, and nothing but grants ran since), so the count does not wrap.
@@ -309,7 +309,7 @@ inline sched::Packet EngineImpl::take_middle_request(QpCtx& q, const TxDesc& d) 
     n.offset = static_cast<uint64_t>(q.req.pkt) * q.mtu;
     n.ack_req = ack_due(q.req.pkt, config_.ack_req_every);
     n.retransmit = q.req.psn.before(q.req.max_psn);
-    return {n.frame_len + kEthWireOverhead, false};
+    return &n;
   }
   return next_after_middle(q, d);
 }
@@ -319,22 +319,27 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   QpCtx* q = slots_[slot].get();
   // Most packets of a long WRITE or SEND: a middle packet, which the QP's previous
   // grant of this dequeue derived (below).
+  // Either way the answer is the QP's next descriptor (nullptr: none), turned into
+  // the scheduler's Packet at one place.
+  const TxDesc* next;
   if (q != nullptr && q->tx_next_epoch == grant_epoch_ && q->tx_next.kind == TxKind::kRequest &&
-      (q->tx_next.opcode == wire::op::kRcWriteMiddle || q->tx_next.opcode == wire::op::kRcSendMiddle)) [[likely]] {
-    if (granted_n_ < granted_.size()) [[likely]] {
-      TxDesc& d = granted_[granted_n_++];
-      d = q->tx_next;
-      return take_middle_request(*q, d);
-    }
+      (q->tx_next.opcode == wire::op::kRcWriteMiddle || q->tx_next.opcode == wire::op::kRcSendMiddle) &&
+      granted_n_ < kGrantBurst) [[likely]] {
+    TxDesc& d = granted_[granted_n_++];
+    d = q->tx_next;
+    next = take_middle_request(*q, d);
+  } else {
+    next = grant_other(slot, q);
   }
-  return grant_other(slot, q);
+  if (next == nullptr) return {};
+  return {next->frame_len + kEthWireOverhead, wire::opcode_info(next->opcode).is_last() || next->kind == TxKind::kUdSend};
 }
 
-sched::Packet EngineImpl::grant_other(sched::QpId slot, QpCtx* q) {
-  if (granted_n_ == granted_.size()) granted_.emplace_back();
+[[gnu::always_inline]] inline const TxDesc* EngineImpl::grant_other(sched::QpId slot, QpCtx* q) {
+  if (granted_n_ >= kGrantBurst && granted_n_ == granted_.size()) [[unlikely]] granted_.emplace_back();
   TxDesc& d = granted_[granted_n_++];
   d = TxDesc{};
-  if (q == nullptr) return {};
+  if (q == nullptr) return nullptr;
   // The packet this grant takes is the one the QP's previous grant of this dequeue
   // peeked as its next (nothing but grants runs during a dequeue, and a grant
   // changes only its own QP), so it is not peeked twice.
@@ -345,7 +350,7 @@ sched::Packet EngineImpl::grant_other(sched::QpId slot, QpCtx* q) {
   }
   if (d.kind == TxKind::kNone) {
     after_grant_.push_back(slot);
-    return {};
+    return nullptr;
   }
   switch (d.kind) {
     case TxKind::kRequest: take_request(*q, d); break;
@@ -372,17 +377,35 @@ sched::Packet EngineImpl::grant_other(sched::QpId slot, QpCtx* q) {
   q->tx_next_epoch = grant_epoch_;
   if (next.kind == TxKind::kNone) {
     after_grant_.push_back(slot);  // e.g. a local error to complete, or an ACK to queue
-    return {};
+    return nullptr;
   }
-  const bool ends = wire::opcode_info(next.opcode).is_last() || next.kind == TxKind::kUdSend;
-  return {next.frame_len + kEthWireOverhead, ends};
+  return &next;
+}
+
+// Inline here, in transmit(), its one caller; the long way in requester.cc.
+inline size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+  SendWqe& w = q.sq[d.wqe];
+  if ((d.opcode == wire::op::kRcWriteMiddle || d.opcode == wire::op::kRcSendMiddle) && q.tx_tmpl.valid() &&
+      !w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
+    // A middle packet (most packets of a long WRITE or SEND) from its QP's template,
+    // of a WR of one SGE checked at post: the long way below with what it finds for
+    // such a packet. No extension header; not solicited (not a last packet); its
+    // payload (the MTU, never empty) one piece of the SGE.
+    wire::FrameSpec& spec = frame_fields(q.peer, d.opcode, d.psn, true);
+    spec.ack_req = d.ack_req;
+    const std::span<const uint8_t> piece(
+        reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]), d.length);
+    const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, std::span(&piece, 1), out);
+    return r.ok() ? r.len : 0;
+  }
+  return build_request_other(q, w, d, out);
 }
 
 size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
   if (now > tx_now_) tx_now_ = now;
   if (now > trace_now_) trace_now_ = now;
   size_t sent = parting_lens_.empty() ? 0 : transmit_parting(now, sink);
-  std::array<sched::Grant, 32>& grants = grants_;
+  std::array<sched::Grant, kGrantBurst>& grants = grants_;
   while (sent < max_frames) {
     const size_t want = std::min(grants.size(), max_frames - sent);
     granted_n_ = 0;

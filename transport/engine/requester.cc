@@ -146,14 +146,14 @@ void EngineImpl::next_request(const QpCtx& q, const TxDesc& d, TxDesc& n) const 
   n.frame_len = n.opcode == d.opcode && n.length == d.length ? d.frame_len : frame_len(n.opcode, n.length);
 }
 
-sched::Packet EngineImpl::next_after_middle(QpCtx& q, const TxDesc& d) {
+const TxDesc* EngineImpl::next_after_middle(QpCtx& q, const TxDesc& d) {
   TxDesc& n = q.tx_next;
   next_request(q, d, n);
   if (n.kind == TxKind::kNone) {
     after_grant_.push_back(q.slot);
-    return {};
+    return nullptr;
   }
-  return {n.frame_len + kEthWireOverhead, wire::opcode_info(n.opcode).is_last()};
+  return &n;
 }
 
 void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
@@ -185,24 +185,6 @@ void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
   }
   if (q.req.psn.after(q.req.max_psn)) q.req.max_psn = q.req.psn;
   if (q.comp.ack_deadline == sched::kNever) arm_ack_timer(tx_now_, q);
-}
-
-size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
-  SendWqe& w = q.sq[d.wqe];
-  if ((d.opcode == wire::op::kRcWriteMiddle || d.opcode == wire::op::kRcSendMiddle) && q.tx_tmpl.valid() &&
-      !w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
-    // A middle packet (most packets of a long WRITE or SEND) from its QP's template,
-    // of a WR of one SGE checked at post: the long way below with what it finds for
-    // such a packet. No extension header; not solicited (not a last packet); its
-    // payload (the MTU, never empty) one piece of the SGE.
-    wire::FrameSpec& spec = frame_fields(q.peer, d.opcode, d.psn, true);
-    spec.ack_req = d.ack_req;
-    const std::span<const uint8_t> piece(
-        reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]), d.length);
-    const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, std::span(&piece, 1), out);
-    return r.ok() ? r.len : 0;
-  }
-  return build_request_other(q, w, d, out);
 }
 
 size_t EngineImpl::build_request_other(QpCtx& q, SendWqe& w, const TxDesc& d, std::span<uint8_t> out) {
