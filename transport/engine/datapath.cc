@@ -314,6 +314,24 @@ inline const TxDesc* EngineImpl::take_middle_request(QpCtx& q, const TxDesc& d) 
   return next_after_middle(q, d);
 }
 
+inline const TxDesc* EngineImpl::take_middle_response(QpCtx& q, const TxDesc& d) {
+  // take_response(q, d): a MIDDLE response is not its resource's last packet (r.sent +
+  // 1 < r.npkts when d was peeked or derived, and nothing but grants ran since), so
+  // the resource stays queued at the front with more to send.
+  RespResource& r = q.resp.resources[d.resource];
+  ++r.sent;
+  TxDesc& n = q.tx_next;
+  if (r.sent + 1 < r.npkts) [[likely]] {
+    // next_response(q, d, n) for another MIDDLE: one packet on, the MTU's length and
+    // the same frame (a MIDDLE's length is the MTU).
+    n.psn = d.psn + 1;
+    n.offset = d.offset + q.mtu;
+    return &n;
+  }
+  next_response(q, d, n);
+  return &n;
+}
+
 sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   (void)bytes;
   QpCtx* q = slots_[slot].get();
@@ -321,16 +339,25 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   // grant of this dequeue derived (below).
   // Either way the answer is the QP's next descriptor (nullptr: none), turned into
   // the scheduler's Packet at one place.
-  const TxDesc* next;
-  if (q != nullptr && q->tx_next_epoch == grant_epoch_ && q->tx_next.kind == TxKind::kRequest &&
-      (q->tx_next.opcode == wire::op::kRcWriteMiddle || q->tx_next.opcode == wire::op::kRcSendMiddle) &&
-      granted_n_ < kGrantBurst) [[likely]] {
-    TxDesc& d = granted_[granted_n_++];
-    d = q->tx_next;
-    next = take_middle_request(*q, d);
-  } else {
-    next = grant_other(slot, q);
+  const TxDesc* next = nullptr;
+  bool taken = false;
+  if (q != nullptr && q->tx_next_epoch == grant_epoch_ && granted_n_ < kGrantBurst) [[likely]] {
+    const TxDesc& t = q->tx_next;
+    if (t.kind == TxKind::kRequest &&
+        (t.opcode == wire::op::kRcWriteMiddle || t.opcode == wire::op::kRcSendMiddle)) [[likely]] {
+      TxDesc& d = granted_[granted_n_++];
+      d = t;
+      next = take_middle_request(*q, d);
+      taken = true;
+    } else if (t.kind == TxKind::kResponse && t.opcode == wire::op::kRcReadResponseMiddle) {
+      // Most packets of a long READ's answer: a MIDDLE response, derived likewise.
+      TxDesc& d = granted_[granted_n_++];
+      d = t;
+      next = take_middle_response(*q, d);
+      taken = true;
+    }
   }
+  if (!taken) next = grant_other(slot, q);
   if (next == nullptr) return {};
   return {next->frame_len + kEthWireOverhead, wire::opcode_info(next->opcode).is_last() || next->kind == TxKind::kUdSend};
 }

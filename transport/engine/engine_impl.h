@@ -188,6 +188,12 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // one inside the window; next_request() otherwise. The QP's next descriptor
   // (nullptr: none). Inline, defined in datapath.cc before on_grant(), its caller.
   const TxDesc* take_middle_request(QpCtx& q, const TxDesc& d);
+  // on_grant() of d, a READ's MIDDLE response (q.tx_next of this dequeue, copied to
+  // d): take_response(q, d) and next_response(q, d, q.tx_next) in the form they take
+  // for it (the resource stays at the queue's front), q.tx_next moved one packet on
+  // in place while the next is again a MIDDLE; next_response() otherwise. Inline,
+  // in datapath.cc.
+  const TxDesc* take_middle_response(QpCtx& q, const TxDesc& d);
   // take_middle_request()'s next packet the long way (the WR's last, or the window
   // full): next_request() into q.tx_next; nullptr (the QP kicked after the dequeue)
   // when there is none.

@@ -153,5 +153,49 @@ TEST(EngineMiddlePacket, ARetransmissionPassEndsInsideABurst) {
   EXPECT_EQ(d.net[1].qp_counters(d.s.qpn)->retransmits, 4u);
 }
 
+// READ requests of 3 MTUs (first, one MIDDLE, last), 2 MTUs (no MIDDLE) and 9 MTUs
+// + 5 bytes at the DUT, delivered before it transmits, answered in bursts: each
+// response's opcode, PSN, AETH (first and last only), length,
+// bytes and charged frame length (a MIDDLE response's next is derived in place,
+// take_middle_response).
+TEST(EngineMiddlePacket, EachResponseOfBackToBackReadsCarriesItsOwnFields) {
+  Dut d({}, bursts());
+  for (size_t i = 0; i < d.s.buf.size(); ++i) d.s.buf[i] = static_cast<uint8_t>(i * 11 + i / 1000);
+  const std::vector<uint32_t> lens{3 * kMtu, 2 * kMtu, 9 * kMtu + 5};
+  const std::vector<uint64_t> offs{100, 40000, 90000};
+  uint32_t psn = 500;
+  for (size_t m = 0; m < lens.size(); ++m) {
+    auto f = d.spec(wire::op::kRcReadRequest, psn);
+    f.ack_req = false;
+    f.reth = wire::RethFields{d.s.iova + offs[m], d.s.keys.rkey, lens[m]};
+    std::vector<uint8_t> v(wire::frame_size(f));
+    ASSERT_TRUE(wire::build_frame(f, v).ok());
+    d.net[1].receive(d.now, v);
+    psn += (lens[m] + kMtu - 1) / kMtu;
+  }
+  Capture c;
+  for (int i = 0; i < 100 && c.pkts.size() < 15; ++i) {
+    d.net[1].advance(d.now);
+    d.net[1].transmit(d.now, c, 64);
+    d.now = std::max(d.now, d.net[1].next_deadline());
+  }
+  ASSERT_EQ(c.pkts.size(), 15u);
+  size_t k = 0;
+  for (size_t m = 0; m < lens.size(); ++m) {
+    const uint32_t n = (lens[m] + kMtu - 1) / kMtu;
+    for (uint32_t i = 0; i < n; ++i, ++k) {
+      SCOPED_TRACE(k);
+      const wire::RocePacket& p = c.pkts[k];
+      EXPECT_EQ(p.opcode, i == 0       ? wire::op::kRcReadResponseFirst
+                          : i + 1 == n ? wire::op::kRcReadResponseLast
+                                       : wire::op::kRcReadResponseMiddle);
+      EXPECT_EQ(p.psn.value(), 500 + k);
+      EXPECT_EQ(p.aeth.has_value(), i == 0 || i + 1 == n);
+      EXPECT_TRUE(carries(d, c, k, offs[m] + i * kMtu, std::min(kMtu, lens[m] - i * kMtu)));
+      EXPECT_EQ(c.hints[k], c.frames[k].size());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing
