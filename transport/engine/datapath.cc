@@ -365,7 +365,9 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
 [[gnu::always_inline]] inline const TxDesc* EngineImpl::grant_other(sched::QpId slot, QpCtx* q) {
   if (granted_n_ >= kGrantBurst && granted_n_ == granted_.size()) [[unlikely]] granted_.emplace_back();
   TxDesc& d = granted_[granted_n_++];
-  d = TxDesc{};
+  // Every reader of a granted descriptor tests its kind first (transmit(): its QP,
+  // then the kind), and the peek or copy below writes every field it reads.
+  d.kind = TxKind::kNone;
   if (q == nullptr) return nullptr;
   // The packet this grant takes is the one the QP's previous grant of this dequeue
   // peeked as its next (nothing but grants runs during a dequeue, and a grant
@@ -411,9 +413,9 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
 
 // Inline here, in transmit(), its one caller; the long way in requester.cc.
 inline size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+  if (d.opcode != wire::op::kRcWriteMiddle && d.opcode != wire::op::kRcSendMiddle) return build_request_other(q, d, out);
   SendWqe& w = q.sq[d.wqe];
-  if ((d.opcode == wire::op::kRcWriteMiddle || d.opcode == wire::op::kRcSendMiddle) && q.tx_tmpl.valid() &&
-      !w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
+  if (q.tx_tmpl.valid() && !w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
     // A middle packet (most packets of a long WRITE or SEND) from its QP's template,
     // of a WR of one SGE checked at post: the long way below with what it finds for
     // such a packet. No extension header; not solicited (not a last packet); its
@@ -425,7 +427,7 @@ inline size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uin
     const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, std::span(&piece, 1), out);
     return r.ok() ? r.len : 0;
   }
-  return build_request_other(q, w, d, out);
+  return build_request_other(q, d, out);
 }
 
 size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {

@@ -206,7 +206,7 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // The frame of a request packet (inline in datapath.cc, in transmit()).
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // build_request() of any packet but a middle one from the template (its long way).
-  [[gnu::noinline]] size_t build_request_other(QpCtx& q, SendWqe& w, const TxDesc& d, std::span<uint8_t> out);
+  [[gnu::noinline]] size_t build_request_other(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // The packet d could not be built: a local MR of its WR is gone.
   void lose_local_mr(QpCtx& q, const TxDesc& d);
   // w's SGEs as its post checked them, if no MR was deregistered since.

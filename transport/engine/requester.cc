@@ -187,7 +187,8 @@ void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
   if (q.comp.ack_deadline == sched::kNever) arm_ack_timer(tx_now_, q);
 }
 
-size_t EngineImpl::build_request_other(QpCtx& q, SendWqe& w, const TxDesc& d, std::span<uint8_t> out) {
+size_t EngineImpl::build_request_other(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+  SendWqe& w = q.sq[d.wqe];
   wire::FrameSpec& spec = rc_spec(q, d.opcode, d.psn, true);
   spec.ack_req = d.ack_req;
   spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) && wire::opcode_info(d.opcode).is_last();
