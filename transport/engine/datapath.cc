@@ -335,10 +335,10 @@ inline const TxDesc* EngineImpl::take_middle_response(QpCtx& q, const TxDesc& d)
 sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   (void)bytes;
   QpCtx* q = slots_[slot].get();
-  // Most packets of a long WRITE or SEND: a middle packet, which the QP's previous
-  // grant of this dequeue derived (below).
-  // Either way the answer is the QP's next descriptor (nullptr: none), turned into
-  // the scheduler's Packet at one place.
+  // Most packets of a long message are MIDDLE ones, which the QP's previous grant of
+  // this dequeue derived into tx_next: taken in one pass; any other grant goes the
+  // long way. Either way the answer is the QP's next descriptor (nullptr: none),
+  // turned into the scheduler's Packet at one place.
   const TxDesc* next = nullptr;
   bool taken = false;
   if (q != nullptr && q->tx_next_epoch == grant_epoch_ && granted_n_ < kGrantBurst) [[likely]] {
@@ -350,7 +350,7 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
       next = take_middle_request(*q, d);
       taken = true;
     } else if (t.kind == TxKind::kResponse && t.opcode == wire::op::kRcReadResponseMiddle) {
-      // Most packets of a long READ's answer: a MIDDLE response, derived likewise.
+      // A READ's MIDDLE response, derived likewise (next_response).
       TxDesc& d = granted_[granted_n_++];
       d = t;
       next = take_middle_response(*q, d);
