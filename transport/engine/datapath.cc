@@ -287,11 +287,88 @@ bool EngineImpl::kick_unusual(Picos now, QpCtx& q) {
   return false;
 }
 
+inline const TxDesc* EngineImpl::take_middle_request(QpCtx& q, const TxDesc& d) {
+  // take_request(q, d): the WR started at its first packet (q.req.pkt > 0), is no
+  // READ or atomic, and goes on after d (q.req.pkt + 1 < w.npkts when d was peeked
+  // or derived, and nothing but grants ran since), so the count does not wrap.
+  if (d.retransmit) {
+    ++counters_.retransmits;
+    ++q.stats.retransmits;
+  }
+  ++q.req.psn;
+  ++q.req.pkt;
+  if (q.req.psn.after(q.req.max_psn)) q.req.max_psn = q.req.psn;
+  if (q.comp.ack_deadline == sched::kNever) [[unlikely]] arm_ack_timer(tx_now_, q);
+  // next_request(q, d, q.tx_next) when the next packet is again a middle one inside
+  // the window: d's opcode, length (the MTU) and frame length; its own PSN, offset,
+  // AckReq and retransmission flag.
+  const SendWqe& w = q.sq[d.wqe];
+  if (q.req.pkt + 1 < w.npkts && psn_diff(q.req.psn, q.comp.psn) < kMaxOutstanding) [[likely]] {
+    TxDesc& n = q.tx_next;
+    n.psn = q.req.psn;
+    n.offset = static_cast<uint64_t>(q.req.pkt) * q.mtu;
+    n.ack_req = ack_due(q.req.pkt, config_.ack_req_every);
+    n.retransmit = q.req.psn.before(q.req.max_psn);
+    return &n;
+  }
+  return next_after_middle(q, d);
+}
+
+inline const TxDesc* EngineImpl::take_middle_response(QpCtx& q, const TxDesc& d) {
+  // take_response(q, d): a MIDDLE response is not its resource's last packet (r.sent +
+  // 1 < r.npkts when d was peeked or derived, and nothing but grants ran since), so
+  // the resource stays queued at the front with more to send.
+  RespResource& r = q.resp.resources[d.resource];
+  ++r.sent;
+  TxDesc& n = q.tx_next;
+  if (r.sent + 1 < r.npkts) [[likely]] {
+    // next_response(q, d, n) for another MIDDLE: one packet on, the MTU's length and
+    // the same frame (a MIDDLE's length is the MTU).
+    n.psn = d.psn + 1;
+    n.offset = d.offset + q.mtu;
+    return &n;
+  }
+  next_response(q, d, n);
+  return &n;
+}
+
 sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   (void)bytes;
   QpCtx* q = slots_[slot].get();
-  TxDesc& d = granted_.emplace_back();
-  if (q == nullptr) return {};
+  // Most packets of a long message are MIDDLE ones, which the QP's previous grant of
+  // this dequeue derived into tx_next: taken in one pass; any other grant goes the
+  // long way. Either way the answer is the QP's next descriptor (nullptr: none),
+  // turned into the scheduler's Packet at one place.
+  const TxDesc* next = nullptr;
+  bool taken = false;
+  if (q != nullptr && q->tx_next_epoch == grant_epoch_ && granted_n_ < kGrantBurst) [[likely]] {
+    const TxDesc& t = q->tx_next;
+    if (t.kind == TxKind::kRequest &&
+        (t.opcode == wire::op::kRcWriteMiddle || t.opcode == wire::op::kRcSendMiddle)) [[likely]] {
+      TxDesc& d = granted_[granted_n_++];
+      d = t;
+      next = take_middle_request(*q, d);
+      taken = true;
+    } else if (t.kind == TxKind::kResponse && t.opcode == wire::op::kRcReadResponseMiddle) {
+      // A READ's MIDDLE response, derived likewise (next_response).
+      TxDesc& d = granted_[granted_n_++];
+      d = t;
+      next = take_middle_response(*q, d);
+      taken = true;
+    }
+  }
+  if (!taken) next = grant_other(slot, q);
+  if (next == nullptr) return {};
+  return {next->frame_len + kEthWireOverhead, wire::opcode_info(next->opcode).is_last() || next->kind == TxKind::kUdSend};
+}
+
+[[gnu::always_inline]] inline const TxDesc* EngineImpl::grant_other(sched::QpId slot, QpCtx* q) {
+  if (granted_n_ >= kGrantBurst && granted_n_ == granted_.size()) [[unlikely]] granted_.emplace_back();
+  TxDesc& d = granted_[granted_n_++];
+  // Every reader of a granted descriptor tests its kind first (transmit(): its QP,
+  // then the kind), and the peek or copy below writes every field it reads.
+  d.kind = TxKind::kNone;
+  if (q == nullptr) return nullptr;
   // The packet this grant takes is the one the QP's previous grant of this dequeue
   // peeked as its next (nothing but grants runs during a dequeue, and a grant
   // changes only its own QP), so it is not peeked twice.
@@ -302,7 +379,7 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   }
   if (d.kind == TxKind::kNone) {
     after_grant_.push_back(slot);
-    return {};
+    return nullptr;
   }
   switch (d.kind) {
     case TxKind::kRequest: take_request(*q, d); break;
@@ -329,20 +406,38 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   q->tx_next_epoch = grant_epoch_;
   if (next.kind == TxKind::kNone) {
     after_grant_.push_back(slot);  // e.g. a local error to complete, or an ACK to queue
-    return {};
+    return nullptr;
   }
-  const bool ends = wire::opcode_info(next.opcode).is_last() || next.kind == TxKind::kUdSend;
-  return {next.frame_len + kEthWireOverhead, ends};
+  return &next;
+}
+
+// Inline here, in transmit(), its one caller; the long way in requester.cc.
+inline size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+  if (d.opcode != wire::op::kRcWriteMiddle && d.opcode != wire::op::kRcSendMiddle) return build_request_other(q, d, out);
+  SendWqe& w = q.sq[d.wqe];
+  if (q.tx_tmpl.valid() && !w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
+    // A middle packet (most packets of a long WRITE or SEND) from its QP's template,
+    // of a WR of one SGE checked at post: the long way below with what it finds for
+    // such a packet. No extension header; not solicited (not a last packet); its
+    // payload (the MTU, never empty) one piece of the SGE.
+    wire::FrameSpec& spec = frame_fields(q.peer, d.opcode, d.psn, true);
+    spec.ack_req = d.ack_req;
+    const std::span<const uint8_t> piece(
+        reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]), d.length);
+    const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, std::span(&piece, 1), out);
+    return r.ok() ? r.len : 0;
+  }
+  return build_request_other(q, d, out);
 }
 
 size_t EngineImpl::transmit(Picos now, TxSink& sink, size_t max_frames) {
   if (now > tx_now_) tx_now_ = now;
   if (now > trace_now_) trace_now_ = now;
   size_t sent = parting_lens_.empty() ? 0 : transmit_parting(now, sink);
-  std::array<sched::Grant, 32> grants;
+  std::array<sched::Grant, kGrantBurst>& grants = grants_;
   while (sent < max_frames) {
     const size_t want = std::min(grants.size(), max_frames - sent);
-    granted_.clear();
+    granted_n_ = 0;
     after_grant_.clear();
     ++grant_epoch_;
     const size_t n = sched_->dequeue(now, std::span(grants.data(), want), *this);

@@ -50,7 +50,7 @@ EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<sched::Schedu
       next_qpn_(config.first_qpn ? config.first_qpn & 0xffffff : 16 + (config.qpn_seed * 2654435761u) % 0x100) {
   free_slots_.reserve(config.max_qps);
   for (uint32_t i = config.max_qps; i-- > 0;) free_slots_.push_back(i);
-  granted_.reserve(256);
+  granted_.resize(kGrantBurst);  // the grants of one dequeue (grants_); more grow it
   for (unsigned op = 0; op < 256; ++op) {
     frame_header_bytes_[op] = static_cast<uint16_t>(
         wire::frame_size(wire::is_ipv4_mapped(config_.ip), false, static_cast<uint8_t>(op), 0));

@@ -181,9 +181,32 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // QP's state, its RNR pause, the WR's error and kind cannot change during a
   // scheduler dequeue), and the WR's packet count is w.npkts (set when it started).
   void next_request(const QpCtx& q, const TxDesc& d, TxDesc& n) const;
+  // on_grant() of d, a WRITE's or SEND's middle packet (q.tx_next of this dequeue,
+  // copied to d): take_request(q, d) and next_request(q, d, q.tx_next) in the form
+  // they take for such a packet (the WR started and not done by it, no READ or
+  // atomic), q.tx_next moved one packet on in place while the next is again a middle
+  // one inside the window; next_request() otherwise. The QP's next descriptor
+  // (nullptr: none). Inline, defined in datapath.cc before on_grant(), its caller.
+  const TxDesc* take_middle_request(QpCtx& q, const TxDesc& d);
+  // on_grant() of d, a READ's MIDDLE response (q.tx_next of this dequeue, copied to
+  // d): take_response(q, d) and next_response(q, d, q.tx_next) in the form they take
+  // for it (the resource stays at the queue's front), q.tx_next moved one packet on
+  // in place while the next is again a MIDDLE; next_response() otherwise. Inline,
+  // in datapath.cc.
+  const TxDesc* take_middle_response(QpCtx& q, const TxDesc& d);
+  // take_middle_request()'s next packet the long way (the WR's last, or the window
+  // full): next_request() into q.tx_next; nullptr (the QP kicked after the dequeue)
+  // when there is none.
+  const TxDesc* next_after_middle(QpCtx& q, const TxDesc& d);
+  // on_grant() of any other packet: its descriptor peeked (or taken from q.tx_next),
+  // taken, and the QP's next one peeked or derived; that one, or nullptr.
+  const TxDesc* grant_other(sched::QpId slot, QpCtx* q);
   // Starts WQE processing checks (local keys); false if it completed in error.
   bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
+  // The frame of a request packet (inline in datapath.cc, in transmit()).
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
+  // build_request() of any packet but a middle one from the template (its long way).
+  [[gnu::noinline]] size_t build_request_other(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // The packet d could not be built: a local MR of its WR is gone.
   void lose_local_mr(QpCtx& q, const TxDesc& d);
   // w's SGEs as its post checked them, if no MR was deregistered since.
@@ -481,7 +504,15 @@ class EngineImpl final : public Engine, private sched::PacketSource {
 
   // transmit(): descriptors taken during the scheduler's dequeue, built after it.
   Picos tx_now_ = 0;
+  // granted_[0, granted_n_): this dequeue's; granted_ holds kGrantBurst from the
+  // start and grows only if a dequeue grants more (never with grants_ of that many),
+  // so a grant writes in place.
   std::vector<TxDesc> granted_;
+  size_t granted_n_ = 0;
+  // The grants of one dequeue: a member, not a local array value-initialised (768
+  // bytes zeroed) by every transmit() call.
+  static constexpr size_t kGrantBurst = 32;
+  std::array<sched::Grant, kGrantBurst> grants_;
   std::vector<uint32_t> after_grant_;  // slots to kick once the dequeue returned
   std::vector<std::span<const uint8_t>> payload_scratch_;
   wire::FrameSpec tx_spec_;  // frame_spec()'s result, reused for every frame

@@ -51,6 +51,16 @@ inline uint32_t packets_for(uint64_t len, uint32_t mtu) {
   return static_cast<uint32_t>((len + mtu - 1) / mtu);
 }
 
+// Unacknowledged PSNs at most in flight from one QP: far inside the 2^23 window of
+// 9.7.2 (the requester's window, requester.cc).
+inline constexpr int32_t kMaxOutstanding = 1 << 16;
+
+// Packet i (from 0) of a message asks for an ACK every `every` packets (a mask, not
+// a division, for the usual power of two).
+inline bool ack_due(uint32_t i, uint32_t every) {
+  return std::has_single_bit(every) ? ((i + 1) & (every - 1)) == 0 : (i + 1) % every == 0;
+}
+
 // The packet of a message that starts at byte `bytes` (a multiple of mtu): bytes /
 // mtu, a shift for the power-of-two path MTUs (a READ's progress, per response).
 inline uint32_t packet_index(uint64_t bytes, uint32_t mtu) {

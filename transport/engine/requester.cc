@@ -12,9 +12,6 @@
 namespace isoroce::transport::detail {
 namespace {
 
-// Unacknowledged PSNs at most in flight: far inside the 2^23 window of 9.7.2.
-constexpr int32_t kMaxOutstanding = 1 << 16;
-
 uint8_t send_opcode(bool first, bool last, bool imm, bool inv) {
   if (first && last) return inv ? wire::op::kRcSendOnlyInv : imm ? wire::op::kRcSendOnlyImm : wire::op::kRcSendOnly;
   if (first) return wire::op::kRcSendFirst;
@@ -27,12 +24,6 @@ uint8_t write_opcode(bool first, bool last, bool imm) {
   if (first) return wire::op::kRcWriteFirst;
   if (!last) return wire::op::kRcWriteMiddle;
   return imm ? wire::op::kRcWriteLastImm : wire::op::kRcWriteLast;
-}
-
-// Packet i (from 0) of a message asks for an ACK every `every` packets (a mask, not
-// a division, for the usual power of two).
-inline bool ack_due(uint32_t i, uint32_t every) {
-  return std::has_single_bit(every) ? ((i + 1) & (every - 1)) == 0 : (i + 1) % every == 0;
 }
 
 }  // namespace
@@ -155,6 +146,16 @@ void EngineImpl::next_request(const QpCtx& q, const TxDesc& d, TxDesc& n) const 
   n.frame_len = n.opcode == d.opcode && n.length == d.length ? d.frame_len : frame_len(n.opcode, n.length);
 }
 
+const TxDesc* EngineImpl::next_after_middle(QpCtx& q, const TxDesc& d) {
+  TxDesc& n = q.tx_next;
+  next_request(q, d, n);
+  if (n.kind == TxKind::kNone) {
+    after_grant_.push_back(q.slot);
+    return nullptr;
+  }
+  return &n;
+}
+
 void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
   SendWqe& w = q.sq[d.wqe];
   const uint32_t mtu = q.mtu;
@@ -186,7 +187,7 @@ void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
   if (q.comp.ack_deadline == sched::kNever) arm_ack_timer(tx_now_, q);
 }
 
-size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
+size_t EngineImpl::build_request_other(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   SendWqe& w = q.sq[d.wqe];
   wire::FrameSpec& spec = rc_spec(q, d.opcode, d.psn, true);
   spec.ack_req = d.ack_req;
