@@ -71,6 +71,12 @@ struct Dut {
     net[1].receive(now, frame);
     return drain();
   }
+  // The DUT's QP moved to ERR by its consumer (ibv_modify_qp), checked.
+  void move_to_err() {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(net[1].modify_qp(s.qpn, a, IBV_QP_STATE), 0);
+  }
   // The frame of f delivered, nothing transmitted (drain() sends what it caused).
   void deliver(const wire::FrameSpec& f) {
     std::vector<uint8_t> v(wire::frame_size(f));

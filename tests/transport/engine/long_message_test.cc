@@ -66,9 +66,7 @@ std::vector<wire::RocePacket> interrupt_then_continue(Dut& d, uint8_t middle, st
     d.net[1].receive(d.now, v);
   };
   if (err) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_ERR;
-    EXPECT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+    d.move_to_err();
   } else {
     auto bad = d.spec(middle, 501);
     bad.payload = data.subspan(kMtu, kMtu / 2);

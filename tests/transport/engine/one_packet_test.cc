@@ -64,9 +64,7 @@ TEST(EngineOnePacket, WriteOnlyBehindAFatalNakOrInErrStoresNothing) {
     SCOPED_TRACE(err ? "in ERR" : "behind a fatal NAK");
     Dut d;
     if (err) {
-      ibv_qp_attr a{};
-      a.qp_state = IBV_QPS_ERR;
-      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+      d.move_to_err();
     } else {
       auto bad = write_packet(d, wire::op::kRcWriteOnly, 500, 0, kMtu, data);
       bad.reth->rkey ^= 0x5a5a00;
@@ -447,9 +445,7 @@ TEST(EngineOnePacket, SendOnlysTakeTheirReceivesOnlyInOrderAndIntact) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(is_nak(out[0], kNakSeq, 502));
   // To ERR: only the receive never taken is flushed (the completed ones are done).
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_ERR;
-  ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+  d.move_to_err();
   wc = recv_completions(d);
   ASSERT_EQ(wc.size(), 1u);
   EXPECT_EQ(wc[0].wr_id, 3u);
@@ -543,9 +539,7 @@ TEST(EngineOnePacket, SendOnlyOutOfSequenceBehindAFatalNakOrInErrIsNotTaken) {
     } else if (k == 1) {
       d.deliver(send_packet(d, wire::op::kRcSendFirst, 500, std::span(data).first(kMtu / 2)));  // too short
     } else {
-      ibv_qp_attr a{};
-      a.qp_state = IBV_QPS_ERR;
-      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+      d.move_to_err();
     }
     d.deliver(send_packet(d, wire::op::kRcSendOnly, psn, data));
     const auto out = d.drain();

@@ -140,9 +140,7 @@ TEST(EngineReadRequest, ReadBehindAFatalNakOrInErrIsNotAnswered) {
     SCOPED_TRACE(err ? "in ERR" : "behind a fatal NAK");
     Dut d;
     if (err) {
-      ibv_qp_attr a{};
-      a.qp_state = IBV_QPS_ERR;
-      ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+      d.move_to_err();
     } else {
       d.deliver(read_request(d, 500, 0, kMtu, d.s.keys.rkey ^ 0x5a5a00));
     }

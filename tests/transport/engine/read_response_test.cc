@@ -317,9 +317,7 @@ TEST(EngineReadResponse, ResponsesAfterTheQpWentToErrStoreNothing) {
   const std::span<const uint8_t> all(data);
   const uint32_t p = post_read(d, 4096, 3 * kMtu, 1);
   deliver(d, response(d, wire::op::kRcReadResponseFirst, p, all.first(kMtu)), d.now + 1'000'000);
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_ERR;
-  ASSERT_EQ(d.net[1].modify_qp(d.s.qpn, a, IBV_QP_STATE), 0);
+  d.move_to_err();
   deliver(d, response(d, wire::op::kRcReadResponseMiddle, p + 1, all.subspan(kMtu, kMtu)), d.now + 1'000'000);
   deliver(d, response(d, wire::op::kRcReadResponseLast, p + 2, all.subspan(2 * kMtu)), d.now + 1'000'000);
   EXPECT_TRUE(all_equal(std::span(d.s.buf).subspan(4096 + kMtu, 2 * kMtu), 0)) << "stored in ERR";
