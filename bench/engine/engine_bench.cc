@@ -24,6 +24,11 @@
 //   BM_ProtocolFloor/<verb>/<size> the codec work each verb's messages need by the
 //                            engine's design (a READ's request; a WRITE's first packet
 //                            checked before it is stored), per data packet.
+//   BM_ProtocolFloor/<verb>_pool/4096 the same with the frames in kCallFrames
+//                            buffers in turn, as many as BM_Engine's transmit call
+//                            fills at 4 KB (its counter frames_per_call): the cold
+//                            frame lines a driver's burst costs, which the
+//                            one-buffer floor never pays.
 //   BM_MemcpyFrames/<size>   the copy floor: the same two copies per data packet
 //                            (source -> frame, frame -> destination), nothing else.
 //   BM_Engine/<verb>_traced/<size>  the same with a trace sink that counts records
@@ -64,6 +69,13 @@ constexpr uint32_t kWindow = 16;       // work requests outstanding
 constexpr uint32_t kRecvDepth = 32;    // receives kept posted for SEND
 constexpr uint64_t kRemoteIova = 0x7f0000000000;
 constexpr uint64_t kLocalIova = 0x10000000;
+// The 4 KB data frames one transmit call gives: the departures that start within
+// kLookahead at kLinkBps, a frame taking 4096 B of payload, 74 B of headers and
+// ICRC and 24 B of FCS, preamble and gap on the wire (12 at 400 Gb/s and 1 us;
+// BM_Engine's counter frames_per_call shows what the engine did).
+constexpr size_t kCallFrames =
+    static_cast<size_t>((kLinkBps / 8 * kLookahead / 1'000'000'000'000 + 4194 - 1) / 4194);
+static_assert(kCallFrames >= 1 && kCallFrames <= kBurst);
 
 uint32_t data_packets(uint64_t size) { return size == 0 ? 1 : static_cast<uint32_t>((size + kMtu - 1) / kMtu); }
 
@@ -211,6 +223,8 @@ class Pair {
     b_.engine->attach_trace(sink, trace::kAllEvents, 1);
   }
   uint64_t frames() const { return frames_; }
+  uint64_t data_calls() const { return data_calls_; }
+  uint64_t data_call_frames() const { return data_call_frames_; }
   uint64_t messages() const { return messages_; }
   Picos now() const { return now_; }
   const EngineCounters& requester() const { return a_.engine->counters(); }
@@ -244,6 +258,11 @@ class Pair {
       to.engine->receive(now_, sink_.frame(i));
     }
     frames_ += sink_.count();
+    // Data frames go a -> b (WRITE, SEND) or b -> a (READ responses).
+    if (sink_.count() != 0 && (&from == &a_) == (verb_ != IBV_WR_RDMA_READ)) {
+      ++data_calls_;
+      data_call_frames_ += sink_.count();
+    }
   }
 
   const char* poll() {
@@ -271,6 +290,8 @@ class Pair {
   Picos now_ = 0;
   uint64_t posted_ = 0;
   uint64_t frames_ = 0;
+  uint64_t data_calls_ = 0;        // transmit() calls on the data's way that gave frames
+  uint64_t data_call_frames_ = 0;  // and the frames they gave
   uint64_t messages_ = 0;
 };
 
@@ -304,6 +325,8 @@ void BM_Engine(benchmark::State& state, ibv_wr_opcode verb, bool traced) {
     }
   }
   const uint64_t frames0 = pair->frames();
+  const uint64_t calls0 = pair->data_calls();
+  const uint64_t call_frames0 = pair->data_call_frames();
   const uint64_t msgs0 = pair->messages();
   const Picos t0 = pair->now();
   for (auto _ : state) {
@@ -320,6 +343,9 @@ void BM_Engine(benchmark::State& state, ibv_wr_opcode verb, bool traced) {
   using C = benchmark::Counter;
   state.counters["s_per_data_pkt"] = C(data_pkts, C::kIsRate | C::kInvert);
   state.counters["frames_per_msg"] = msgs > 0 ? frames / msgs : 0;
+  const double calls = static_cast<double>(pair->data_calls() - calls0);
+  state.counters["frames_per_call"] =
+      calls > 0 ? static_cast<double>(pair->data_call_frames() - call_frames0) / calls : 0;
   const Picos vt = pair->now() - t0;
   state.counters["virtual_gbps"] = vt > 0 ? msgs * static_cast<double>(size) * 8e3 / static_cast<double>(vt) : 0;
   const EngineCounters& r = pair->requester();
@@ -538,11 +564,17 @@ inline void plan_packet(wire::FrameSpec& s, ibv_wr_opcode verb, const PacketPlan
 // engine's count against the engine. items/s: data packets (WRITE or SEND
 // packets, READ responses), the unit of BM_Engine's s_per_data_pkt; the floor for
 // a message of one packet, which BM_BuildParseFused leaves out for READ and WRITE.
-void BM_ProtocolFloor(benchmark::State& state, ibv_wr_opcode verb) {
+// pool_frames: the data frames go into that many buffers of a PoolSink's layout in
+// turn (1: one buffer that stays in L1; kCallFrames: as many as one of BM_Engine's
+// transmit calls fills at 4 KB, its counter frames_per_call, so that the floor
+// writes and reads the same number of cold lines per frame as the engine's driver).
+void BM_ProtocolFloor(benchmark::State& state, ibv_wr_opcode verb, size_t pool_frames) {
   const auto size = static_cast<uint64_t>(state.range(0));
   const std::vector<PacketPlan> pkts = plan(verb, size);
   std::vector<uint8_t> src(size, 0x5a), dst(size, 0);
   std::vector<uint8_t> frame(kFrameBuf);
+  std::vector<uint8_t> pool(pool_frames * kFrameBuf);
+  size_t next_buf = 0;
   wire::FrameSpec s = floor_spec();
   wire::FrameSpec req = floor_spec();
   req.opcode = wire::op::kRcReadRequest;
@@ -563,8 +595,10 @@ void BM_ProtocolFloor(benchmark::State& state, ibv_wr_opcode verb) {
     }
     for (const PacketPlan& p : pkts) {
       plan_packet(s, verb, p, psn++, size, src);
-      const wire::BuildResult b = wire::build_frame(s, frame);
-      const std::span<uint8_t> f = std::span(frame).first(b.len);
+      const std::span<uint8_t> buf = std::span(pool).subspan(next_buf * kFrameBuf, kFrameBuf);
+      next_buf = next_buf + 1 == pool_frames ? 0 : next_buf + 1;
+      const wire::BuildResult b = wire::build_frame(s, buf);
+      const std::span<uint8_t> f = buf.first(b.len);
       if (verb == IBV_WR_RDMA_WRITE && s.reth) {
         const wire::ParseResult r = wire::parse_frame(f);
         if (!r.ok()) {
@@ -615,9 +649,12 @@ BENCHMARK(BM_BuildParse)->Apply(sizes);
 BENCHMARK(BM_BuildParseFused)->Apply(sizes);
 BENCHMARK(BM_BuildParseFusedBurst)->Apply(sizes);
 BENCHMARK(BM_MemcpyFrames)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_ProtocolFloor, write, IBV_WR_RDMA_WRITE)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_ProtocolFloor, send, IBV_WR_SEND)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_ProtocolFloor, read, IBV_WR_RDMA_READ)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ProtocolFloor, write, IBV_WR_RDMA_WRITE, 1)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ProtocolFloor, send, IBV_WR_SEND, 1)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ProtocolFloor, read, IBV_WR_RDMA_READ, 1)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ProtocolFloor, write_pool, IBV_WR_RDMA_WRITE, kCallFrames)->Arg(4096);
+BENCHMARK_CAPTURE(BM_ProtocolFloor, send_pool, IBV_WR_SEND, kCallFrames)->Arg(4096);
+BENCHMARK_CAPTURE(BM_ProtocolFloor, read_pool, IBV_WR_RDMA_READ, kCallFrames)->Arg(4096);
 
 }  // namespace
 }  // namespace isoroce::transport::bench

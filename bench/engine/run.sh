@@ -61,6 +61,17 @@ for verb in ("write", "send", "read"):
               f"{fmt(bp_ns, '9.1f')} {fmt(pkt / bp_ns if bp_ns else None, '7.2f')}x "
               f"{fmt(pf_ns, '9.1f')} {fmt(pkt / pf_ns if pf_ns else None, '7.2f')}x {fmt(old_ns, '11.1f')} "
               f"{fmt(mc_ns, '10.1f')} {fmt(pkt / mc_ns if mc_ns else None, '8.1f')}x")
+# One-packet 4 KB messages against their protocol floor in one frame buffer and in
+# as many buffers as one transmit call of the engine fills (its frames_per_call).
+pool = [v for v in ("write", "send", "read")
+        if f"BM_Engine/{v}/4096" in runs and f"BM_ProtocolFloor/{v}_pool/4096" in runs]
+if pool:
+    print(f"\n{'4 KB':<6} {'ns/data pkt':>12} {'frames/call':>12} {'pool floor ns':>14} {'x pool':>7}")
+    for verb in pool:
+        e = runs[f"BM_Engine/{verb}/4096"]
+        pkt = e["s_per_data_pkt"] * 1e9
+        pf_ns = ns_per_item(runs[f"BM_ProtocolFloor/{verb}_pool/4096"])
+        print(f"{verb:<6} {pkt:>12.1f} {e.get('frames_per_call', 0):>12.1f} {pf_ns:>14.1f} {pkt / pf_ns:>6.2f}x")
 # Tracing: off (the rows above) against every event recorded into a counting sink.
 traced = [(v, z) for v in ("write", "send", "read") for z in (64, 4096, 1 << 20)
           if f"BM_Engine/{v}_traced/{z}" in runs and f"BM_Engine/{v}/{z}" in runs]
