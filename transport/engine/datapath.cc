@@ -413,18 +413,33 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
 
 // Inline here, in transmit(), its one caller; the long way in requester.cc.
 inline size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
-  if (d.opcode != wire::op::kRcWriteMiddle && d.opcode != wire::op::kRcSendMiddle) return build_request_other(q, d, out);
+  // The RC SEND and WRITE opcodes, 0x00 (SEND FIRST) .. 0x0b (WRITE ONLY with
+  // immediate): no IETH, no AtomicETH. SEND with invalidate (0x16, 0x17), READ
+  // requests and atomics go the long way.
+  if (d.opcode > wire::op::kRcWriteOnlyImm) return build_request_other(q, d, out);
   SendWqe& w = q.sq[d.wqe];
   if (q.tx_tmpl.valid() && !w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
-    // A middle packet (most packets of a long WRITE or SEND) from its QP's template,
-    // of a WR of one SGE checked at post: the long way below with what it finds for
-    // such a packet. No extension header; not solicited (not a last packet); its
-    // payload (the MTU, never empty) one piece of the SGE.
+    // A packet of a WRITE or SEND (every packet of a one-packet message, the middle
+    // packets of a long one) from its QP's template, of a WR of one SGE checked at
+    // post: the long way below with what it finds for such a packet, the tests of
+    // the headers a SEND or WRITE never carries (IETH, AtomicETH) left out, and a
+    // MIDDLE's (no extension header, not solicited: not a last packet) too.
     wire::FrameSpec& spec = frame_fields(q.peer, d.opcode, d.psn, true);
     spec.ack_req = d.ack_req;
+    if (d.opcode != wire::op::kRcWriteMiddle && d.opcode != wire::op::kRcSendMiddle) {
+      const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
+      spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) && op.is_last();
+      if (op.has(wire::kHdrReth)) {
+        spec.reth = wire::RethFields{w.remote_addr + d.offset, w.rkey, static_cast<uint32_t>(w.length - d.offset)};
+      }
+      if (op.has(wire::kHdrImmDt)) spec.imm = wire::load_be32(reinterpret_cast<const uint8_t*>(&w.imm_data));
+    }
+    // The payload: one piece of the SGE (none for an empty message).
     const std::span<const uint8_t> piece(
         reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]), d.length);
-    const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, std::span(&piece, 1), out);
+    const std::span<const std::span<const uint8_t>> pieces =
+        d.length > 0 ? std::span(&piece, 1) : std::span<const std::span<const uint8_t>>();
+    const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, pieces, out);
     return r.ok() ? r.len : 0;
   }
   return build_request_other(q, d, out);

@@ -148,8 +148,24 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // An R_Key of an MR or of a valid memory window, checked for q (PD, type 2
   // window's QP, access, bounds), and the MR its bytes are in (nullptr: none).
   // On kOk with an MR's key, *found (if given) is that MR (a window's leaves it unset).
+  // Inline: the QP's last passing MR key (ResponderState::rkey_hit) answers kOk when
+  // the access and the bounds pass against its MR, as check_remote() would answer;
+  // anything else is check_rkey_slow(), which keeps a passing MR key there.
   verbs::MrCheck check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed,
-                            const verbs::Mr** found = nullptr) const;
+                            const verbs::Mr** found = nullptr) const {
+    const ResponderState& r = q.resp;
+    if (r.rkey_hit == rkey && r.rkey_hit_deregs == mrs_.deregs()) [[likely]] {
+      const verbs::Mr* mr = r.rkey_hit_mr;
+      if (needed != 0 && !(needed & ~(mr->access & verbs::kAccessRemote)) &&
+          verbs::MrTable::check_range(*mr, va, len) == verbs::MrCheck::kOk) [[likely]] {
+        if (found != nullptr) *found = mr;
+        return verbs::MrCheck::kOk;
+      }
+    }
+    return check_rkey_slow(q, rkey, va, len, needed, found);
+  }
+  verbs::MrCheck check_rkey_slow(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed,
+                                 const verbs::Mr** found) const;
   const verbs::Mr* rkey_mr(uint32_t rkey) const;
   // ---- windows.cc: check_rkey() for a key no MR has; a QP's BIND_MW, an
   // invalidation (LOCAL_INV: qpn 0; SEND_WITH_INV: the receiving QP's). Each
@@ -205,7 +221,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
   // The frame of a request packet (inline in datapath.cc, in transmit()).
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
-  // build_request() of any packet but a middle one from the template (its long way).
+  // build_request() of any packet but a SEND's or WRITE's of one SGE checked at post
+  // (and not with invalidate) from the template: its long way.
   [[gnu::noinline]] size_t build_request_other(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // The packet d could not be built: a local MR of its WR is gone.
   void lose_local_mr(QpCtx& q, const TxDesc& d);
