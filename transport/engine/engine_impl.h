@@ -113,7 +113,16 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void trace_frame_tx(Picos departure, const QpCtx& q, std::span<const uint8_t> frame) const;
 
   // ---- engine.cc
-  QpCtx* find_qp(wire::Qpn qpn);
+  // The last answer is tried first, inline (a post and a received frame each look
+  // their QP up, mostly the same one as the call before); find_qp_slow() otherwise.
+  QpCtx* find_qp(wire::Qpn qpn) {
+    if (qp_cache_slot_ < slots_.size()) [[likely]] {
+      QpCtx* q = slots_[qp_cache_slot_].get();
+      if (q != nullptr && q->qp.qpn() == qpn) [[likely]] return q;
+    }
+    return find_qp_slow(qpn);
+  }
+  QpCtx* find_qp_slow(wire::Qpn qpn) const;
   // nullptr: no such CQ. The last answer is tried first, inline (a QP's completions
   // go to one or two CQs again and again; destroy_cq() forgets the cached one).
   CqCtx* find_cq(CqHandle cq) {
