@@ -65,7 +65,11 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
   // The message length, summed once for the checks and the WQE.
   uint64_t length = 0;
-  for (const Sge& s : wr.sg_list) length += s.length;
+  if (wr.sg_list.size() == 1) [[likely]] {
+    length = wr.sg_list[0].length;  // the loop's answer without its vector set-up
+  } else {
+    for (const Sge& s : wr.sg_list) length += s.length;
+  }
   if (int err = check_send_wr(q, wr, length); err != 0) return err;
   if (q.sq.full()) return ENOMEM;
 
@@ -80,10 +84,16 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   w.imm_data = wr.imm_data;
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
-  w.compare_add = wr.compare_add;
-  w.swap = wr.swap;
-  w.bind = wr.bind;
-  w.invalidate_rkey = wr.invalidate_rkey;
+  // The fields only some opcodes read (the atomics' operands, a bind, the key to
+  // invalidate) are copied for those only: nothing reads them for another opcode.
+  if (verbs::is_atomic(wr.opcode)) [[unlikely]] {
+    w.compare_add = wr.compare_add;
+    w.swap = wr.swap;
+  } else if (wr.opcode == IBV_WR_BIND_MW) [[unlikely]] {
+    w.bind = wr.bind;
+  } else if (wr.opcode == IBV_WR_LOCAL_INV || wr.opcode == IBV_WR_SEND_WITH_INV) [[unlikely]] {
+    w.invalidate_rkey = wr.invalidate_rkey;
+  }
   w.signaled = q.qp.sq_sig_all() || (wr.send_flags & IBV_SEND_SIGNALED);
   w.is_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
   w.length = length;
