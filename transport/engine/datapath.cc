@@ -447,16 +447,20 @@ inline void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
 // Inline here, in transmit(), its one caller; the long way in requester.cc.
 inline size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
   // The RC SEND and WRITE opcodes, 0x00 (SEND FIRST) .. 0x0b (WRITE ONLY with
-  // immediate): no IETH, no AtomicETH. SEND with invalidate (0x16, 0x17), READ
-  // requests and atomics go the long way.
-  if (d.opcode > wire::op::kRcWriteOnlyImm) return build_request_other(q, d, out);
+  // immediate), and READ requests (0x0c): no IETH, no AtomicETH. SEND with
+  // invalidate (0x16, 0x17) and atomics go the long way.
+  if (d.opcode > wire::op::kRcReadRequest) return build_request_other(q, d, out);
   SendWqe& w = q.sq[d.wqe];
-  if (q.tx_tmpl.valid() && !w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
+  // A READ request carries no payload (its SGEs are the responses' target); a SEND's
+  // or WRITE's payload is one piece of a WR of one SGE checked at post.
+  const bool read = d.opcode == wire::op::kRcReadRequest;
+  if (q.tx_tmpl.valid() && (read || (!w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs())))
+      [[likely]] {
     // A packet of a WRITE or SEND (every packet of a one-packet message, the middle
-    // packets of a long one) from its QP's template, of a WR of one SGE checked at
-    // post: the long way below with what it finds for such a packet, the tests of
-    // the headers a SEND or WRITE never carries (IETH, AtomicETH) left out, and a
-    // MIDDLE's (no extension header, not solicited: not a last packet) too.
+    // packets of a long one) or a READ request from its QP's template: the long way
+    // below with what it finds for such a packet, the tests of the headers these
+    // never carry (IETH, AtomicETH) left out, and a MIDDLE's (no extension header,
+    // not solicited: not a last packet) too.
     wire::FrameSpec& spec = frame_fields(q.peer, d.opcode, d.psn, true);
     spec.ack_req = d.ack_req;
     if (d.opcode != wire::op::kRcWriteMiddle && d.opcode != wire::op::kRcSendMiddle) {
@@ -467,11 +471,14 @@ inline size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uin
       }
       if (op.has(wire::kHdrImmDt)) spec.imm = wire::load_be32(reinterpret_cast<const uint8_t*>(&w.imm_data));
     }
-    // The payload: one piece of the SGE (none for an empty message).
-    const std::span<const uint8_t> piece(
-        reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]), d.length);
-    const std::span<const std::span<const uint8_t>> pieces =
-        d.length > 0 ? std::span(&piece, 1) : std::span<const std::span<const uint8_t>>();
+    // The payload: one piece of the SGE (none for an empty message or a READ).
+    std::span<const uint8_t> piece;
+    std::span<const std::span<const uint8_t>> pieces;
+    if (d.length > 0) [[likely]] {
+      piece = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]),
+                                       d.length);
+      pieces = std::span(&piece, 1);
+    }
     const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, pieces, out);
     return r.ok() ? r.len : 0;
   }

@@ -230,8 +230,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
   // The frame of a request packet (inline in datapath.cc, in transmit()).
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
-  // build_request() of any packet but a SEND's or WRITE's of one SGE checked at post
-  // (and not with invalidate) from the template: its long way.
+  // build_request()'s long way: any packet but a READ request's and a SEND's or
+  // WRITE's (not with invalidate) of one SGE checked at post, from the template.
   [[gnu::noinline]] size_t build_request_other(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // The packet d could not be built: a local MR of its WR is gone.
   void lose_local_mr(QpCtx& q, const TxDesc& d);
