@@ -417,6 +417,47 @@ TEST(EngineFreshMessage, EachFrameOfOnePacketMessagesIsTheLongWays) {
   expect_frames(d, wrs, 0x7f0000001000, 0x5151);
 }
 
+// READ requests from the template: one for 0 bytes (no SGE), one of 100 bytes
+// (solicited: the SE bit as the long way sets it), one of 3 MTUs + 5 bytes, each a
+// RETH of the WR's address, key and length, no payload, no AckReq, each taking the
+// PSNs of its responses.
+TEST(EngineFreshMessage, ReadRequestsCarryTheirRethAndTakeTheirResponsesPsns) {
+  Dut d;
+  struct Read {
+    uint32_t length;
+    uint32_t flags;
+  } reads[] = {{0, 0}, {100, IBV_SEND_SOLICITED}, {3 * kMtu + 5, 0}};
+  uint64_t off = 0;
+  std::vector<Sge> sges(3);
+  for (size_t i = 0; i < 3; ++i) {
+    sges[i] = Sge{d.s.iova + off, reads[i].length, d.s.keys.lkey};
+    SendWr wr = one_sge_wr(sges[i], IBV_WR_RDMA_READ, 0x7f0000004000 + i * 0x10000, 0x4242, i);
+    wr.sg_list = std::span(&sges[i], reads[i].length ? 1 : 0);
+    wr.send_flags = reads[i].flags;
+    ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, wr), 0);
+    off += reads[i].length + 4096;
+  }
+  const Capture c = send_all(d);
+  ASSERT_EQ(c.pkts.size(), 3u);
+  uint32_t psn = 9000;
+  for (size_t i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    const wire::RocePacket& f = c.pkts[i];
+    EXPECT_EQ(f.opcode, wire::op::kRcReadRequest);
+    EXPECT_EQ(f.psn.value(), psn);
+    EXPECT_FALSE(f.ack_req);
+    EXPECT_EQ(f.solicited, (reads[i].flags & IBV_SEND_SOLICITED) != 0 &&
+                               wire::opcode_info(wire::op::kRcReadRequest).is_last());
+    ASSERT_TRUE(f.reth.has_value());
+    EXPECT_EQ(f.reth->va, 0x7f0000004000 + i * 0x10000);
+    EXPECT_EQ(f.reth->rkey, 0x4242u);
+    EXPECT_EQ(f.reth->dma_len, reads[i].length);
+    EXPECT_EQ(f.payload_len, 0u);
+    EXPECT_EQ(c.hints[i], c.frames[i].size());
+    psn += std::max<uint32_t>(1, (reads[i].length + kMtu - 1) / kMtu);
+  }
+}
+
 // Another region deregistered after the posts, before the frames are built: every
 // packet's SGE is checked again (the long way), the same frames. And posted again
 // into the same slots (the post's shortcut keeps their check) after that: the
