@@ -459,9 +459,8 @@ TEST(EngineFreshMessage, ReadRequestsCarryTheirRethAndTakeTheirResponsesPsns) {
 }
 
 // Another region deregistered after the posts, before the frames are built: every
-// packet's SGE is checked again (the long way), the same frames. And posted again
-// into the same slots (the post's shortcut keeps their check) after that: the
-// template's frames again.
+// packet's SGE is checked again (the long way), the same frames as a QP with no
+// dereg gets from the template.
 TEST(EngineFreshMessage, FramesAfterADeregOfAnotherRegionAreTheSame) {
   RcOptions o;
   o.max_send_wr = 4;
