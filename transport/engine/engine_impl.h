@@ -335,6 +335,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // ACK/NAK from the responder's state, or 0 if nothing is due.
   size_t build_control(Picos now, QpCtx& q, std::span<uint8_t> out);
   bool take_recv_wqe(QpCtx& q, RecvWqe* out);
+  // The receive take_recv_wqe() would take, taken off its queue without a copy (a
+  // SEND ONLY's, completed at once).
+  void pop_recv_wqe(QpCtx& q);
   // The receive take_recv_wqe() would take, left in place (nullptr: none).
   const RecvWqe* peek_recv_wqe(const QpCtx& q) const;
   // The next byte of q's RDMA WRITE in progress, or nullptr if its MR was
