@@ -265,6 +265,80 @@ TEST(EngineFreshMessage, AWindowsKeyIsCheckedAsAWindowEveryTime) {
   EXPECT_TRUE(all_equal(std::span(e.s.buf).first(4096), 0)) << "stored through an invalidated window";
 }
 
+// SEND ONLYs of 256 bytes and more (their receive taken in place at the copy that
+// checks the ICRC, rx_send_first) into an RC QP's SRQ: each takes the SRQ's next
+// receive in order (wr_id, bytes at its buffer), the limit event fires once when the
+// count falls below the limit, and the SRQ's count of posted receives falls with
+// each (a full SRQ takes exactly as many new receives as were consumed). Then a
+// SEND FIRST + LAST takes the next receive, not one an ONLY consumed.
+TEST(EngineFreshMessage, SendOnlysTakeTheirSrqsReceivesInPlace) {
+  Pair net;
+  RcOptions o;
+  Side a = make_side(net[0], o);
+  Side b;
+  b.pd = net[1].alloc_pd().value();
+  b.scq = net[1].create_cq(64).value();
+  b.rcq = net[1].create_cq(64).value();
+  b.buf.assign(1 << 16, 0);
+  b.iova = 0x10000000 + (reinterpret_cast<uint64_t>(b.buf.data()) & 0xfff);
+  b.keys = net[1].reg_mr(b.pd, b.buf.data(), b.buf.size(), b.iova, IBV_ACCESS_LOCAL_WRITE).value();
+  ibv_srq_attr sa{};
+  sa.max_wr = 6;
+  sa.max_sge = 1;
+  auto srq = net[1].create_srq(b.pd, sa);
+  ASSERT_TRUE(srq.ok());
+  QpCreate c;
+  c.pd = b.pd;
+  c.send_cq = b.scq;
+  c.recv_cq = b.rcq;
+  c.use_srq = true;
+  c.srq = srq.value();
+  c.init.cap.max_send_wr = 16;
+  c.init.cap.max_send_sge = 1;
+  b.qpn = net[1].create_qp(c).value();
+  connect(net[0], a, b, net[1].config().ip, o, 1, 2);
+  connect(net[1], b, a, net[0].config().ip, o, 2, 1);
+  auto post_srq = [&](uint64_t i) {
+    const Sge sge{b.iova + (i % 8) * 4096, 4096, b.keys.lkey};
+    return net[1].post_srq_recv(srq.value(), RecvWr{i, std::span(&sge, 1)});
+  };
+  for (uint64_t i = 0; i < 6; ++i) ASSERT_EQ(post_srq(i), 0);
+  EXPECT_EQ(post_srq(99), ENOMEM) << "the SRQ is full";
+  sa.srq_limit = 3;
+  ASSERT_EQ(net[1].modify_srq(srq.value(), sa, IBV_SRQ_LIMIT), 0);
+  for (size_t i = 0; i < a.buf.size() && i < 8192; ++i) a.buf[i] = static_cast<uint8_t>(i * 5 + 3);
+  auto send = [&](uint64_t off, uint32_t len) {
+    const Sge sge{a.iova + off, len, a.keys.lkey};
+    SendWr wr;
+    wr.sg_list = std::span(&sge, 1);
+    return net[0].post_send(net.now(), a.qpn, wr);
+  };
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(send(static_cast<uint64_t>(i) * 256, 300 + i), 0);
+  ASSERT_TRUE(net.run());
+  std::vector<ibv_wc> wc(8);
+  ASSERT_EQ(net[1].poll_cq(b.rcq, wc), 4);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+    EXPECT_EQ(wc[i].wr_id, static_cast<uint64_t>(i));
+    EXPECT_EQ(wc[i].byte_len, 300u + i);
+    EXPECT_TRUE(std::equal(a.buf.begin() + i * 256, a.buf.begin() + i * 256 + 300 + i, b.buf.begin() + i * 4096));
+  }
+  auto ev = net[1].take_async_events();
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].type, AsyncEventType::kSrqLimitReached);
+  // Four consumed: four new receives fit, a fifth does not.
+  for (uint64_t i = 6; i < 10; ++i) EXPECT_EQ(post_srq(i), 0) << i;
+  EXPECT_EQ(post_srq(98), ENOMEM) << "the SRQ's count did not fall with the ONLYs";
+  // A SEND of two MTUs takes receive 4, the next one.
+  ASSERT_EQ(send(0, 2 * 1024), 0);
+  ASSERT_TRUE(net.run());
+  ASSERT_EQ(net[1].poll_cq(b.rcq, wc), 1);
+  EXPECT_EQ(wc[0].wr_id, 4u);
+  EXPECT_EQ(wc[0].byte_len, 2048u);
+  EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 2048, b.buf.begin() + 4 * 4096));
+}
+
 // ---- the requester's frames ---------------------------------------------------
 
 // What the DUT sends for the WRs posted so far, frames and the grants' sizes.
