@@ -12,15 +12,21 @@ namespace isoroce::transport::detail {
 
 namespace {
 
-// Fills r from wr; EINVAL for too many SGEs.
-int fill_recv(const RecvWr& wr, uint32_t max_sge, RecvWqe& r) {
-  if (int err = verbs::check_recv_wr(max_sge, wr.sg_list.size())) return err;
+// Fills r from wr, which its caller checked (verbs::check_recv_wr) before taking
+// the slot.
+void fill_recv(const RecvWr& wr, RecvWqe& r) {
   r.wr_id = wr.wr_id;
   r.local_error = IBV_WC_SUCCESS;
+  if (wr.sg_list.size() == 1 && r.sges.size() == 1) [[likely]] {
+    // One SGE into a slot whose last receive had one: written in place (the
+    // vector's assign and the sum loop give the same).
+    r.sges[0] = wr.sg_list[0];
+    r.length = wr.sg_list[0].length;
+    return;
+  }
   r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
   r.length = 0;
   for (const Sge& s : wr.sg_list) r.length += s.length;
-  return 0;
 }
 
 }  // namespace
@@ -31,7 +37,7 @@ int EngineImpl::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
   SrqCtx& s = *it->second;
   if (int err = s.srq.post(static_cast<uint32_t>(wr.sg_list.size())); err != 0) return err;
   if (int err = verbs::check_recv_wr(s.srq.attr().max_sge, wr.sg_list.size()); err != 0) return err;
-  fill_recv(wr, s.srq.attr().max_sge, s.queue.push());  // in place: the slot's SGE vector is reused
+  fill_recv(wr, s.queue.push());  // in place: the slot's SGE vector is reused
   return 0;
 }
 
@@ -168,7 +174,7 @@ int EngineImpl::post_recv(wire::Qpn qpn, const RecvWr& wr) {
   if (int err = verbs::check_recv_wr(q.qp.cap().max_recv_sge, wr.sg_list.size()); err != 0) return err;
   // Filled in place: the slot keeps its SGE vector's capacity from message to
   // message (a fresh vector per receive was a malloc and a free per SEND).
-  fill_recv(wr, q.qp.cap().max_recv_sge, q.rq.push());
+  fill_recv(wr, q.rq.push());
   if (q.qp.state() == IBV_QPS_ERR) flush(q);
   return 0;
 }

@@ -339,6 +339,60 @@ TEST(EngineFreshMessage, SendOnlysTakeTheirSrqsReceivesInPlace) {
   EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 2048, b.buf.begin() + 4 * 4096));
 }
 
+// Receive slots reused with another SGE count (a ring of two slots): a receive of one
+// SGE after one of one is written in place, one of one after one of two is the
+// vector's own assign. Each SEND ONLY lands in its receive's SGEs only; one longer
+// than its receive's one SGE of 256 bytes completes that receive with
+// IBV_WC_LOC_LEN_ERR, whether the slot's previous receive was one SGE of 512 bytes or
+// two of 256 (either would have held it).
+TEST(EngineFreshMessage, ReceiveSlotsReusedWithOtherSgeCountsHoldOnlyTheirOwnSges) {
+  for (const bool after_two : {false, true}) {
+    SCOPED_TRACE(after_two ? "one SGE after two" : "one SGE after one");
+    RcOptions o;
+    o.max_recv_wr = 2;
+    RcPair p(o);
+    auto post2 = [&](uint64_t off1, uint64_t off2, uint32_t len, uint64_t wr_id) {
+      const Sge sges[2] = {{p.s[1].iova + off1, len, p.s[1].keys.lkey},
+                           {p.s[1].iova + off2, len, p.s[1].keys.lkey}};
+      RecvWr wr{wr_id, std::span(sges, 2)};
+      return p.net[1].post_recv(p.s[1].qpn, wr);
+    };
+    p.fill(0, 0, 4096, 77);
+    ASSERT_EQ(p.post_recv(1, 0, 512, 1), 0);
+    ASSERT_EQ(post2(4096, 8192, 256, 2), 0);
+    ASSERT_EQ(p.post(0, IBV_WR_SEND, 0, 300, 0, 11), 0);
+    ASSERT_EQ(p.post(0, IBV_WR_SEND, 1000, 300, 0, 12), 0);
+    ASSERT_TRUE(p.net.run());
+    auto rc = p.poll(1, true);
+    ASSERT_EQ(rc.size(), 2u);
+    EXPECT_EQ(rc[0].wr_id, 1u);
+    EXPECT_EQ(rc[1].wr_id, 2u);
+    EXPECT_TRUE(p.same(0, 0, 1, 0, 300));
+    EXPECT_TRUE(p.same(0, 1000, 1, 4096, 256));
+    EXPECT_TRUE(p.same(0, 1256, 1, 8192, 44));
+    // The slots again, one SGE of 256 bytes each: after one of 512, after two of 256.
+    ASSERT_EQ(p.post_recv(1, 12288, 256, 3), 0);
+    ASSERT_EQ(p.post_recv(1, 16384, 256, 4), 0);
+    std::fill(p.s[1].buf.begin(), p.s[1].buf.begin() + 512, 0);
+    std::fill(p.s[1].buf.begin() + 8192, p.s[1].buf.begin() + 8192 + 512, 0);
+    if (after_two) ASSERT_EQ(p.post(0, IBV_WR_SEND, 2000, 200, 0, 13), 0);
+    ASSERT_EQ(p.post(0, IBV_WR_SEND, 3000, 300, 0, 14), 0);
+    ASSERT_TRUE(p.net.run());
+    rc = p.poll(1, true);
+    ASSERT_GE(rc.size(), after_two ? 2u : 1u);
+    if (after_two) {
+      EXPECT_EQ(rc[0].wr_id, 3u);
+      EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
+      EXPECT_TRUE(p.same(0, 2000, 1, 12288, 200));
+    }
+    const ibv_wc& failed = rc[after_two ? 1 : 0];
+    EXPECT_EQ(failed.wr_id, after_two ? 4u : 3u);
+    EXPECT_EQ(failed.status, IBV_WC_LOC_LEN_ERR) << "the slot's previous receive was used";
+    EXPECT_TRUE(all_equal(std::span(p.s[1].buf).first(512), 0)) << "written through a stale SGE";
+    EXPECT_TRUE(all_equal(std::span(p.s[1].buf).subspan(8192, 512), 0)) << "written through a stale SGE";
+  }
+}
+
 // ---- the requester's frames ---------------------------------------------------
 
 // What the DUT sends for the WRs posted so far, frames and the grants' sizes.
