@@ -340,14 +340,16 @@ TEST(EngineFreshMessage, SendOnlysTakeTheirSrqsReceivesInPlace) {
 }
 
 // Receive slots reused with another SGE count (a ring of two slots): a receive of one
-// SGE after one of one is written in place, one of one after one of two is the
-// vector's own assign. Each SEND ONLY lands in its receive's SGEs only; one longer
-// than its receive's one SGE of 256 bytes completes that receive with
-// IBV_WC_LOC_LEN_ERR, whether the slot's previous receive was one SGE of 512 bytes or
-// two of 256 (either would have held it).
+// SGE after one of one is written in place, one of one after one of two and one of
+// two after one of one are the vector's own assign. Each SEND ONLY lands in its
+// receive's SGEs only: one longer than its receive's one SGE of 256 bytes completes
+// that receive with IBV_WC_LOC_LEN_ERR whether the slot's previous receive was one
+// SGE of 512 bytes or two of 256 (either would have held it), and a receive of two
+// SGEs of 256 in a slot that had one takes 300 bytes across both.
 TEST(EngineFreshMessage, ReceiveSlotsReusedWithOtherSgeCountsHoldOnlyTheirOwnSges) {
-  for (const bool after_two : {false, true}) {
-    SCOPED_TRACE(after_two ? "one SGE after two" : "one SGE after one");
+  enum class Case { kOneAfterOne, kOneAfterTwo, kTwoAfterOne };
+  for (const Case c : {Case::kOneAfterOne, Case::kOneAfterTwo, Case::kTwoAfterOne}) {
+    SCOPED_TRACE(static_cast<int>(c));
     RcOptions o;
     o.max_recv_wr = 2;
     RcPair p(o);
@@ -370,24 +372,43 @@ TEST(EngineFreshMessage, ReceiveSlotsReusedWithOtherSgeCountsHoldOnlyTheirOwnSge
     EXPECT_TRUE(p.same(0, 0, 1, 0, 300));
     EXPECT_TRUE(p.same(0, 1000, 1, 4096, 256));
     EXPECT_TRUE(p.same(0, 1256, 1, 8192, 44));
-    // The slots again, one SGE of 256 bytes each: after one of 512, after two of 256.
-    ASSERT_EQ(p.post_recv(1, 12288, 256, 3), 0);
-    ASSERT_EQ(p.post_recv(1, 16384, 256, 4), 0);
     std::fill(p.s[1].buf.begin(), p.s[1].buf.begin() + 512, 0);
     std::fill(p.s[1].buf.begin() + 8192, p.s[1].buf.begin() + 8192 + 512, 0);
-    if (after_two) ASSERT_EQ(p.post(0, IBV_WR_SEND, 2000, 200, 0, 13), 0);
+    // The slots again: receive 3 in the first slot (it had one SGE of 512), receive 4
+    // in the second (it had two of 256).
+    if (c == Case::kTwoAfterOne) {
+      ASSERT_EQ(post2(12288, 20480, 256, 3), 0);
+    } else {
+      ASSERT_EQ(p.post_recv(1, 12288, 256, 3), 0);
+    }
+    ASSERT_EQ(p.post_recv(1, 16384, 256, 4), 0);
+    if (c == Case::kOneAfterTwo) ASSERT_EQ(p.post(0, IBV_WR_SEND, 2000, 200, 0, 13), 0);
     ASSERT_EQ(p.post(0, IBV_WR_SEND, 3000, 300, 0, 14), 0);
     ASSERT_TRUE(p.net.run());
     rc = p.poll(1, true);
-    ASSERT_GE(rc.size(), after_two ? 2u : 1u);
-    if (after_two) {
-      EXPECT_EQ(rc[0].wr_id, 3u);
-      EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
-      EXPECT_TRUE(p.same(0, 2000, 1, 12288, 200));
+    switch (c) {
+      case Case::kOneAfterOne:
+        ASSERT_GE(rc.size(), 1u);
+        EXPECT_EQ(rc[0].wr_id, 3u);
+        EXPECT_EQ(rc[0].status, IBV_WC_LOC_LEN_ERR) << "the slot's previous receive's length was used";
+        break;
+      case Case::kOneAfterTwo:
+        ASSERT_GE(rc.size(), 2u);
+        EXPECT_EQ(rc[0].wr_id, 3u);
+        EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS);
+        EXPECT_TRUE(p.same(0, 2000, 1, 12288, 200));
+        EXPECT_EQ(rc[1].wr_id, 4u);
+        EXPECT_EQ(rc[1].status, IBV_WC_LOC_LEN_ERR) << "the slot's previous second SGE was used";
+        break;
+      case Case::kTwoAfterOne:
+        ASSERT_GE(rc.size(), 1u);
+        EXPECT_EQ(rc[0].wr_id, 3u);
+        EXPECT_EQ(rc[0].status, IBV_WC_SUCCESS) << "the receive's second SGE was lost";
+        EXPECT_EQ(rc[0].byte_len, 300u);
+        EXPECT_TRUE(p.same(0, 3000, 1, 12288, 256));
+        EXPECT_TRUE(p.same(0, 3256, 1, 20480, 44));
+        break;
     }
-    const ibv_wc& failed = rc[after_two ? 1 : 0];
-    EXPECT_EQ(failed.wr_id, after_two ? 4u : 3u);
-    EXPECT_EQ(failed.status, IBV_WC_LOC_LEN_ERR) << "the slot's previous receive was used";
     EXPECT_TRUE(all_equal(std::span(p.s[1].buf).first(512), 0)) << "written through a stale SGE";
     EXPECT_TRUE(all_equal(std::span(p.s[1].buf).subspan(8192, 512), 0)) << "written through a stale SGE";
   }
