@@ -362,6 +362,39 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   return {next->frame_len + kEthWireOverhead, wire::opcode_info(next->opcode).is_last() || next->kind == TxKind::kUdSend};
 }
 
+// Inline here, in grant_other(), its one caller (a call of its own was ~15
+// instructions a packet of its ~65).
+inline void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
+  SendWqe& w = q.sq[d.wqe];
+  const uint32_t mtu = q.mtu;
+  if (q.req.pkt == 0 && w.state == WqeState::kQueued) {
+    w.state = WqeState::kStarted;
+    w.first_psn = q.req.psn;
+    w.npkts = packets_for(w.length, mtu);
+    if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) w.npkts = 1;
+  }
+  // READ and atomic requests are one packet each, also when re-issued mid-read.
+  if (w.is_read_or_atomic()) ++q.req.rd_atomic_inflight;
+  if (d.retransmit) {
+    ++counters_.retransmits;
+    ++q.stats.retransmits;
+  }
+  if (w.opcode == IBV_WR_RDMA_READ) {
+    // The request covers every response PSN from here to the end of the read.
+    q.req.psn += w.npkts - q.req.pkt;
+    q.req.pkt = 0;
+    ++q.req.wqe;
+  } else {
+    ++q.req.psn;
+    if (++q.req.pkt >= w.npkts) {
+      q.req.pkt = 0;
+      ++q.req.wqe;
+    }
+  }
+  if (q.req.psn.after(q.req.max_psn)) q.req.max_psn = q.req.psn;
+  if (q.comp.ack_deadline == sched::kNever) arm_ack_timer(tx_now_, q);
+}
+
 [[gnu::always_inline]] inline const TxDesc* EngineImpl::grant_other(sched::QpId slot, QpCtx* q) {
   if (granted_n_ >= kGrantBurst && granted_n_ == granted_.size()) [[unlikely]] granted_.emplace_back();
   TxDesc& d = granted_[granted_n_++];
@@ -413,18 +446,40 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
 
 // Inline here, in transmit(), its one caller; the long way in requester.cc.
 inline size_t EngineImpl::build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {
-  if (d.opcode != wire::op::kRcWriteMiddle && d.opcode != wire::op::kRcSendMiddle) return build_request_other(q, d, out);
+  // The RC SEND and WRITE opcodes, 0x00 (SEND FIRST) .. 0x0b (WRITE ONLY with
+  // immediate), and READ requests (0x0c): no IETH, no AtomicETH. SEND with
+  // invalidate (0x16, 0x17) and atomics go the long way.
+  if (d.opcode > wire::op::kRcReadRequest) return build_request_other(q, d, out);
   SendWqe& w = q.sq[d.wqe];
-  if (q.tx_tmpl.valid() && !w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs()) [[likely]] {
-    // A middle packet (most packets of a long WRITE or SEND) from its QP's template,
-    // of a WR of one SGE checked at post: the long way below with what it finds for
-    // such a packet. No extension header; not solicited (not a last packet); its
-    // payload (the MTU, never empty) one piece of the SGE.
+  // A READ request carries no payload (its SGEs are the responses' target); a SEND's
+  // or WRITE's payload is one piece of a WR of one SGE checked at post.
+  const bool read = d.opcode == wire::op::kRcReadRequest;
+  if (q.tx_tmpl.valid() && (read || (!w.is_inline && w.sges.size() == 1 && w.mr_deregs == mrs_.deregs())))
+      [[likely]] {
+    // A packet of a WRITE or SEND (every packet of a one-packet message, the middle
+    // packets of a long one) or a READ request from its QP's template: the long way
+    // below with what it finds for such a packet, the tests of the headers these
+    // never carry (IETH, AtomicETH) left out, and a MIDDLE's (no extension header,
+    // not solicited: not a last packet) too.
     wire::FrameSpec& spec = frame_fields(q.peer, d.opcode, d.psn, true);
     spec.ack_req = d.ack_req;
-    const std::span<const uint8_t> piece(
-        reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]), d.length);
-    const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, std::span(&piece, 1), out);
+    if (d.opcode != wire::op::kRcWriteMiddle && d.opcode != wire::op::kRcSendMiddle) {
+      const wire::OpcodeInfo& op = wire::opcode_info(d.opcode);
+      spec.solicited = (w.send_flags & IBV_SEND_SOLICITED) && op.is_last();
+      if (op.has(wire::kHdrReth)) {
+        spec.reth = wire::RethFields{w.remote_addr + d.offset, w.rkey, static_cast<uint32_t>(w.length - d.offset)};
+      }
+      if (op.has(wire::kHdrImmDt)) spec.imm = wire::load_be32(reinterpret_cast<const uint8_t*>(&w.imm_data));
+    }
+    // The payload: one piece of the SGE (none for an empty message or a READ).
+    std::span<const uint8_t> piece;
+    std::span<const std::span<const uint8_t>> pieces;
+    if (d.length > 0) [[likely]] {
+      piece = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.sges[0].addr + d.offset + w.sge_bias[0]),
+                                       d.length);
+      pieces = std::span(&piece, 1);
+    }
+    const wire::BuildResult r = wire::build_frame_templated(q.tx_tmpl, spec, pieces, out);
     return r.ok() ? r.len : 0;
   }
   return build_request_other(q, d, out);

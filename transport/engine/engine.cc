@@ -298,19 +298,19 @@ int EngineImpl::destroy_ah(AhHandle ah) {
 // WRITE's cost). The cached slot is checked, never trusted: a slot holds at most
 // one live QP and QPNs of live QPs are unique, so a slot whose QP has this QPN is
 // the answer whatever happened since it was cached.
-const QpCtx* EngineImpl::find_qp(wire::Qpn qpn) const {
-  if (qp_cache_slot_ < slots_.size()) {
-    const QpCtx* q = slots_[qp_cache_slot_].get();
-    if (q != nullptr && q->qp.qpn() == qpn) return q;
-  }
+QpCtx* EngineImpl::find_qp_slow(wire::Qpn qpn) const {
   auto it = slot_by_qpn_.find(qpn.value());
   if (it == slot_by_qpn_.end()) return nullptr;
   qp_cache_slot_ = it->second;
   return slots_[it->second].get();
 }
 
-QpCtx* EngineImpl::find_qp(wire::Qpn qpn) {
-  return const_cast<QpCtx*>(static_cast<const EngineImpl*>(this)->find_qp(qpn));
+const QpCtx* EngineImpl::find_qp(wire::Qpn qpn) const {
+  if (qp_cache_slot_ < slots_.size()) {
+    const QpCtx* q = slots_[qp_cache_slot_].get();
+    if (q != nullptr && q->qp.qpn() == qpn) return q;
+  }
+  return find_qp_slow(qpn);
 }
 
 const verbs::Qp* EngineImpl::query_qp(wire::Qpn qpn) const {

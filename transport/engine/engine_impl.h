@@ -113,7 +113,16 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   void trace_frame_tx(Picos departure, const QpCtx& q, std::span<const uint8_t> frame) const;
 
   // ---- engine.cc
-  QpCtx* find_qp(wire::Qpn qpn);
+  // The last answer is tried first, inline (a post and a received frame each look
+  // their QP up, mostly the same one as the call before); find_qp_slow() otherwise.
+  QpCtx* find_qp(wire::Qpn qpn) {
+    if (qp_cache_slot_ < slots_.size()) [[likely]] {
+      QpCtx* q = slots_[qp_cache_slot_].get();
+      if (q != nullptr && q->qp.qpn() == qpn) [[likely]] return q;
+    }
+    return find_qp_slow(qpn);
+  }
+  QpCtx* find_qp_slow(wire::Qpn qpn) const;
   // nullptr: no such CQ. The last answer is tried first, inline (a QP's completions
   // go to one or two CQs again and again; destroy_cq() forgets the cached one).
   CqCtx* find_cq(CqHandle cq) {
@@ -148,8 +157,24 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // An R_Key of an MR or of a valid memory window, checked for q (PD, type 2
   // window's QP, access, bounds), and the MR its bytes are in (nullptr: none).
   // On kOk with an MR's key, *found (if given) is that MR (a window's leaves it unset).
+  // Inline: the QP's last passing MR key (ResponderState::rkey_hit) answers kOk when
+  // the access and the bounds pass against its MR, as check_remote() would answer;
+  // anything else is check_rkey_slow(), which keeps a passing MR key there.
   verbs::MrCheck check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed,
-                            const verbs::Mr** found = nullptr) const;
+                            const verbs::Mr** found = nullptr) const {
+    const ResponderState& r = q.resp;
+    if (r.rkey_hit == rkey && r.rkey_hit_deregs == mrs_.deregs()) [[likely]] {
+      const verbs::Mr* mr = r.rkey_hit_mr;
+      if (needed != 0 && !(needed & ~(mr->access & verbs::kAccessRemote)) &&
+          verbs::MrTable::check_range(*mr, va, len) == verbs::MrCheck::kOk) [[likely]] {
+        if (found != nullptr) *found = mr;
+        return verbs::MrCheck::kOk;
+      }
+    }
+    return check_rkey_slow(q, rkey, va, len, needed, found);
+  }
+  verbs::MrCheck check_rkey_slow(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len, uint32_t needed,
+                                 const verbs::Mr** found) const;
   const verbs::Mr* rkey_mr(uint32_t rkey) const;
   // ---- windows.cc: check_rkey() for a key no MR has; a QP's BIND_MW, an
   // invalidation (LOCAL_INV: qpn 0; SEND_WITH_INV: the receiving QP's). Each
@@ -205,7 +230,8 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   bool start_wqe(Picos now, QpCtx& q, SendWqe& w);
   // The frame of a request packet (inline in datapath.cc, in transmit()).
   size_t build_request(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
-  // build_request() of any packet but a middle one from the template (its long way).
+  // build_request()'s long way: any packet but a READ request's and a SEND's or
+  // WRITE's (not with invalidate) of one SGE checked at post, from the template.
   [[gnu::noinline]] size_t build_request_other(QpCtx& q, const TxDesc& d, std::span<uint8_t> out);
   // The packet d could not be built: a local MR of its WR is gone.
   void lose_local_mr(QpCtx& q, const TxDesc& d);
@@ -309,6 +335,9 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // ACK/NAK from the responder's state, or 0 if nothing is due.
   size_t build_control(Picos now, QpCtx& q, std::span<uint8_t> out);
   bool take_recv_wqe(QpCtx& q, RecvWqe* out);
+  // The receive take_recv_wqe() would take, taken off its queue without a copy (a
+  // SEND ONLY's, completed at once).
+  void pop_recv_wqe(QpCtx& q);
   // The receive take_recv_wqe() would take, left in place (nullptr: none).
   const RecvWqe* peek_recv_wqe(const QpCtx& q) const;
   // The next byte of q's RDMA WRITE in progress, or nullptr if its MR was

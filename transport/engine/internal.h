@@ -246,6 +246,16 @@ struct ResponderState {
   // otherwise (UINT64_MAX: every packet looks the key up).
   const verbs::Mr* write_mr = nullptr;
   uint64_t write_mr_deregs = UINT64_MAX;
+  // check_rkey()'s last passing check of an MR's R_Key for this QP (a fresh
+  // message's RETH: one-packet WRITEs and READs name the same key again and again):
+  // the key and the MR it named, of the QP's PD, valid while MrTable::deregs()
+  // equals rkey_hit_deregs (no region deregistered since, so the key still names
+  // that registration, whose PD, access and range never change). Access and bounds
+  // are checked against it every time; a window's key is never kept (UINT64_MAX:
+  // nothing kept).
+  mutable uint32_t rkey_hit = 0;
+  mutable const verbs::Mr* rkey_hit_mr = nullptr;
+  mutable uint64_t rkey_hit_deregs = UINT64_MAX;
   uint64_t write_va = 0;
   uint64_t write_left = 0;
   uint64_t write_total = 0;

@@ -12,15 +12,21 @@ namespace isoroce::transport::detail {
 
 namespace {
 
-// Fills r from wr; EINVAL for too many SGEs.
-int fill_recv(const RecvWr& wr, uint32_t max_sge, RecvWqe& r) {
-  if (int err = verbs::check_recv_wr(max_sge, wr.sg_list.size())) return err;
+// Fills r from wr, which its caller checked (verbs::check_recv_wr) before taking
+// the slot.
+void fill_recv(const RecvWr& wr, RecvWqe& r) {
   r.wr_id = wr.wr_id;
   r.local_error = IBV_WC_SUCCESS;
+  if (wr.sg_list.size() == 1 && r.sges.size() == 1) [[likely]] {
+    // One SGE into a slot whose last receive had one: written in place (the
+    // vector's assign and the sum loop give the same).
+    r.sges[0] = wr.sg_list[0];
+    r.length = wr.sg_list[0].length;
+    return;
+  }
   r.sges.assign(wr.sg_list.begin(), wr.sg_list.end());
   r.length = 0;
   for (const Sge& s : wr.sg_list) r.length += s.length;
-  return 0;
 }
 
 }  // namespace
@@ -31,7 +37,7 @@ int EngineImpl::post_srq_recv(SrqHandle srq, const RecvWr& wr) {
   SrqCtx& s = *it->second;
   if (int err = s.srq.post(static_cast<uint32_t>(wr.sg_list.size())); err != 0) return err;
   if (int err = verbs::check_recv_wr(s.srq.attr().max_sge, wr.sg_list.size()); err != 0) return err;
-  fill_recv(wr, s.srq.attr().max_sge, s.queue.push());  // in place: the slot's SGE vector is reused
+  fill_recv(wr, s.queue.push());  // in place: the slot's SGE vector is reused
   return 0;
 }
 
@@ -65,7 +71,11 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) return EINVAL;
   // The message length, summed once for the checks and the WQE.
   uint64_t length = 0;
-  for (const Sge& s : wr.sg_list) length += s.length;
+  if (wr.sg_list.size() == 1) [[likely]] {
+    length = wr.sg_list[0].length;  // the loop's answer without its vector set-up
+  } else {
+    for (const Sge& s : wr.sg_list) length += s.length;
+  }
   if (int err = check_send_wr(q, wr, length); err != 0) return err;
   if (q.sq.full()) return ENOMEM;
 
@@ -80,10 +90,16 @@ int EngineImpl::post_send(Picos now, wire::Qpn qpn, const SendWr& wr) {
   w.imm_data = wr.imm_data;
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
-  w.compare_add = wr.compare_add;
-  w.swap = wr.swap;
-  w.bind = wr.bind;
-  w.invalidate_rkey = wr.invalidate_rkey;
+  // The fields only some opcodes read (the atomics' operands, a bind, the key to
+  // invalidate) are copied for those only: nothing reads them for another opcode.
+  if (verbs::is_atomic(wr.opcode)) [[unlikely]] {
+    w.compare_add = wr.compare_add;
+    w.swap = wr.swap;
+  } else if (wr.opcode == IBV_WR_BIND_MW) [[unlikely]] {
+    w.bind = wr.bind;
+  } else if (wr.opcode == IBV_WR_LOCAL_INV || wr.opcode == IBV_WR_SEND_WITH_INV) [[unlikely]] {
+    w.invalidate_rkey = wr.invalidate_rkey;
+  }
   w.signaled = q.qp.sq_sig_all() || (wr.send_flags & IBV_SEND_SIGNALED);
   w.is_inline = (wr.send_flags & IBV_SEND_INLINE) != 0;
   w.length = length;
@@ -158,7 +174,7 @@ int EngineImpl::post_recv(wire::Qpn qpn, const RecvWr& wr) {
   if (int err = verbs::check_recv_wr(q.qp.cap().max_recv_sge, wr.sg_list.size()); err != 0) return err;
   // Filled in place: the slot keeps its SGE vector's capacity from message to
   // message (a fresh vector per receive was a malloc and a free per SEND).
-  fill_recv(wr, q.qp.cap().max_recv_sge, q.rq.push());
+  fill_recv(wr, q.rq.push());
   if (q.qp.state() == IBV_QPS_ERR) flush(q);
   return 0;
 }

@@ -48,19 +48,28 @@ void EngineImpl::peek_request(Picos now, QpCtx& q, TxDesc& d) {
       if (st == IBV_QPS_SQD && w.state == WqeState::kQueued) return;
       if ((w.send_flags & IBV_SEND_FENCE) && q.req.rd_atomic_inflight > 0) return;
     }
-    const uint32_t n = packets_for(w.length, mtu);
-    const bool first = q.req.pkt == 0, last = q.req.pkt + 1 == n;
     const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     const bool inv = w.opcode == IBV_WR_SEND_WITH_INV;
     d.kind = TxKind::kRequest;
     d.qp_slot = q.slot;
-    d.opcode = write ? write_opcode(first, last, imm) : send_opcode(first, last, imm, inv);
     d.psn = q.req.psn;
     d.wqe = static_cast<uint32_t>(q.req.wqe);
-    d.offset = static_cast<uint64_t>(q.req.pkt) * mtu;
-    d.length = static_cast<uint32_t>(std::min<uint64_t>(mtu, w.length - std::min(w.length, d.offset)));
-    d.ack_req = last || ack_due(q.req.pkt, config_.ack_req_every);
+    if (q.req.pkt == 0 && w.length <= mtu) [[likely]] {
+      // A one-packet message (packets_for() is 1): its ONLY packet, the whole
+      // message at offset 0, a last packet, so it asks for an ACK.
+      d.opcode = write ? write_opcode(true, true, imm) : send_opcode(true, true, imm, inv);
+      d.offset = 0;
+      d.length = static_cast<uint32_t>(w.length);
+      d.ack_req = true;
+    } else {
+      const uint32_t n = packets_for(w.length, mtu);
+      const bool first = q.req.pkt == 0, last = q.req.pkt + 1 == n;
+      d.opcode = write ? write_opcode(first, last, imm) : send_opcode(first, last, imm, inv);
+      d.offset = static_cast<uint64_t>(q.req.pkt) * mtu;
+      d.length = static_cast<uint32_t>(std::min<uint64_t>(mtu, w.length - std::min(w.length, d.offset)));
+      d.ack_req = last || ack_due(q.req.pkt, config_.ack_req_every);
+    }
     d.retransmit = q.req.psn.before(q.req.max_psn);
     d.resource = 0;
     d.frame_len = frame_len(d.opcode, d.length);
@@ -154,37 +163,6 @@ const TxDesc* EngineImpl::next_after_middle(QpCtx& q, const TxDesc& d) {
     return nullptr;
   }
   return &n;
-}
-
-void EngineImpl::take_request(QpCtx& q, const TxDesc& d) {
-  SendWqe& w = q.sq[d.wqe];
-  const uint32_t mtu = q.mtu;
-  if (q.req.pkt == 0 && w.state == WqeState::kQueued) {
-    w.state = WqeState::kStarted;
-    w.first_psn = q.req.psn;
-    w.npkts = packets_for(w.length, mtu);
-    if (w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || w.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) w.npkts = 1;
-  }
-  // READ and atomic requests are one packet each, also when re-issued mid-read.
-  if (w.is_read_or_atomic()) ++q.req.rd_atomic_inflight;
-  if (d.retransmit) {
-    ++counters_.retransmits;
-    ++q.stats.retransmits;
-  }
-  if (w.opcode == IBV_WR_RDMA_READ) {
-    // The request covers every response PSN from here to the end of the read.
-    q.req.psn += w.npkts - q.req.pkt;
-    q.req.pkt = 0;
-    ++q.req.wqe;
-  } else {
-    ++q.req.psn;
-    if (++q.req.pkt >= w.npkts) {
-      q.req.pkt = 0;
-      ++q.req.wqe;
-    }
-  }
-  if (q.req.psn.after(q.req.max_psn)) q.req.max_psn = q.req.psn;
-  if (q.comp.ack_deadline == sched::kNever) arm_ack_timer(tx_now_, q);
 }
 
 size_t EngineImpl::build_request_other(QpCtx& q, const TxDesc& d, std::span<uint8_t> out) {

@@ -52,6 +52,20 @@ bool EngineImpl::take_recv_wqe(QpCtx& q, RecvWqe* out) {
   return true;
 }
 
+void EngineImpl::pop_recv_wqe(QpCtx& q) {
+  // take_recv_wqe() without the swap: the slot keeps its receive (and its vector for
+  // the next post), the queue's accounting is the same.
+  if (q.use_srq) {
+    auto it = srqs_.find(q.srq);
+    if (it == srqs_.end() || it->second->queue.empty()) return;
+    SrqCtx& s = *it->second;
+    s.queue.pop();
+    if (s.srq.take()) events_.push_back({AsyncEventType::kSrqLimitReached, q.srq});
+    return;
+  }
+  if (!q.rq.empty()) q.rq.pop();
+}
+
 const RecvWqe* EngineImpl::peek_recv_wqe(const QpCtx& q) const {
   if (q.use_srq) {
     auto it = srqs_.find(q.srq);
@@ -271,18 +285,22 @@ bool EngineImpl::rx_send_first(Picos now, QpCtx& q, const wire::RocePacket& pkt,
     drop_bad_icrc(now, q, pkt, frame.size());
     return true;
   }
-  take_recv_wqe(q, &q.resp.cur_recv);  // peeked above: there is one
-  q.resp.have_recv = true;
-  q.resp.recv_offset = len;
   if (!last) {
+    take_recv_wqe(q, &q.resp.cur_recv);  // peeked above: there is one
+    q.resp.have_recv = true;
+    q.resp.recv_offset = len;
     q.resp.in_msg = ResponderState::InMsg::kSend;
   } else {
-    q.resp.have_recv = false;
+    // An ONLY completes its receive at once, which needs only its wr_id: the receive
+    // (peeked above) leaves its queue in place instead of being swapped into cur_recv,
+    // which is read only while a message is in progress (have_recv).
+    const uint64_t wr_id = w->wr_id;
+    pop_recv_wqe(q);
     ++q.resp.msn;
     // complete()'s work, the entry written in place (no ibv_wc built and copied).
     if (ibv_wc* wc = cq_slot(q.recv_cq)) [[likely]] {
       *wc = ibv_wc{};
-      wc->wr_id = q.resp.cur_recv.wr_id;
+      wc->wr_id = wr_id;
       wc->status = IBV_WC_SUCCESS;
       wc->opcode = IBV_WC_RECV;
       wc->byte_len = static_cast<uint32_t>(len);

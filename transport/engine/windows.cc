@@ -41,12 +41,21 @@ int EngineImpl::invalidate_window(PdHandle pd, uint32_t qpn, uint32_t rkey) {
   return windows_->table.invalidate(pd, qpn, rkey);
 }
 
-verbs::MrCheck EngineImpl::check_rkey(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len,
-                                      uint32_t needed, const verbs::Mr** found) const {
+verbs::MrCheck EngineImpl::check_rkey_slow(const QpCtx& q, uint32_t rkey, uint64_t va, uint64_t len,
+                                           uint32_t needed, const verbs::Mr** found) const {
   // One lookup when the key is an MR's (the common case); MR and window keys never
   // coincide (reg_mr), so a key no MR has is looked up among the windows.
-  const verbs::MrCheck c = mrs_.check_remote(q.pd, rkey, va, len, needed, found);
-  if (c != verbs::MrCheck::kInvalidKey) [[likely]] return c;
+  const verbs::Mr* mr = nullptr;
+  const verbs::MrCheck c = mrs_.check_remote(q.pd, rkey, va, len, needed, &mr);
+  if (c == verbs::MrCheck::kOk) [[likely]] {
+    // An MR's key of the QP's PD: kept for check_rkey()'s next check of it.
+    q.resp.rkey_hit = rkey;
+    q.resp.rkey_hit_mr = mr;
+    q.resp.rkey_hit_deregs = mrs_.deregs();
+    if (found != nullptr) *found = mr;
+    return c;
+  }
+  if (c != verbs::MrCheck::kInvalidKey) return c;
   if (mrs_.find_rkey(rkey) != nullptr) return c;  // an MR of another PD
   return check_window(q, rkey, va, len, needed);
 }

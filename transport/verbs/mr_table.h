@@ -123,18 +123,19 @@ class MrTable {
   // as long as this count has not moved (the engine checks a work request's
   // L_Keys once, at post, and only again after a dereg).
   uint64_t deregs() const { return deregs_; }
-
- private:
-  uint32_t fresh_key();
-  void forget_lookups();
   // [va, va+len) within [iova, iova+length), written so nothing can overflow:
-  // va - iova and length - len are computed only once each is known >= 0.
+  // va - iova and length - len are computed only once each is known >= 0 (public:
+  // the engine checks the bounds of a key it found before against its MR).
   static MrCheck check_range(const Mr& mr, uint64_t va, uint64_t len) {
     if (va < mr.iova) return MrCheck::kOutOfBounds;
     if (len > mr.length) return MrCheck::kOutOfBounds;
     if (va - mr.iova > mr.length - len) return MrCheck::kOutOfBounds;
     return MrCheck::kOk;
   }
+
+ private:
+  uint32_t fresh_key();
+  void forget_lookups();
   // The hash lookups behind find_lkey() / find_rkey() when the last answer is not it.
   const Mr* find_lkey_slow(uint32_t lkey) const;
   const Mr* find_rkey_slow(uint32_t rkey) const;
