@@ -384,9 +384,11 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
       next = take_middle_request(*q, d);
       taken = true;
     } else if (t.kind == TxKind::kRequest && t.opcode < 32 && ((kFreshOpcodes >> t.opcode) & 1) != 0 &&
-               q->req.pkt == 0 && q->sq[t.wqe].state == WqeState::kQueued) {
-      // A fresh one-packet message's ONLY packet or a fresh READ request, peeked by
-      // the QP's previous grant of this dequeue (its next WR): taken in one pass.
+               q->sq[t.wqe].state == WqeState::kQueued) {
+      // A fresh one-packet message's ONLY packet or a fresh READ request (its WR not
+      // started, so q->req.pkt is 0), peeked by the QP's previous grant of this
+      // dequeue (its next WR): taken in one pass. A WR started (a retransmission, a
+      // READ re-issued mid-read) goes the long way.
       TxDesc& d = granted_[granted_n_++];
       d = t;
       next = take_fresh_request(*q, d);

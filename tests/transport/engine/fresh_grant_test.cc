@@ -266,5 +266,48 @@ TEST(EngineFreshGrant, AGoBackNPassOverOnePacketMessagesThenFreshOnesInOneBurst)
   }
 }
 
+// A local operation behind one-packet WRITEs: WRITE, WRITE, LOCAL_INV of a bound
+// window, WRITE in one burst. The second WRITE's grant (in one pass) peeks the
+// LOCAL_INV, which takes no packet: the QP is kicked after the dequeue, which runs
+// the invalidation and activates the last WRITE, sent in the next transmit without
+// anything received meanwhile. All four complete in order once acknowledged.
+TEST(EngineFreshGrant, ALocalOperationBehindAOnePacketMessageRunsAfterTheDequeue) {
+  RcOptions o;
+  o.access |= IBV_ACCESS_MW_BIND;
+  Dut d(o, bursts());
+  const uint32_t key = d.bind_type2_window(IBV_ACCESS_REMOTE_WRITE, 4096);
+  ASSERT_NE(key, 0u);
+  for (size_t i = 0; i < d.s.buf.size(); ++i) d.s.buf[i] = static_cast<uint8_t>(i * 9 + 2);
+  const std::vector<Msg> writes{
+      {IBV_WR_RDMA_WRITE, 0, 500}, {IBV_WR_RDMA_WRITE, 4096, 600}, {IBV_WR_RDMA_WRITE, 8192, 700}};
+  ASSERT_EQ(post(d, writes[0], 10), 0);
+  ASSERT_EQ(post(d, writes[1], 11), 0);
+  SendWr inv;
+  inv.wr_id = 12;
+  inv.opcode = IBV_WR_LOCAL_INV;
+  inv.send_flags = IBV_SEND_SIGNALED;
+  inv.invalidate_rkey = key;
+  ASSERT_EQ(d.net[1].post_send(d.now, d.s.qpn, inv), 0);
+  ASSERT_EQ(post(d, writes[2], 13), 0);
+  Capture c;
+  burst(d, c);
+  ASSERT_EQ(c.pkts.size(), 2u);
+  const uint32_t psn0 = c.pkts[0].psn.value();
+  d.now = std::max(d.now, d.net[1].next_deadline());
+  burst(d, c);
+  ASSERT_EQ(c.pkts.size(), 3u);
+  expect_messages(d, c, 0, psn0, writes, 16);
+  auto ack = d.spec(wire::op::kRcAck, psn0 + 2);
+  ack.ack_req = false;
+  ack.aeth = wire::AethFields{0x1f, 2};
+  d.deliver(ack);
+  std::vector<ibv_wc> wc(8);
+  ASSERT_EQ(d.net[1].poll_cq(d.s.scq, wc), 4);
+  for (size_t m = 0; m < 4; ++m) {
+    EXPECT_EQ(wc[m].wr_id, 10 + m);
+    EXPECT_EQ(wc[m].status, IBV_WC_SUCCESS);
+  }
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing
