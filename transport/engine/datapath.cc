@@ -366,6 +366,31 @@ inline const TxDesc* EngineImpl::take_fresh_request(QpCtx& q, const TxDesc& d) {
   return &n;
 }
 
+inline const TxDesc* EngineImpl::take_only_response(QpCtx& q, const TxDesc& d) {
+  // take_response(q, d) for a READ's only response (r.sent 0 and r.npkts 1 when d was
+  // peeked, and nothing but grants ran since): the resource is done and leaves the
+  // queue's front.
+  RespResource& r = q.resp.resources[d.resource];
+  ++r.sent;
+  r.queued = false;
+  q.resp.queue.pop();
+  // grant_other()'s next (the resource is no longer queued): peek(), the next queued
+  // response if any, else the requester's next packet (an RC QP), with the ACK
+  // take_response() queues after the last response.
+  TxDesc& n = q.tx_next;
+  if (!q.resp.queue.empty()) {
+    peek_response(q, n);
+  } else {
+    if (q.resp.ack_pending && !q.resp.ctrl_queued) after_grant_.push_back(q.slot);
+    peek_request(tx_now_, q, n);
+  }
+  if (n.kind == TxKind::kNone) {
+    after_grant_.push_back(q.slot);
+    return nullptr;
+  }
+  return &n;
+}
+
 sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   (void)bytes;
   QpCtx* q = slots_[slot].get();
@@ -398,6 +423,13 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
       TxDesc& d = granted_[granted_n_++];
       d = t;
       next = take_middle_response(*q, d);
+      taken = true;
+    } else if (t.kind == TxKind::kResponse && t.opcode == wire::op::kRcReadResponseOnly) {
+      // A READ's only response (a one-packet READ), peeked by the QP's previous grant
+      // of this dequeue: taken in one pass.
+      TxDesc& d = granted_[granted_n_++];
+      d = t;
+      next = take_only_response(*q, d);
       taken = true;
     }
   }

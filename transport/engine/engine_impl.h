@@ -225,6 +225,10 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // a packet, then the QP's next WR peeked as grant_other() does. Answers q.tx_next
   // (nullptr: none). Inline, defined in datapath.cc before on_grant(), its caller.
   const TxDesc* take_fresh_request(QpCtx& q, const TxDesc& d);
+  // on_grant() of d, a READ's only response (q.tx_next of this dequeue, copied to d):
+  // take_response(q, d) for a resource's last packet, then the QP's next peeked as
+  // grant_other() does. Answers q.tx_next (nullptr: none). Inline, likewise.
+  const TxDesc* take_only_response(QpCtx& q, const TxDesc& d);
   // The opcodes take_fresh_request() takes (bit n: opcode n): SEND ONLY (with
   // immediate, with invalidate), WRITE ONLY (with immediate), READ request.
   static constexpr uint32_t kFreshOpcodes =

@@ -309,5 +309,117 @@ TEST(EngineFreshGrant, ALocalOperationBehindAOnePacketMessageRunsAfterTheDequeue
   }
 }
 
+// READ requests of 100, 0, an MTU, 3 MTUs + 1, 1 and 50 bytes at the DUT, then a
+// WRITE ONLY asking for an ACK, delivered before it transmits, answered in bursts:
+// each response's opcode (ONLY for the one-packet READs, taken in one pass), PSN,
+// AETH, bytes and frame length, then the WRITE's ACK after the last response.
+TEST(EngineFreshGrant, EachResponseOfBackToBackOnePacketReadsCarriesItsOwnFields) {
+  for (const size_t max_frames : {size_t{64}, size_t{3}}) {
+    SCOPED_TRACE(max_frames);
+    Dut d({}, bursts());
+    for (size_t i = 0; i < d.s.buf.size(); ++i) d.s.buf[i] = static_cast<uint8_t>(i * 11 + i / 777);
+    const std::vector<uint32_t> lens{100, 0, kMtu, 3 * kMtu + 1, 1, 50};
+    const std::vector<uint64_t> offs{100, 5000, 9000, 20000, 40000, 50000};
+    uint32_t psn = 500;
+    for (size_t m = 0; m < lens.size(); ++m) {
+      auto f = d.spec(wire::op::kRcReadRequest, psn);
+      f.ack_req = false;
+      f.reth = wire::RethFields{d.s.iova + offs[m], d.s.keys.rkey, lens[m]};
+      d.deliver(f);
+      psn += lens[m] == 0 ? 1 : (lens[m] + kMtu - 1) / kMtu;
+    }
+    const std::vector<uint8_t> data(300, 0x6b);
+    d.deliver(d.write_only(psn, 60000, data));
+    Capture c;
+    // The first transmit call: one dequeue (a 10 us lookahead) grants every response,
+    // each READ's after the one before (the next response peeked at each grant).
+    burst(d, c, max_frames);
+    ASSERT_EQ(c.pkts.size(), std::min<size_t>(max_frames, 9));
+    for (int i = 0; i < 100 && c.pkts.size() < 10; ++i) {
+      burst(d, c, max_frames);
+      d.now = std::max(d.now, d.net[1].next_deadline());
+    }
+    ASSERT_EQ(c.pkts.size(), 10u);
+    size_t k = 0;
+    for (size_t m = 0; m < lens.size(); ++m) {
+      const uint32_t n = lens[m] == 0 ? 1 : (lens[m] + kMtu - 1) / kMtu;
+      for (uint32_t i = 0; i < n; ++i, ++k) {
+        SCOPED_TRACE(k);
+        const wire::RocePacket& p = c.pkts[k];
+        EXPECT_EQ(p.opcode, n == 1       ? wire::op::kRcReadResponseOnly
+                            : i == 0     ? wire::op::kRcReadResponseFirst
+                            : i + 1 == n ? wire::op::kRcReadResponseLast
+                                         : wire::op::kRcReadResponseMiddle);
+        EXPECT_EQ(p.psn.value(), 500 + k);
+        EXPECT_EQ(p.aeth.has_value(), i == 0 || i + 1 == n);
+        EXPECT_TRUE(carries(d, c, k, offs[m] + i * kMtu, std::min(kMtu, lens[m] - std::min(lens[m], i * kMtu))));
+        EXPECT_EQ(c.hints[k], c.frames[k].size());
+      }
+    }
+    EXPECT_EQ(c.pkts[9].opcode, wire::op::kRcAck);
+    EXPECT_EQ(c.pkts[9].psn.value(), psn);
+    EXPECT_TRUE(std::all_of(d.s.buf.begin() + 60000, d.s.buf.begin() + 60300, [](uint8_t b) { return b == 0x6b; }));
+  }
+}
+
+// READs of 100 and 200 bytes answered (ONLY responses, the second taken in one
+// pass), then the second asked again (a duplicate, 9.7.5.1.1): its resource, done,
+// is executed again and answered with the same bytes.
+TEST(EngineFreshGrant, ADuplicateOfAOnePacketReadIsAnsweredAgain) {
+  Dut d({}, bursts());
+  for (size_t i = 0; i < d.s.buf.size(); ++i) d.s.buf[i] = static_cast<uint8_t>(i * 17 + 3);
+  for (uint32_t m = 0; m < 2; ++m) {
+    auto f = d.spec(wire::op::kRcReadRequest, 500 + m);
+    f.ack_req = false;
+    f.reth = wire::RethFields{d.s.iova + 1000 * m, d.s.keys.rkey, 100 * (m + 1)};
+    d.deliver(f);
+  }
+  Capture c;
+  burst(d, c);
+  ASSERT_EQ(c.pkts.size(), 2u);
+  auto dup = d.spec(wire::op::kRcReadRequest, 501);
+  dup.ack_req = false;
+  dup.reth = wire::RethFields{d.s.iova + 1000, d.s.keys.rkey, 200};
+  d.deliver(dup);
+  d.now = std::max(d.now, d.net[1].next_deadline());
+  burst(d, c);
+  ASSERT_EQ(c.pkts.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_EQ(c.pkts[k].opcode, wire::op::kRcReadResponseOnly);
+    EXPECT_EQ(c.pkts[k].psn.value(), k == 0 ? 500u : 501u);
+    EXPECT_TRUE(carries(d, c, k, k == 0 ? 0 : 1000, k == 0 ? 100 : 200));
+  }
+}
+
+// The peer's READs of 100 and 200 bytes and a WRITE ONLY asking for an ACK arrive
+// while the DUT has a WRITE of 20 MTUs of its own posted; transmits of 4 frames: the
+// two responses and the WRITE's first two packets, then the ACK first (queued after
+// the last response's grant, a control frame), then the rest of the WRITE.
+TEST(EngineFreshGrant, TheAckWaitingBehindOnePacketResponsesGoesRightAfterThem) {
+  Dut d({}, bursts());
+  for (uint32_t m = 0; m < 2; ++m) {
+    auto f = d.spec(wire::op::kRcReadRequest, 500 + m);
+    f.ack_req = false;
+    f.reth = wire::RethFields{d.s.iova + 1000 * m, d.s.keys.rkey, 100 * (m + 1)};
+    d.deliver(f);
+  }
+  const std::vector<uint8_t> data(30, 0x11);
+  d.deliver(d.write_only(502, 70000, data));
+  ASSERT_EQ(post(d, {IBV_WR_RDMA_WRITE, 100000, 20 * kMtu}, 1), 0);
+  Capture c;
+  burst(d, c, 4);
+  ASSERT_EQ(c.pkts.size(), 4u);
+  EXPECT_EQ(c.pkts[0].opcode, wire::op::kRcReadResponseOnly);
+  EXPECT_EQ(c.pkts[1].opcode, wire::op::kRcReadResponseOnly);
+  EXPECT_EQ(c.pkts[2].opcode, wire::op::kRcWriteFirst);
+  EXPECT_EQ(c.pkts[3].opcode, wire::op::kRcWriteMiddle);
+  burst(d, c, 4);
+  ASSERT_EQ(c.pkts.size(), 8u);
+  EXPECT_EQ(c.pkts[4].opcode, wire::op::kRcAck);
+  EXPECT_EQ(c.pkts[4].psn.value(), 502u);
+  EXPECT_EQ(c.pkts[5].opcode, wire::op::kRcWriteMiddle);
+}
+
 }  // namespace
 }  // namespace isoroce::transport::testing
