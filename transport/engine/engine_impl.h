@@ -220,10 +220,11 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // in datapath.cc.
   const TxDesc* take_middle_response(QpCtx& q, const TxDesc& d);
   // on_grant() of d, the only request packet of a WR not yet started (q.tx_next of
-  // this dequeue, copied to d: a WRITE's or SEND's ONLY packet, kFreshOpcodes, or a
-  // READ request; its WR not started, so q.req.pkt == 0): take_request(q, d) in the form it takes for such
-  // a packet, then the QP's next WR peeked as grant_other() does. Answers q.tx_next
-  // (nullptr: none). Inline, defined in datapath.cc before on_grant(), its caller.
+  // this dequeue, copied to d: a WRITE's or SEND's ONLY packet or a READ request,
+  // kFreshOpcodes; its WR not started, so q.req.pkt == 0): take_request(q, d) in the
+  // form it takes for such a packet, then the QP's next WR peeked as grant_other()
+  // does. Answers q.tx_next (nullptr: none). Inline, defined in datapath.cc before
+  // on_grant(), its caller.
   const TxDesc* take_fresh_request(QpCtx& q, const TxDesc& d);
   // on_grant() of d, a READ's only response (q.tx_next of this dequeue, copied to d):
   // take_response(q, d) for a resource's last packet, then the QP's next peeked as
