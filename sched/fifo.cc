@@ -89,9 +89,11 @@ std::size_t FifoScheduler::dequeue(Picos now, std::span<Grant> out, PacketSource
     if (next.bytes == 0) {
       ring_.pop_front(qps_.data());
       --active_;
-    } else if (message_done) {
+    } else if (message_done && ring_.tail != qp) {
+      // The next message waits for the other QPs' turn (the ring's only QP, also its
+      // tail, is its own next turn: the pop and push would leave the ring as it is).
       ring_.pop_front(qps_.data());
-      ring_.push_back(qps_.data(), qp);  // next message waits for the other QPs' turn
+      ring_.push_back(qps_.data(), qp);
     }
   }
   if (link_.catches_up()) link_.set_due(next_deadline());

@@ -98,5 +98,39 @@ TEST(Fifo, DeactivateMidMessage) {
   for (std::size_t i = 2; i < 12; ++i) EXPECT_EQ(log[i].qp, 1u);
 }
 
+// Receive: QP A alone with one-packet messages (the ring's only QP is its own next
+// turn: the policy leaves the ring as it is), B joining after A's fourth (the
+// dequeue's lookahead granted one more), B's 4 messages, A deactivated with one
+// message left while C joins, then A activated again. Expect: AAAA, then A and B
+// alternating, A alone again, then C, A (its last) and C's rest: the grants of the
+// policy before the ring's one-QP case was skipped, message by message.
+TEST(Fifo, ALoneQpsOneMessageTurnsThenOthersJoining) {
+  Config config{.link_bps = kLink, .max_qps = 3};
+  auto sched = make_scheduler("fifo", config);
+  FakeLink link(*sched, config, [](QpId q, std::uint64_t i) {
+    const std::uint64_t n = q == 0 ? 10 : q == 1 ? 4 : 6;
+    return i < n ? Packet{1'000, true} : Packet{};
+  });
+  link.keep_log(true);
+  link.start(0);
+  link.run_until(200'000);  // three packets: at 0, 80, 160 ns
+  link.start(1);
+  link.run_until(1'000'000);  // A's 10 and B's 4
+  sched->deactivate(link.now(), 0);
+  link.start(2);
+  link.run_until(link.now() + 1);
+  std::string order;
+  for (const Grant& g : link.log()) order += static_cast<char>('A' + g.qp);
+  EXPECT_EQ(order, "AAAABABABABAA");
+  EXPECT_FALSE(sched->active(0));
+  link.start(0);  // A's last message
+  EXPECT_TRUE(sched->active(0));
+  link.run_until(kNever - 1);
+  order.clear();
+  for (const Grant& g : link.log()) order += static_cast<char>('A' + g.qp);
+  EXPECT_EQ(order, "AAAABABABABAACACCCCC");
+  EXPECT_EQ(sched->active_qps(), 0u);
+}
+
 }  // namespace
 }  // namespace isoroce::sched

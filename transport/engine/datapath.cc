@@ -332,6 +332,65 @@ inline const TxDesc* EngineImpl::take_middle_response(QpCtx& q, const TxDesc& d)
   return &n;
 }
 
+inline const TxDesc* EngineImpl::take_fresh_request(QpCtx& q, const TxDesc& d) {
+  // take_request(q, d) for the only request packet of a WR not yet started (a WRITE's
+  // or SEND's ONLY packet, or a READ request at its first response PSN): the WR
+  // starts (its packet count 1, a READ's the responses' count), one PSN (a READ's
+  // every response PSN) is taken and the requester moves to the next WR.
+  SendWqe& w = q.sq[d.wqe];
+  const bool read = d.opcode == wire::op::kRcReadRequest;
+  w.state = WqeState::kStarted;
+  w.first_psn = q.req.psn;
+  if (read) {
+    w.npkts = packets_for(w.length, q.mtu);
+    ++q.req.rd_atomic_inflight;
+  } else {
+    w.npkts = 1;
+  }
+  if (d.retransmit) [[unlikely]] {
+    ++counters_.retransmits;
+    ++q.stats.retransmits;
+  }
+  q.req.psn += w.npkts;
+  ++q.req.wqe;
+  if (q.req.psn.after(q.req.max_psn)) q.req.max_psn = q.req.psn;
+  if (q.comp.ack_deadline == sched::kNever) arm_ack_timer(tx_now_, q);
+  // grant_other()'s next: the QP's next WR peeked (no response is queued: d's peek
+  // found none, and none is queued during a dequeue; an RC QP).
+  TxDesc& n = q.tx_next;
+  peek_request(tx_now_, q, n);
+  if (n.kind == TxKind::kNone) {
+    after_grant_.push_back(q.slot);
+    return nullptr;
+  }
+  return &n;
+}
+
+inline const TxDesc* EngineImpl::take_only_response(QpCtx& q, const TxDesc& d) {
+  // take_response(q, d) for a READ's only response (r.sent 0 and r.npkts 1 when d was
+  // peeked, and nothing but grants ran since): the resource is done and leaves the
+  // queue's front.
+  RespResource& r = q.resp.resources[d.resource];
+  ++r.sent;
+  r.queued = false;
+  q.resp.queue.pop();
+  // grant_other()'s next (the resource is no longer queued): peek(), the next queued
+  // response if any, else the requester's next packet (an RC QP), with the ACK
+  // take_response() queues after the last response.
+  TxDesc& n = q.tx_next;
+  if (!q.resp.queue.empty()) {
+    peek_response(q, n);
+  } else {
+    if (q.resp.ack_pending && !q.resp.ctrl_queued) after_grant_.push_back(q.slot);
+    peek_request(tx_now_, q, n);
+  }
+  if (n.kind == TxKind::kNone) {
+    after_grant_.push_back(q.slot);
+    return nullptr;
+  }
+  return &n;
+}
+
 sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
   (void)bytes;
   QpCtx* q = slots_[slot].get();
@@ -349,11 +408,28 @@ sched::Packet EngineImpl::on_grant(sched::QpId slot, uint32_t bytes) {
       d = t;
       next = take_middle_request(*q, d);
       taken = true;
+    } else if (t.kind == TxKind::kRequest && t.opcode < 32 && ((kFreshOpcodes >> t.opcode) & 1) != 0 &&
+               q->sq[t.wqe].state == WqeState::kQueued) {
+      // A fresh one-packet message's ONLY packet or a fresh READ request (its WR not
+      // started, so q->req.pkt is 0), peeked by the QP's previous grant of this
+      // dequeue (its next WR): taken in one pass. A WR started (a retransmission, a
+      // READ re-issued mid-read) goes the long way.
+      TxDesc& d = granted_[granted_n_++];
+      d = t;
+      next = take_fresh_request(*q, d);
+      taken = true;
     } else if (t.kind == TxKind::kResponse && t.opcode == wire::op::kRcReadResponseMiddle) {
       // A READ's MIDDLE response, derived likewise (next_response).
       TxDesc& d = granted_[granted_n_++];
       d = t;
       next = take_middle_response(*q, d);
+      taken = true;
+    } else if (t.kind == TxKind::kResponse && t.opcode == wire::op::kRcReadResponseOnly) {
+      // A READ's only response (a one-packet READ), peeked by the QP's previous grant
+      // of this dequeue: taken in one pass.
+      TxDesc& d = granted_[granted_n_++];
+      d = t;
+      next = take_only_response(*q, d);
       taken = true;
     }
   }

@@ -219,6 +219,22 @@ class EngineImpl final : public Engine, private sched::PacketSource {
   // in place while the next is again a MIDDLE; next_response() otherwise. Inline,
   // in datapath.cc.
   const TxDesc* take_middle_response(QpCtx& q, const TxDesc& d);
+  // on_grant() of d, the only request packet of a WR not yet started (q.tx_next of
+  // this dequeue, copied to d: a WRITE's or SEND's ONLY packet or a READ request,
+  // kFreshOpcodes; its WR not started, so q.req.pkt == 0): take_request(q, d) in the
+  // form it takes for such a packet, then the QP's next WR peeked as grant_other()
+  // does. Answers q.tx_next (nullptr: none). Inline, defined in datapath.cc before
+  // on_grant(), its caller.
+  const TxDesc* take_fresh_request(QpCtx& q, const TxDesc& d);
+  // on_grant() of d, a READ's only response (q.tx_next of this dequeue, copied to d):
+  // take_response(q, d) for a resource's last packet, then the QP's next peeked as
+  // grant_other() does. Answers q.tx_next (nullptr: none). Inline, likewise.
+  const TxDesc* take_only_response(QpCtx& q, const TxDesc& d);
+  // The opcodes take_fresh_request() takes (bit n: opcode n): SEND ONLY (with
+  // immediate, with invalidate), WRITE ONLY (with immediate), READ request.
+  static constexpr uint32_t kFreshOpcodes =
+      1u << wire::op::kRcSendOnly | 1u << wire::op::kRcSendOnlyImm | 1u << wire::op::kRcSendOnlyInv |
+      1u << wire::op::kRcWriteOnly | 1u << wire::op::kRcWriteOnlyImm | 1u << wire::op::kRcReadRequest;
   // take_middle_request()'s next packet the long way (the WR's last, or the window
   // full): next_request() into q.tx_next; nullptr (the QP kicked after the dequeue)
   // when there is none.
