@@ -127,9 +127,13 @@ uint32_t expect_messages(const Dut& d, const Capture& c, size_t from, uint32_t p
         EXPECT_EQ(p.reth->dma_len, g.len);
       }
       EXPECT_EQ(p.imm.has_value(), imm);
-      if (p.imm) EXPECT_EQ(*p.imm, 0x04030201u);  // imm_data is in network order
+      if (p.imm) {
+        EXPECT_EQ(*p.imm, 0x04030201u);  // imm_data is in network order
+      }
       EXPECT_EQ(p.ieth.has_value(), inv);
-      if (p.ieth) EXPECT_EQ(*p.ieth, 0x4242u);
+      if (p.ieth) {
+        EXPECT_EQ(*p.ieth, 0x4242u);
+      }
       EXPECT_TRUE(carries(d, c, k, g.local + i * kMtu, std::min(kMtu, g.len - std::min(g.len, i * kMtu))));
       EXPECT_EQ(c.hints[k], c.frames[k].size());
     }

@@ -164,7 +164,9 @@ TEST(EngineFreshMessage, KeptRkeyIsLookedUpAgainAfterADeregOrAReRegistration) {
       EXPECT_TRUE(std::equal(data.begin(), data.end(), n.buf.begin()));
     } else {
       EXPECT_TRUE(is_access_nak(out[0], 501));
-      if (c.again) EXPECT_TRUE(all_equal(n.buf, 0)) << "stored without remote access";
+      if (c.again) {
+        EXPECT_TRUE(all_equal(n.buf, 0)) << "stored without remote access";
+      }
     }
   }
 }
@@ -275,37 +277,20 @@ TEST(EngineFreshMessage, SendOnlysTakeTheirSrqsReceivesInPlace) {
   Pair net;
   RcOptions o;
   Side a = make_side(net[0], o);
-  Side b;
-  b.pd = net[1].alloc_pd().value();
-  b.scq = net[1].create_cq(64).value();
-  b.rcq = net[1].create_cq(64).value();
-  b.buf.assign(1 << 16, 0);
-  b.iova = 0x10000000 + (reinterpret_cast<uint64_t>(b.buf.data()) & 0xfff);
-  b.keys = net[1].reg_mr(b.pd, b.buf.data(), b.buf.size(), b.iova, IBV_ACCESS_LOCAL_WRITE).value();
+  SrqHandle srq_h = 0;
+  Side b = make_srq_side(net[1], 6, &srq_h);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   ibv_srq_attr sa{};
-  sa.max_wr = 6;
-  sa.max_sge = 1;
-  auto srq = net[1].create_srq(b.pd, sa);
-  ASSERT_TRUE(srq.ok());
-  QpCreate c;
-  c.pd = b.pd;
-  c.send_cq = b.scq;
-  c.recv_cq = b.rcq;
-  c.use_srq = true;
-  c.srq = srq.value();
-  c.init.cap.max_send_wr = 16;
-  c.init.cap.max_send_sge = 1;
-  b.qpn = net[1].create_qp(c).value();
   connect(net[0], a, b, net[1].config().ip, o, 1, 2);
   connect(net[1], b, a, net[0].config().ip, o, 2, 1);
   auto post_srq = [&](uint64_t i) {
     const Sge sge{b.iova + (i % 8) * 4096, 4096, b.keys.lkey};
-    return net[1].post_srq_recv(srq.value(), RecvWr{i, std::span(&sge, 1)});
+    return net[1].post_srq_recv(srq_h, RecvWr{i, std::span(&sge, 1)});
   };
   for (uint64_t i = 0; i < 6; ++i) ASSERT_EQ(post_srq(i), 0);
   EXPECT_EQ(post_srq(99), ENOMEM) << "the SRQ is full";
   sa.srq_limit = 3;
-  ASSERT_EQ(net[1].modify_srq(srq.value(), sa, IBV_SRQ_LIMIT), 0);
+  ASSERT_EQ(net[1].modify_srq(srq_h, sa, IBV_SRQ_LIMIT), 0);
   for (size_t i = 0; i < a.buf.size() && i < 8192; ++i) a.buf[i] = static_cast<uint8_t>(i * 5 + 3);
   auto send = [&](uint64_t off, uint32_t len) {
     const Sge sge{a.iova + off, len, a.keys.lkey};
@@ -382,7 +367,9 @@ TEST(EngineFreshMessage, ReceiveSlotsReusedWithOtherSgeCountsHoldOnlyTheirOwnSge
       ASSERT_EQ(p.post_recv(1, 12288, 256, 3), 0);
     }
     ASSERT_EQ(p.post_recv(1, 16384, 256, 4), 0);
-    if (c == Case::kOneAfterTwo) ASSERT_EQ(p.post(0, IBV_WR_SEND, 2000, 200, 0, 13), 0);
+    if (c == Case::kOneAfterTwo) {
+      ASSERT_EQ(p.post(0, IBV_WR_SEND, 2000, 200, 0, 13), 0);
+    }
     ASSERT_EQ(p.post(0, IBV_WR_SEND, 3000, 300, 0, 14), 0);
     ASSERT_TRUE(p.net.run());
     rc = p.poll(1, true);
@@ -521,9 +508,13 @@ void expect_frames(Dut& d, const std::vector<Posted>& wrs, uint64_t remote_va, u
         EXPECT_EQ(f.reth->dma_len, p.length);
       }
       ASSERT_EQ(f.imm.has_value(), imm && last);
-      if (f.imm) EXPECT_EQ(*f.imm, 0x1000 + i);
+      if (f.imm) {
+        EXPECT_EQ(*f.imm, 0x1000 + i);
+      }
       ASSERT_EQ(f.ieth.has_value(), inv && last);
-      if (f.ieth) EXPECT_EQ(*f.ieth, 0xabc00 + i);
+      if (f.ieth) {
+        EXPECT_EQ(*f.ieth, 0xabc00 + i);
+      }
       const size_t len = std::min<size_t>(kMtu, p.length - j * kMtu);
       ASSERT_EQ(f.payload_len, len);
       EXPECT_TRUE(std::equal(msg.begin() + j * kMtu, msg.begin() + j * kMtu + len,

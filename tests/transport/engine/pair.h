@@ -169,6 +169,38 @@ inline Side make_side(Engine& e, const RcOptions& o, ibv_qp_type type = IBV_QPT_
   return s;
 }
 
+// A side whose RC QP takes its receives from an SRQ of max_wr receives of one SGE
+// (its limit not armed): PD, CQs, 64 KB registered for local writes, the QP. *srq
+// is the SRQ; a failure is a test failure (the caller asserts !HasFailure()).
+inline Side make_srq_side(Engine& e, uint32_t max_wr, SrqHandle* srq) {
+  Side b;
+  b.pd = e.alloc_pd().value();
+  b.scq = e.create_cq(64).value();
+  b.rcq = e.create_cq(64).value();
+  b.buf.assign(1 << 16, 0);
+  b.iova = 0x10000000 + (reinterpret_cast<uint64_t>(b.buf.data()) & 0xfff);
+  b.keys = e.reg_mr(b.pd, b.buf.data(), b.buf.size(), b.iova, IBV_ACCESS_LOCAL_WRITE).value();
+  ibv_srq_attr sa{};
+  sa.max_wr = max_wr;
+  sa.max_sge = 1;
+  auto s = e.create_srq(b.pd, sa);
+  EXPECT_TRUE(s.ok()) << s.err();
+  if (!s.ok()) return b;
+  *srq = s.value();
+  QpCreate c;
+  c.pd = b.pd;
+  c.send_cq = b.scq;
+  c.recv_cq = b.rcq;
+  c.use_srq = true;
+  c.srq = *srq;
+  c.init.cap.max_send_wr = 16;
+  c.init.cap.max_send_sge = 1;
+  auto q = e.create_qp(c);
+  EXPECT_TRUE(q.ok()) << q.err();
+  if (q.ok()) b.qpn = q.value();
+  return b;
+}
+
 // The address vector's fields beyond the peer's address.
 struct PathAttrs {
   uint8_t hop_limit = 64;

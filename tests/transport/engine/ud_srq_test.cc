@@ -123,39 +123,20 @@ TEST(EngineSrq, RcReceivesComeFromTheSrqAndTheLimitFires) {
   Pair net;
   RcOptions o;
   Side a = make_side(net[0], o);
-  // Side b with an SRQ.
-  Side b;
-  b.pd = net[1].alloc_pd().value();
-  b.scq = net[1].create_cq(64).value();
-  b.rcq = net[1].create_cq(64).value();
-  b.buf.assign(1 << 16, 0);
-  b.iova = 0x10000000 + (reinterpret_cast<uint64_t>(b.buf.data()) & 0xfff);
-  b.keys = net[1].reg_mr(b.pd, b.buf.data(), b.buf.size(), b.iova, IBV_ACCESS_LOCAL_WRITE).value();
+  SrqHandle srq_h = 0;
+  Side b = make_srq_side(net[1], 16, &srq_h);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   ibv_srq_attr sa{};
-  sa.max_wr = 16;
-  sa.max_sge = 1;
-  sa.srq_limit = 0;
-  auto srq = net[1].create_srq(b.pd, sa);
-  ASSERT_TRUE(srq.ok());
-  QpCreate c;
-  c.pd = b.pd;
-  c.send_cq = b.scq;
-  c.recv_cq = b.rcq;
-  c.use_srq = true;
-  c.srq = srq.value();
-  c.init.cap.max_send_wr = 16;
-  c.init.cap.max_send_sge = 1;
-  b.qpn = net[1].create_qp(c).value();
   connect(net[0], a, b, net[1].config().ip, o, 1, 2);
   connect(net[1], b, a, net[0].config().ip, o, 2, 1);
   for (int i = 0; i < 6; ++i) {
     Sge sge{b.iova + i * 1000, 1000, b.keys.lkey};
-    ASSERT_EQ(net[1].post_srq_recv(srq.value(), RecvWr{static_cast<uint64_t>(i), std::span(&sge, 1)}), 0);
+    ASSERT_EQ(net[1].post_srq_recv(srq_h, RecvWr{static_cast<uint64_t>(i), std::span(&sge, 1)}), 0);
   }
   sa.srq_limit = 3;
-  ASSERT_EQ(net[1].modify_srq(srq.value(), sa, IBV_SRQ_LIMIT), 0);
+  ASSERT_EQ(net[1].modify_srq(srq_h, sa, IBV_SRQ_LIMIT), 0);
   EXPECT_EQ(net[1].post_recv(b.qpn, RecvWr{}), EINVAL) << "receives go to the SRQ";
-  EXPECT_EQ(net[1].destroy_srq(srq.value()), EBUSY);
+  EXPECT_EQ(net[1].destroy_srq(srq_h), EBUSY);
   for (int i = 0; i < 4; ++i) {
     Sge sge{a.iova, 100, a.keys.lkey};
     SendWr wr;
