@@ -198,12 +198,16 @@ TEST(EngineFreshGrant, TheInitiatorDepthAndAFenceStopABurst) {
   uint32_t psn = expect_messages(d, c, 0, psn0, {msgs[0], msgs[1]}, 16);
   EXPECT_EQ(psn, psn0 + 3);
   // The first READ's response: one READ outstanding, so the third goes, and the WRITE.
-  auto resp = d.spec(wire::op::kRcReadResponseOnly, psn0);
-  resp.ack_req = false;
-  resp.aeth = wire::AethFields{0x1f, 1};
-  std::vector<uint8_t> bytes(100, 0x3c);
-  resp.payload = bytes;
-  d.deliver(resp);
+  // A READ's one response of n bytes at psn, delivered to x.
+  auto answer_read = [](Dut& x, uint32_t at, size_t n) {
+    auto resp = x.spec(wire::op::kRcReadResponseOnly, at);
+    resp.ack_req = false;
+    resp.aeth = wire::AethFields{0x1f, 1};
+    const std::vector<uint8_t> bytes(n, 0x3c);
+    resp.payload = bytes;
+    x.deliver(resp);
+  };
+  answer_read(d, psn0, 100);
   Capture c2;
   burst(d, c2);
   ASSERT_EQ(c2.pkts.size(), 2u);
@@ -218,12 +222,7 @@ TEST(EngineFreshGrant, TheInitiatorDepthAndAFenceStopABurst) {
   ASSERT_EQ(c3.pkts.size(), 1u);
   const uint32_t fpsn = c3.pkts[0].psn.value();
   psn = expect_messages(f, c3, 0, fpsn, {more[0]}, 16);
-  auto fresp = f.spec(wire::op::kRcReadResponseOnly, fpsn);
-  fresp.ack_req = false;
-  fresp.aeth = wire::AethFields{0x1f, 1};
-  std::vector<uint8_t> fbytes(10, 0x3c);
-  fresp.payload = fbytes;
-  f.deliver(fresp);
+  answer_read(f, fpsn, 10);
   Capture c4;
   burst(f, c4);
   ASSERT_EQ(c4.pkts.size(), 1u);
