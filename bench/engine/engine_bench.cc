@@ -614,6 +614,7 @@ void BM_ProtocolFloor(benchmark::State& state, ibv_wr_opcode verb, size_t pool_f
     }
   }
   report_baseline(state, size, pkts.size());
+  state.counters["frame_buffers"] = static_cast<double>(pool_frames);
 }
 
 void BM_MemcpyFrames(benchmark::State& state) {

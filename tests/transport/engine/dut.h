@@ -59,6 +59,13 @@ struct Dut {
     f.ack_req = true;
     return f;
   }
+  // An ACK or NAK (AETH syndrome and MSN) of the DUT's requests up to psn, AckReq clear.
+  wire::FrameSpec ack(uint32_t psn, uint8_t syndrome, uint32_t msn) {
+    wire::FrameSpec f = spec(wire::op::kRcAck, psn);
+    f.ack_req = false;
+    f.aeth = wire::AethFields{syndrome, msn};
+    return f;
+  }
   // Receive the frame, then collect everything the engine sends in the next 1 ms.
   std::vector<wire::RocePacket> receive(const wire::FrameSpec& f) { return receive_corrupt(f, 0, 0); }
   // The same with the frame's byte `from_end` bytes before its end XORed with

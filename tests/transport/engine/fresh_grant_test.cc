@@ -257,10 +257,7 @@ TEST(EngineFreshGrant, AGoBackNPassOverOnePacketMessagesThenFreshOnesInOneBurst)
   EXPECT_EQ(d.net[1].counters().retransmits, 3u);
   EXPECT_EQ(d.net[1].qp_counters(d.s.qpn)->retransmits, 3u);
   // All six acknowledged: six completions in order, in success.
-  auto ack = d.spec(wire::op::kRcAck, psn0 + 5);
-  ack.ack_req = false;
-  ack.aeth = wire::AethFields{0x1f, 2};
-  d.deliver(ack);
+  d.deliver(d.ack(psn0 + 5, 0x1f, 2));
   std::vector<ibv_wc> wc(8);
   ASSERT_EQ(d.net[1].poll_cq(d.s.scq, wc), 6);
   for (size_t m = 0; m < 6; ++m) {
@@ -300,10 +297,7 @@ TEST(EngineFreshGrant, ALocalOperationBehindAOnePacketMessageRunsAfterTheDequeue
   burst(d, c);
   ASSERT_EQ(c.pkts.size(), 3u);
   expect_messages(d, c, 0, psn0, writes, 16);
-  auto ack = d.spec(wire::op::kRcAck, psn0 + 2);
-  ack.ack_req = false;
-  ack.aeth = wire::AethFields{0x1f, 2};
-  d.deliver(ack);
+  d.deliver(d.ack(psn0 + 2, 0x1f, 2));
   std::vector<ibv_wc> wc(8);
   ASSERT_EQ(d.net[1].poll_cq(d.s.scq, wc), 4);
   for (size_t m = 0; m < 4; ++m) {
